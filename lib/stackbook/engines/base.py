@@ -1,0 +1,201 @@
+"""What every engine adapter does: launch, wait until ready, capture its log, stop it."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from ..campaign import free_port
+from ..paths import symbolic
+
+
+class EngineStartError(RuntimeError):
+    """The engine did not become ready; the message carries the end of its log."""
+
+
+class EngineAdapter:
+    kind = "base"
+    health_path = "/health"
+    metrics_path: str | None = "/metrics"
+    remote = False
+
+    def __init__(self, spec, artifacts, protocol, served_name: str, log_path: str | os.PathLike | None = None):
+        self.spec = spec
+        self.artifacts = artifacts
+        self.protocol = protocol
+        self.served_name = served_name
+        self.log_path = Path(log_path) if log_path else None
+        self.port = spec.port or (free_port(spec.host) if hasattr(spec, "host") else None)
+        self.proc: subprocess.Popen | None = None
+        self.log_lines: list[str] = []
+        self._log_thread: threading.Thread | None = None
+        self.started_at: float | None = None
+        self.ready_after_s: float | None = None
+        self.exit_code: int | None = None
+
+    # -- what differs per engine -------------------------------------------------------
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        return {}
+
+    def identity(self) -> dict:
+        raise NotImplementedError
+
+    def realized_capacity(self) -> dict:
+        """Capacity as the engine itself reports it (log lines, HTTP), never as configured."""
+        return {}
+
+    def sampling_fields(self, decoding: dict) -> dict:
+        """Request-body fields for the protocol's decoding settings, in this engine's dialect."""
+        return {k: decoding[k] for k in ("temperature", "top_p", "seed")} | {
+            "top_k": decoding["top_k"], "min_p": decoding["min_p"],
+            "repetition_penalty": decoding["repetition_penalty"]}
+
+    def output_length_fields(self, n: int) -> dict:
+        """Fields that make the engine emit exactly n tokens, where it honours them."""
+        return {"max_tokens": n}
+
+    # -- shared mechanics ----------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.spec.host}:{self.port}"
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def launch_record(self) -> dict:
+        """The launch as it goes into the passport: command and environment, paths symbolic."""
+        return {"command": [symbolic(c) for c in self.command()],
+                "env": {k: symbolic(v) for k, v in self.env().items()}}
+
+    def start(self) -> "EngineAdapter":
+        cmd = self.command()
+        if self.log_path:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.log_path.write_text("")
+        self.started_at = time.monotonic()
+        # A new session makes the engine the leader of its own process group: stop() can then
+        # end its whole tree (vLLM forks an engine-core process) and nothing else.
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, **self.env()},
+                                     start_new_session=True, text=True, errors="replace", bufsize=1)
+        self._log_thread = threading.Thread(target=self._pump_log, daemon=True)
+        self._log_thread.start()
+        return self
+
+    def _pump_log(self) -> None:
+        out = open(self.log_path, "a") if self.log_path else None
+        try:
+            for line in self.proc.stdout:
+                line = symbolic(line)
+                self.log_lines.append(line)
+                if out:
+                    out.write(line)
+                    out.flush()
+        finally:
+            if out:
+                out.close()
+
+    def wait_ready(self, timeout_s: float | None = None) -> float:
+        timeout_s = timeout_s or self.spec.startup_timeout_s
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.proc is not None and self.proc.poll() is not None:
+                    self.exit_code = self.proc.returncode
+                    self._join_log()
+                    raise EngineStartError(f"{self.kind} exited with code {self.proc.returncode} before "
+                                           f"it was ready. Last log lines:\n{self.log_tail()}")
+                try:
+                    r = client.get(self.base_url + self.health_path, headers=self.headers())
+                    if r.status_code == 200 and self._ready_extra(client):
+                        self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
+                        return self.ready_after_s
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.25)
+        self.stop()
+        raise EngineStartError(f"{self.kind} was not ready within {timeout_s:.0f} s (raise "
+                               f"engine.startup_timeout_s if it is just slow). Last log lines:\n{self.log_tail()}")
+
+    def _ready_extra(self, client: httpx.Client) -> bool:
+        return True
+
+    def is_alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 20.0) -> int | None:
+        """SIGTERM the engine's process group, SIGKILL what is left after the grace period."""
+        if self.proc is None:
+            return None
+        pgid = self.proc.pid
+        if self.proc.poll() is None:
+            _signal_group(pgid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(pgid, signal.SIGKILL)
+                self.proc.wait(10)
+        # Children that outlived the leader (same group) get the same treatment.
+        deadline = time.monotonic() + grace_s
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+        self.exit_code = self.proc.returncode
+        self._join_log()
+        return self.exit_code
+
+    def _join_log(self) -> None:
+        if self._log_thread:
+            self._log_thread.join(timeout=5)
+
+    def log_tail(self, n: int = 25) -> str:
+        return "".join(self.log_lines[-n:])
+
+    def find_in_log(self, pattern: str, flags=0) -> re.Match | None:
+        rx = re.compile(pattern, flags)
+        for line in self.log_lines:
+            m = rx.search(line)
+            if m:
+                return m
+        return None
+
+    def __enter__(self) -> "EngineAdapter":
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def parse_int(text: str) -> int:
+    return int(text.replace(",", ""))

@@ -1,0 +1,64 @@
+"""A managed OpenAI-compatible endpoint: nothing to launch; the key comes from the environment."""
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from .base import EngineAdapter
+
+
+class OpenAIEndpointAdapter(EngineAdapter):
+    kind = "openai_endpoint"
+    health_path = "/v1/models"
+    metrics_path = None
+
+    def __init__(self, spec, artifacts, protocol, served_name, log_path=None):
+        super().__init__(spec, artifacts, protocol, served_name, log_path)
+        self.port = urlparse(spec.base_url).port
+        if spec.served_model:
+            self.served_name = spec.served_model
+
+    @property
+    def base_url(self) -> str:
+        return self.spec.base_url.removesuffix("/v1")
+
+    @property
+    def remote(self) -> bool:  # type: ignore[override]
+        host = urlparse(self.spec.base_url).hostname or ""
+        return host not in ("127.0.0.1", "localhost", "::1")
+
+    def api_key(self) -> str | None:
+        if not self.spec.api_key_env:
+            return None
+        key = os.environ.get(self.spec.api_key_env)
+        if not key:
+            raise RuntimeError(f"engine.api_key_env names {self.spec.api_key_env}, which is not set; "
+                               f"export {self.spec.api_key_env}=... before running")
+        return key
+
+    def headers(self) -> dict[str, str]:
+        key = self.api_key()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def command(self) -> list[str]:
+        return []
+
+    def launch_record(self) -> dict:
+        return {"command": [], "endpoint": self.spec.base_url, "api_key_env": self.spec.api_key_env,
+                "remote": self.remote}
+
+    def start(self):
+        return self
+
+    def stop(self, grace_s: float = 0) -> None:
+        return None
+
+    def is_alive(self) -> bool:
+        return True
+
+    def identity(self) -> dict:
+        return {"engine": "managed OpenAI-compatible endpoint", "base_url": self.spec.base_url,
+                "remote": self.remote, "version": "not disclosed by the provider"}
+
+    def realized_capacity(self) -> dict:
+        return {"source": "not observable on a managed endpoint"}

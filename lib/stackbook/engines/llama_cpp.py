@@ -1,0 +1,109 @@
+"""llama.cpp's llama-server, built from the source vendored in the llama-cpp-python sdist."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from ..models import LLAMA_CPP_VERSION, engine_dir, file_sha256
+from ..paths import symbolic
+from .base import EngineAdapter, parse_int
+
+
+LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
+                  r"\s*(?P<used>\d+)/(?P<seqs>\d+) seqs\)(?:, K \((?P<ktype>\w+)\))?")
+CACHE_TYPES = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0"}
+
+
+class LlamaCppAdapter(EngineAdapter):
+    kind = "llama_cpp"
+
+    @property
+    def binary(self) -> Path:
+        return Path(self.spec.binary) if self.spec.binary else engine_dir("llama_cpp") / "bin" / "llama-server"
+
+    @property
+    def total_context(self) -> int:
+        # -c is the context of all slots together: give each slot the protocol's context.
+        return self.protocol.context_length * self.spec.parallel
+
+    def command(self) -> list[str]:
+        if self.artifacts is None or self.artifacts.gguf is None:
+            raise FileNotFoundError("llama_cpp needs a GGUF: set model.gguf_path in the campaign")
+        if not self.binary.exists():
+            raise FileNotFoundError(f"{symbolic(self.binary)} is missing; run `make quickstart` (or "
+                                    "tools/bootstrap.sh llama) to build llama-server")
+        kv = CACHE_TYPES.get(self.protocol.precision.kv_cache)
+        if kv is None:
+            raise ValueError(f"llama_cpp has no KV cache type for protocol.precision.kv_cache="
+                             f"{self.protocol.precision.kv_cache!r}; use one of {sorted(CACHE_TYPES)}")
+        return [str(self.binary), "-m", str(self.artifacts.gguf), "--alias", self.served_name,
+                "--host", self.spec.host, "--port", str(self.port),
+                "-c", str(self.total_context), "--parallel", str(self.spec.parallel),
+                "--threads", str(self.spec.threads), "--threads-batch", str(self.spec.threads),
+                "--cache-type-k", kv, "--cache-type-v", kv,
+                "--metrics", "--slots", "--jinja", "--no-webui", "-lv", "4",
+                *self.spec.extra_args]
+
+    def sampling_fields(self, decoding: dict) -> dict:
+        # llama-server applies top_k 40, min_p 0.05 and repeat_penalty unless told otherwise.
+        return {"temperature": decoding["temperature"], "top_p": decoding["top_p"],
+                "top_k": decoding["top_k"], "min_p": decoding["min_p"],
+                "repeat_penalty": decoding["repetition_penalty"], "seed": decoding["seed"]}
+
+    def output_length_fields(self, n: int) -> dict:
+        return {"max_tokens": n, "ignore_eos": True}
+
+    def props(self) -> dict:
+        try:
+            return httpx.get(self.base_url + "/props", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+
+    def identity(self) -> dict:
+        try:
+            version = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True,
+                                     timeout=10).stderr.strip()
+        except (OSError, subprocess.TimeoutExpired) as err:
+            version = f"unknown ({err})"
+        props = self.props()
+        template = props.get("chat_template") or ""
+        return {
+            "engine": "llama.cpp llama-server",
+            "source": f"llama-cpp-python {LLAMA_CPP_VERSION} sdist, vendored llama.cpp",
+            "version": version.splitlines()[0] if version else "unknown",
+            "build": " ".join(version.splitlines()[1:2]) if version else "unknown",
+            "binary_sha256": file_sha256(self.binary) if self.binary.exists() else None,
+            "build_flags": "Release, GGML_NATIVE=ON (tied to this CPU), static",
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None,
+            "threads": self.spec.threads,
+            "parallel_slots": self.spec.parallel,
+        }
+
+    def realized_capacity(self) -> dict:
+        out: dict = {"source": "llama-server log and /props"}
+        m = self.find_in_log(LLAMA_KV_CACHE)
+        unified = self.find_in_log(r"kv_unified = '(true|false)'")
+        if m:
+            cells, seqs = int(m["cells"]), int(m["seqs"])
+            # Without a unified cache every sequence has its own `cells`; with one, they share them.
+            per_seq = unified is None or unified.group(1) == "false"
+            out.update(kv_cache_mib=float(m["mib"]), kv_cells=cells, kv_layers=int(m["layers"]), kv_streams=seqs,
+                       kv_unified=not per_seq, kv_tokens=cells * seqs if per_seq else cells,
+                       kv_type=m["ktype"])
+        m = self.find_in_log(r"n_slots = (\d+)")
+        if m:
+            out["slots"] = int(m.group(1))
+        m = self.find_in_log(r"n_ctx_slot = (\d+)") or self.find_in_log(r"new slot.*n_ctx = (\d+)") \
+            or self.find_in_log(r"n_ctx_seq\s*=\s*(\d+)")
+        if m:
+            out["context_per_sequence"] = parse_int(m.group(1))
+        props = self.props()
+        if props:
+            out["slots"] = props.get("total_slots", out.get("slots"))
+        if "kv_tokens" in out and out.get("slots"):
+            per_seq = out.get("context_per_sequence") or self.protocol.context_length
+            out["max_concurrency"] = min(out["slots"], out["kv_tokens"] // per_seq)
+        return out

@@ -1,0 +1,127 @@
+"""Latency and throughput under explicit names, from raw records.
+
+TTFT = first content chunk - sent. Chunk ITL = gaps between content chunks.
+TPOT = (E2E - TTFT) / (N - 1), N output tokens (server usage, else the client tokenizer).
+Normalized E2E = E2E / N. Failed requests stay in the denominator of goodput.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from .records import RequestRecord
+
+PERCENTILES = (50, 95, 99)
+
+
+def output_tokens(r: RequestRecord) -> int:
+    return r.output_tokens_server if r.output_tokens_server is not None else r.output_tokens_client
+
+
+def request_metrics(r: RequestRecord) -> dict:
+    """Per-request latencies in milliseconds (None where undefined, e.g. a failed request)."""
+    n = output_tokens(r)
+    e2e = (r.end_s - r.sent_s) * 1000
+    ttft = (r.first_token_s - r.sent_s) * 1000 if r.first_token_s is not None else None
+    tpot = (e2e - ttft) / (n - 1) if ttft is not None and n > 1 else None
+    itl = list(np.diff(r.chunk_times_s) * 1000) if len(r.chunk_times_s) > 1 else []
+    return {"point": r.point, "phase": r.phase, "repetition": r.repetition, "concurrency": r.concurrency,
+            "request_index": r.request_index, "ok": r.ok, "error_class": r.error_class,
+            "ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "norm_e2e_ms": e2e / n if n else None,
+            "itl_ms": itl, "output_tokens": n, "output_tokens_client": r.output_tokens_client,
+            "output_tokens_requested": r.output_tokens_requested,
+            "prompt_tokens": r.prompt_tokens_server if r.prompt_tokens_server is not None else r.prompt_tokens_client,
+            "cached_prompt_tokens": r.cached_prompt_tokens, "finish_reason": r.finish_reason,
+            "sent_s": r.sent_s, "end_s": r.end_s}
+
+
+def requests_frame(records: list[RequestRecord]) -> pd.DataFrame:
+    return pd.DataFrame([request_metrics(r) for r in records])
+
+
+def _stats(values, prefix: str) -> dict:
+    v = np.asarray([x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))], float)
+    if v.size == 0:
+        return {f"{prefix}_{k}": None for k in ("mean", *(f"p{p}" for p in PERCENTILES))}
+    out = {f"{prefix}_mean": float(v.mean())}
+    out.update({f"{prefix}_p{p}": float(np.percentile(v, p)) for p in PERCENTILES})
+    return out
+
+
+def mean_ci95(values) -> tuple[float | None, float | None]:
+    """Mean and the half-width of its 95% confidence interval (t distribution)."""
+    v = np.asarray([x for x in values if x is not None], float)
+    if v.size < 2:
+        return (float(v.mean()) if v.size else None, None)
+    from scipy import stats as st  # noqa: PLC0415 - scipy is only needed here
+    return float(v.mean()), float(st.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def meets_slo(row: dict, slo) -> bool:
+    if not row["ok"] or row["ttft_ms"] is None:
+        return False
+    if row["ttft_ms"] > slo.ttft_ms:
+        return False
+    if row["tpot_ms"] is not None and row["tpot_ms"] > slo.tpot_ms:
+        return False
+    if slo.e2e_ms is not None and row["e2e_ms"] > slo.e2e_ms:
+        return False
+    return True
+
+
+def window_activity(records: list[RequestRecord], start: float, end: float) -> dict:
+    """What the engine did inside [start, end], counting every request of the point (warm-up
+    and cool-down included): tokens streamed, requests finished, and the time-weighted number
+    of requests in flight."""
+    span = end - start
+    tokens = sum(n for r in records for t, n in zip(r.chunk_times_s, r.chunk_tokens) if start <= t <= end)
+    finished = sum(1 for r in records if r.ok and start <= r.end_s <= end)
+    busy = sum(max(0.0, min(r.end_s, end) - max(r.sent_s, start)) for r in records)
+    return {"tokens": tokens, "finished": finished, "in_flight_mean": busy / span if span > 0 else None}
+
+
+def point_summary(records: list[RequestRecord], slo) -> dict:
+    """Aggregate one sweep point. Latencies come from the measured requests only; throughput
+    is what streamed inside the measurement window (first measured send to last measured end),
+    which warm-up and cool-down requests keep at the configured concurrency."""
+    measured = [r for r in records if r.phase == "measure"]
+    rows = [request_metrics(r) for r in measured]
+    ok = [row for row in rows if row["ok"]]
+    out: dict = {"requests": len(rows), "completed": len(ok),
+                 "errors": dict(Counter(row["error_class"] for row in rows if not row["ok"]))}
+    if not measured:
+        return out
+    start, end = min(r.sent_s for r in measured), max(r.end_s for r in measured)
+    window = end - start
+    out["window_s"] = window
+    activity = window_activity(records, start, end)
+    out.update(_stats([x["ttft_ms"] for x in ok], "ttft_ms"))
+    out.update(_stats([x["tpot_ms"] for x in ok], "tpot_ms"))
+    out.update(_stats([g for x in ok for g in x["itl_ms"]], "itl_ms"))
+    out.update(_stats([x["e2e_ms"] for x in ok], "e2e_ms"))
+    out.update(_stats([x["norm_e2e_ms"] for x in ok], "norm_e2e_ms"))
+    out["output_tokens"] = sum(x["output_tokens"] for x in ok)
+    out["output_throughput_tok_s"] = activity["tokens"] / window if window > 0 else None
+    mean_prompt = sum(x["prompt_tokens"] for x in ok) / len(ok) if ok else 0
+    out["request_throughput_rps"] = activity["finished"] / window if window > 0 else None
+    out["total_throughput_tok_s"] = ((activity["tokens"] + activity["finished"] * mean_prompt) / window
+                                     if window > 0 else None)
+    good = [x for x in rows if meets_slo(x, slo)]
+    out["slo_attainment"] = len(good) / len(rows)
+    out["goodput_rps"] = (out["request_throughput_rps"] or 0) * out["slo_attainment"]
+    out["in_flight_mean"] = activity["in_flight_mean"]
+    # Per-stream decode rate: what one user sees once tokens flow.
+    rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]
+    out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)
+    short = [x for x in ok if x["output_tokens"] < x["output_tokens_requested"]]
+    out["length_not_honoured"] = len(short)
+    # Little's law: requests in flight = completion rate x mean time in system. Both sides are
+    # measured independently here; they must agree, and for a closed loop they must also come
+    # back near the configured concurrency, else the client did not keep its clients busy.
+    if out["request_throughput_rps"] and out["e2e_ms_mean"]:
+        out["littles_law_concurrency"] = out["request_throughput_rps"] * out["e2e_ms_mean"] / 1000
+    return out
+

@@ -1,0 +1,155 @@
+"""The four-part benchmark passport per arm: identity, protocol, validity, results.
+
+A field not known says so, with the reason; nothing is left silently blank.
+"""
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+
+from . import __version__
+from .paths import REPO_ROOT
+from .store import read_json, write_json_atomic
+
+
+def unknown(reason: str) -> dict:
+    return {"unknown": reason}
+
+
+def harness_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return f"stackbook {__version__} ({rev}{'+modified' if dirty else ''})" if rev else f"stackbook {__version__}"
+    except (OSError, subprocess.TimeoutExpired):
+        return f"stackbook {__version__}"
+
+
+def host_identity() -> dict:
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+    import psutil
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "accelerator": "none (CPU)", "driver": "not applicable: no GPU"}
+
+
+def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
+    arm_dir = Path(arm_dir)
+    engine = read_json(arm_dir / "engine.json", {}) or {}
+    results = read_json(arm_dir / "results.json", {}) or {}
+    protocol = campaign.protocol_for(arm)
+    sizing = results.get("sizing")
+    canaries = results.get("canaries")
+    sweep = results.get("sweep")
+    prec = protocol.precision
+
+    identity = {
+        "arm": arm.name,
+        "model": engine.get("model") or unknown("the engine was not started"),
+        "engine": engine.get("identity") or unknown("the engine was not started"),
+        "launch": engine.get("launch") or unknown("the engine was not started"),
+        "host": engine.get("host") or host_identity(),
+        "formats": {"weights": prec.weights, "kv_cache": prec.kv_cache,
+                    "recurrent_state": prec.state if prec.state != "none" else "not applicable: no recurrent layers"},
+        "speculative_decoder": "none",
+    }
+    proto = {
+        "workload": protocol.workload.model_dump(),
+        "harness": harness_revision(),
+        "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
+        "output_budget_tokens": protocol.workload.output_tokens,
+        "arrival": protocol.arrival.model_dump(),
+        "prefix_cache": protocol.prefix_cache,
+        "warmup_requests_per_point": protocol.warmup_requests,
+        "requests_per_point": protocol.requests_per_point,
+        "repetitions": protocol.repetitions,
+        "seeds": protocol.seeds,
+        "context_length": protocol.context_length,
+        "slo": protocol.slo.model_dump(),
+        "overrides": arm.protocol_overrides,
+    }
+    capacity = {
+        "configured": engine.get("configured_capacity") or unknown("the engine was not started"),
+        "realized": engine.get("realized_capacity") or unknown("the engine did not report it"),
+        "predicted": (sizing or {}).get("predicted_capacity") or unknown("the sizing notebook did not run"),
+    }
+    validity = {
+        "canaries": ({k: canaries[k] for k in ("verdict", "suite", "suite_sha256", "gating_checks", "passed",
+                                                 "failed", "expected_failures", "unexpected_passes")}
+                     if canaries else unknown("the canary notebook did not run")),
+        "capacity": capacity,
+        "discard_rules": unknown("no preregistered discard rules are declared in this campaign"),
+        "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
+        "wrong_output_counts": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
+        "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
+        "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
+        "engine_restarts": engine.get("restarts", 0),
+    }
+    if sweep:
+        results_part = {
+            "label": "HOLD" if canaries and canaries["verdict"] != "PASS" else "accepted",
+            "points": sweep["points"],
+            "peak_engine_rss_gib": sweep.get("peak_engine_rss_gib") or unknown("not sampled"),
+            "energy": unknown("not measured: no power meter on this host"),
+            "raw": {"requests": "requests.jsonl", "engine_log": "engine.log"},
+        }
+    else:
+        results_part = unknown("the load sweep did not run" + (
+            f" (canaries {canaries['verdict']})" if canaries and canaries.get("verdict") != "PASS" else ""))
+    return {"passport_version": 1, "campaign": campaign.name, "identity": identity, "protocol": proto,
+            "validity": validity, "results": results_part}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, dict) and set(v) == {"unknown"}:
+        return f"*not known: {v['unknown']}*"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, (dict, list)):
+        import json
+        return "`" + json.dumps(v, default=str) + "`"
+    return str(v)
+
+
+def passport_markdown(p: dict) -> str:
+    lines = [f"# Benchmark passport: {p['identity']['arm']} ({p['campaign']})", ""]
+    for part in ("identity", "protocol", "validity"):
+        lines += [f"## {part.capitalize()}", "", "| field | value |", "|---|---|"]
+        for k, v in p[part].items():
+            lines.append(f"| {k} | {_fmt(v)} |")
+        lines.append("")
+    lines += ["## Results", ""]
+    res = p["results"]
+    if "points" not in res:
+        lines.append(_fmt(res))
+    else:
+        lines.append(f"Label: **{res['label']}**. Peak engine RSS: {_fmt(res['peak_engine_rss_gib'])} GiB. "
+                     f"Energy: {_fmt(res['energy'])}.")
+        lines += ["", "| point | completed | TTFT p50/p99 ms | TPOT p50/p99 ms | E2E p50/p95/p99 ms | out tok/s | goodput req/s |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, s in res["points"].items():
+            def g(k):
+                v = s.get(k)
+                return "-" if v is None else f"{v:,.1f}"
+            lines.append(f"| {name} | {s['completed']}/{s['requests']} | {g('ttft_ms_p50')} / {g('ttft_ms_p99')} | "
+                         f"{g('tpot_ms_p50')} / {g('tpot_ms_p99')} | {g('e2e_ms_p50')} / {g('e2e_ms_p95')} / "
+                         f"{g('e2e_ms_p99')} | {g('output_throughput_tok_s')} | {g('goodput_rps')} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_passport(campaign, arm, arm_dir: str | Path) -> dict:
+    p = build_passport(campaign, arm, arm_dir)
+    write_json_atomic(Path(arm_dir) / "passport.json", p)
+    (Path(arm_dir) / "passport.md").write_text(passport_markdown(p))
+    return p

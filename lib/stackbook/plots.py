@@ -1,0 +1,81 @@
+"""Figures a reader would rather look at than read; each saved as PNG and returned for inline display."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def _save(fig, out_dir: Path | None, name: str):
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out_dir / f"{name}.png", dpi=110, bbox_inches="tight")
+    return fig
+
+
+def _label(arm: str, label: str) -> str:
+    return arm if label == "accepted" else f"{arm} [HOLD]"
+
+
+def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str = "e2e_ms"):
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for (arm, label), g in df.groupby(["arm", "label"]):
+        g = g.sort_values("concurrency")
+        for pct, style in (("p50", "-o"), ("p99", "--s")):
+            ax.plot(g["concurrency"], g[f"{metric}_{pct}"], style, label=f"{_label(arm, label)} {pct}")
+    ax.set_xlabel("concurrency (closed loop)")
+    ax.set_ylabel(f"{metric.replace('_ms', '')} (ms)")
+    ax.set_title(f"{metric.replace('_ms', '').upper()} percentiles vs load")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, f"{metric}_vs_load")
+
+
+def throughput_vs_concurrency(df: pd.DataFrame, out_dir: Path | None = None):
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for (arm, label), g in df.groupby(["arm", "label"]):
+        g = g.sort_values("concurrency")
+        ax.plot(g["concurrency"], g["output_throughput_tok_s"], "-o", label=_label(arm, label))
+    ax.set_xlabel("concurrency (closed loop)")
+    ax.set_ylabel("output tokens / s")
+    ax.set_title("Throughput vs concurrency")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "throughput_vs_concurrency")
+
+
+def pareto(df: pd.DataFrame, out_dir: Path | None = None):
+    """Throughput against tail latency: up and to the left is better."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for (arm, label), g in df.groupby(["arm", "label"]):
+        g = g.sort_values("concurrency")
+        ax.plot(g["e2e_ms_p99"], g["output_throughput_tok_s"], "-o", label=_label(arm, label))
+        for _, r in g.iterrows():
+            ax.annotate(f"c={r['concurrency']}", (r["e2e_ms_p99"], r["output_throughput_tok_s"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("p99 end-to-end latency (ms)")
+    ax.set_ylabel("output tokens / s")
+    ax.set_title("Throughput vs tail latency")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "pareto")
+
+
+def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = None):
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for arm, df in requests.items():
+        m = df[(df["phase"] == "measure") & df["ok"]]
+        for c, g in m.groupby("concurrency"):
+            v = g["ttft_ms"].sort_values().to_numpy()
+            if len(v):
+                ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post", label=f"{arm} c={c}")
+    ax.set_xlabel("TTFT (ms)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title("TTFT distribution (empirical CDF)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "ttft_cdf")

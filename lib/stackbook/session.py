@@ -1,0 +1,103 @@
+"""What a notebook needs about its arm: the campaign, the protocol, where to write, and an
+endpoint (given by the runner, or started here when the notebook is opened on its own)."""
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .campaign import Arm, Campaign, Protocol, load_campaign
+from .engines import EngineAdapter, adapter_for
+from .loadgen import Target
+from .paths import REPO_ROOT
+from .passport import host_identity
+from .store import read_json, write_json_atomic
+
+
+def configured_capacity(adapter: EngineAdapter) -> dict:
+    s, p = adapter.spec, adapter.protocol
+    if adapter.kind == "llama_cpp":
+        return {"slots": s.parallel, "context_per_sequence": p.context_length,
+                "total_context_cells": p.context_length * s.parallel}
+    if adapter.kind == "vllm_cpu":
+        return {"kv_cache_space_gib": s.kv_cache_gib, "max_model_len": p.context_length,
+                "max_num_seqs": s.max_num_seqs or "engine default"}
+    if adapter.kind == "vllm":
+        return {"gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": p.context_length}
+    if adapter.kind == "sglang":
+        return {"mem_fraction_static": s.mem_fraction_static or "engine default", "context_length": p.context_length}
+    return {"note": "a managed endpoint does not disclose its capacity"}
+
+
+def record_engine(adapter: EngineAdapter, arm_dir: Path, restarts: int = 0) -> dict:
+    """engine.json: who served the arm and what capacity the engine itself reported."""
+    info = {
+        "kind": adapter.kind,
+        "base_url": adapter.base_url,
+        "remote": adapter.remote,
+        "pid": adapter.proc.pid if adapter.proc else None,
+        "ready_after_s": adapter.ready_after_s,
+        "model": adapter.artifacts.identity() if adapter.artifacts else {"name": adapter.served_name},
+        "identity": adapter.identity(),
+        "launch": adapter.launch_record(),
+        "configured_capacity": configured_capacity(adapter),
+        "realized_capacity": adapter.realized_capacity(),
+        "host": host_identity(),
+        "restarts": restarts,
+        "recorded_unix": time.time(),
+    }
+    write_json_atomic(arm_dir / "engine.json", info)
+    return info
+
+
+@dataclass
+class ArmSession:
+    campaign: Campaign
+    arm: Arm
+    protocol: Protocol
+    run_dir: Path
+    arm_dir: Path
+    adapter: EngineAdapter
+    started_here: bool = False
+    engine: dict = field(default_factory=dict)
+
+    def target(self) -> Target:
+        d = self.protocol.decoding.resolved()
+        return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
+                      self.adapter.output_length_fields(self.protocol.workload.output_tokens),
+                      self.adapter.headers(), self.protocol.request_timeout_s)
+
+    def close(self) -> None:
+        if self.started_here:
+            self.adapter.stop()
+            self.started_here = False
+
+
+def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = None,
+             endpoint: str | None = None, start_engine: bool = True) -> ArmSession:
+    """Open one arm for a notebook. Without an endpoint the arm's engine is started here and
+    stopped when the kernel exits, so a notebook also runs on its own in JupyterLab."""
+    os.chdir(REPO_ROOT)  # every path in a record is relative to the repository root
+    campaign = load_campaign(campaign_file)
+    chosen = campaign.arm(arm) if arm else campaign.arms[0]
+    if run_dir is None:
+        run_dir = f"outputs/{campaign.name}/interactive-{time.strftime('%Y%m%dT%H%M%S')}"
+    run_path = Path(run_dir)
+    arm_dir = run_path / "arms" / chosen.name
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    log_path = arm_dir / "engine.log" if endpoint is None and start_engine else None
+    adapter = adapter_for(campaign, chosen, log_path=log_path)
+    session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run_path, arm_dir, adapter)
+    if endpoint is not None:
+        adapter.port = urlparse(endpoint).port
+        session.engine = read_json(arm_dir / "engine.json", {}) or {}
+    elif start_engine:
+        adapter.start()
+        adapter.wait_ready()
+        session.started_here = True
+        atexit.register(session.close)
+        session.engine = record_engine(adapter, arm_dir)
+    return session

@@ -1,0 +1,40 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from stackbook.models import embedded_artifacts, engine_dir, vllm_python
+from stackbook.paths import REPO_ROOT
+
+os.chdir(REPO_ROOT)
+
+
+def engines_ready() -> str | None:
+    art = embedded_artifacts()
+    if not (art.hf_dir / "model.safetensors").exists() or not art.gguf.exists():
+        return "the embedded model is not set up (make test sets it up)"
+    if not (engine_dir("llama_cpp") / "bin" / "llama-server").exists():
+        return "llama-server is not built (make test builds it)"
+    if not vllm_python().exists():
+        return "vLLM's CPU build is not installed (make test installs it)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def real_engines():
+    """The real engines and the embedded model. Under `make test` (CI) they must be present."""
+    missing = engines_ready()
+    if missing:
+        if os.environ.get("CI") or os.environ.get("STACKBOOK_REQUIRE_ENGINES"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    return embedded_artifacts()
+
+
+@pytest.fixture
+def write_campaign(tmp_path):
+    def write(text: str, name: str = "c.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+    return write

@@ -1,0 +1,121 @@
+"""Campaign files: valid ones load; bad ones fail fast, naming the file, the field and the fix,
+before any engine starts."""
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from stackbook.campaign import CampaignError, free_port, load_campaign
+
+GOOD = """
+name: t
+protocol:
+  workload: {kind: synthetic, prompt_tokens: 64, output_tokens: 16}
+  arrival: {kind: closed_loop, concurrency: [1, 2]}
+arms:
+  - name: a
+    engine: {kind: llama_cpp}
+  - name: b
+    engine: {kind: vllm_cpu}
+"""
+
+
+def test_quickstart_is_valid():
+    c = load_campaign("campaigns/quickstart.yaml")
+    assert [a.engine.kind for a in c.arms] == ["llama_cpp", "vllm_cpu"]
+    assert c.protocol.decoding.resolved()["temperature"] == 0.0
+
+
+def test_good_campaign_and_defaults(write_campaign):
+    c = load_campaign(write_campaign(GOOD))
+    assert c.protocol.arrival.concurrency == [1, 2]
+    assert c.arm("b").engine.host == "127.0.0.1"
+
+
+BAD = {
+    "missing arms": ("name: t\n", ["arms", "Field required", "Fix: add it"]),
+    "wrong type": (GOOD.replace("concurrency: [1, 2]", "concurrency: four"),
+                   ["protocol.arrival.concurrency", "Fix: give a YAML list"]),
+    "unknown engine": (GOOD.replace("kind: vllm_cpu", "kind: vllm-cpu"),
+                       ["arms[1].engine", "did you mean 'vllm_cpu'"]),
+    "duplicate arm": (GOOD.replace("name: b", "name: a"), ["duplicate arm name 'a'"]),
+    "misspelled key": (GOOD.replace("prompt_tokens", "promt_tokens"),
+                       ["protocol.workload.promt_tokens", "did you mean prompt_tokens"]),
+    "yaml syntax": (GOOD.replace("arms:", "arms:\n  - name: [unclosed"), ["YAML syntax error at line"]),
+    "negative concurrency": (GOOD.replace("[1, 2]", "[1, -2]"), ["concurrency levels must be positive"]),
+    "zero output": (GOOD.replace("output_tokens: 16", "output_tokens: 0"),
+                    ["protocol.workload.output_tokens", "greater than 0"]),
+    "override not declared": (GOOD.replace("engine: {kind: vllm_cpu}",
+                                           "engine: {kind: vllm_cpu}\n    protocol_overrides: {context_length: 4096}"),
+                              ["arms[1].protocol_overrides.context_length", "variables_under_test"]),
+    "context too small": (GOOD.replace("output_tokens: 16", "output_tokens: 4000"),
+                          ["context_length is 2048", "raise context_length"]),
+    "missing model path": (GOOD.replace("name: t\n", "name: t\nmodel: {source: path, hf_path: no/such/dir}\n"),
+                           ["model", "'no/such/dir' does not exist"]),
+    "bad arm name": (GOOD.replace("name: b", "name: b c"), ["arms[1].name", "letters, digits"]),
+    "not a mapping": ("- just\n- a list\n", ["must be a YAML mapping"]),
+    "bad url": (GOOD.replace("engine: {kind: vllm_cpu}", "engine: {kind: openai_endpoint, base_url: api.example}"),
+                ["base_url must start with http"]),
+    "model context exceeded": (GOOD.replace("name: t\n", "name: t\nmodel: {max_context: 1024}\n"),
+                               ["exceeds the model's max_context 1024"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_campaign_message(case, write_campaign):
+    text, expected = BAD[case]
+    path = write_campaign(text, name=f"{case.replace(' ', '_')}.yaml")
+    with pytest.raises(CampaignError) as err:
+        load_campaign(path)
+    msg = str(err.value)
+    assert str(path) in msg
+    for piece in expected:
+        assert piece in msg, f"{piece!r} not in:\n{msg}"
+
+
+def test_port_in_use_is_refused(write_campaign):
+    import socket
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        path = write_campaign(GOOD.replace("engine: {kind: llama_cpp}", f"engine: {{kind: llama_cpp, port: {port}}}"))
+        with pytest.raises(CampaignError, match=f"port {port} is already in use"):
+            load_campaign(path)
+
+
+def test_missing_file_says_where_campaigns_live():
+    with pytest.raises(CampaignError, match="campaigns/quickstart.yaml"):
+        load_campaign("campaigns/nope.yaml")
+
+
+def _engine_processes() -> set[int]:
+    out = set()
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "llama-server" in cmd or "vllm.entrypoints" in cmd:
+            out.add(p.info["pid"])
+    return out
+
+
+@pytest.mark.parametrize("case", ["unknown engine", "duplicate arm", "missing arms", "wrong type"])
+def test_cli_refuses_bad_campaign_fast_and_starts_nothing(case, write_campaign, tmp_path):
+    path = write_campaign(BAD[case][0])
+    before = _engine_processes()
+    t = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert time.monotonic() - t < 30
+    assert str(path) in r.stderr
+    assert "Fix" in r.stderr or "every arm needs its own name" in r.stderr
+    assert _engine_processes() - before == set()
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_cli_check_validates_without_running():
+    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", "--check", "campaigns/quickstart.yaml"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "valid campaign 'quickstart' with 2 arm(s)" in r.stdout
