@@ -30,6 +30,7 @@ campaign_file = "campaigns/quickstart.yaml"
 run_dir = None     # None: a scratch run under outputs/<campaign>/interactive-<time>
 arm = None         # None: the campaign's first arm
 endpoint = None    # e.g. "http://127.0.0.1:8080" when the runner has started the engine
+start_engine = True  # False: arithmetic only (a campaign sized for hardware that is not here)
 run_id = None'''
 
 OPEN = '''from IPython.display import Markdown, display
@@ -37,56 +38,59 @@ import pandas as pd
 from stackbook.session import open_arm
 from stackbook import workbook
 
-session = open_arm(campaign_file, run_dir=run_dir, arm=arm, endpoint=endpoint)
-display(Markdown(f"**Campaign** `{session.campaign.name}` · **arm** `{session.arm.name}` "
-                 f"({session.arm.engine.kind}) · endpoint `{session.adapter.base_url}`"))'''
+session = open_arm(campaign_file, run_dir=run_dir, arm=arm, endpoint=endpoint, start_engine=start_engine)
+display(Markdown(session.describe()))'''
 
 sizing = nb([
     new_markdown_cell("""# 10 · Sizing: does it fit, and how many sequences live at once
 
-Before any timing, arithmetic. Memory must hold the weights plus the KV cache that the context
-demands; if it cannot, no engine choice helps. This notebook computes, for this arm's model and
-precision:
+Before any timing, arithmetic. Memory must hold the weights plus the cache that the context
+demands; if it cannot, no engine choice helps. For this arm's model, precision and device:
 
-* **weights** in bytes (parameters × bits per weight);
-* **KV bytes per token**: two tensors (K and V) per layer that keeps a cache, per KV head, per
-  head dimension, at the cache precision;
-* the **cache the arm is configured with** and the number of tokens and whole sequences it should
-  hold;
-* the **same figures as the engine itself reported** at start-up. Engines round to blocks, split
-  the cache per slot, or keep memory back; the realized figure is the one that limits load, and
-  the gap between the two is part of the evidence."""),
+* **weights**: parameters × bits per weight, or the exact size of the artifact when known;
+* **KV bytes per token**: K and V, per KV head and head dimension, for each layer whose cache grows
+  with the context. Linear-attention (Gated DeltaNet) layers keep none; sliding-window layers stop
+  growing at their window; an MLA layer keeps one compressed latent;
+* **recurrent state per sequence** for hybrid models: a fixed charge per live sequence, whatever
+  its length, which is why short-context concurrency on hybrids is lower than a KV-only rule says;
+* the **cache pool** (given, or what is left after weights, workspace and activations) and the
+  **live sequences** it holds at the protocol's context;
+* the **engine's own accounting** of the same pool. Engines round to blocks, split caches per
+  slot, reserve state slots; when the engine ran, the figure it reported sits beside the
+  prediction, and the gap between them is part of the evidence."""),
     params(ARM_PARAMS),
     new_code_cell(OPEN),
-    new_markdown_cell("## The model's geometry\n\nRead from the artifact the engine serves (GGUF metadata, or a Hugging Face `config.json`)."),
+    new_markdown_cell("## The model's geometry\n\nFrom the bundled catalog of public configs, or read from the artifact the engine serves (GGUF metadata, or `config.json`)."),
     new_code_cell('''s = workbook.arm_sizing(session)
 pd.Series(s["geometry"]).to_frame("value")'''),
-    new_markdown_cell("## Memory per token and per sequence"),
-    new_code_cell('''GiB, MiB = 2**30, 2**20
-p = session.protocol
-pd.DataFrame([
-    ("weights", f"{s['weights_bytes'] / MiB:,.1f} MiB", f"{s['geometry']['parameters']:,} parameters x {p.precision.weights}"),
-    ("KV per token", f"{s['kv_bytes_per_token']:,.0f} B",
-     f"{s['geometry']['kv_layers']} layers x 2 (K,V) x {s['geometry']['kv_heads']} KV heads x {s['geometry']['head_dim']} x {p.precision.kv_cache}"),
-    ("KV per sequence", f"{s['kv_bytes_per_sequence'] / MiB:,.1f} MiB", f"{p.context_length:,} tokens of context"),
-], columns=["quantity", "value", "how"]).set_index("quantity")'''),
-    new_markdown_cell("""## Predicted against realized capacity
+    new_markdown_cell("## The memory budget"),
+    new_code_cell('''workbook.budget_table(s)'''),
+    new_markdown_cell("## The weights under other precisions\n\nThe exact size of a published artifact beats any bits-per-weight rule: block-quantized formats carry scales, and some tensors (embeddings, the output head) often stay at higher precision."),
+    new_code_cell('''workbook.weights_table(session, s)'''),
+    new_markdown_cell("""## Why calculators disagree
 
-*Predicted* applies the engine's own allocation rule to the arithmetic above; *realized* is
-parsed from the engine's log and HTTP endpoints after it started. A ratio far from 1 means the
-engine holds less (or more) than a reader of its flags would assume."""),
-    new_code_cell('''display(Markdown(f"Rule used for the prediction: *{s['predicted_capacity'].get('rule', 'n/a')}*"))
-workbook.capacity_table(s)'''),
-    new_markdown_cell("""## The decode roofline on this machine
+The same pool gives different answers under different assumptions about the cache and state
+precision. Each row below is one common assumption; only the first matches what the reference
+implementation keeps."""),
+    new_code_cell('''pd.DataFrame(s["assumptions_table"]).set_index("assumption")'''),
+    new_markdown_cell("""## The engine's own accounting: predicted against realized
 
-Each generated token must read all the weights once (plus the KV cache so far). Memory bandwidth
-over those bytes is an upper bound on single-stream decode speed; the load sweep reports the
-measured rate against it. Bandwidth here is measured at run time (a large array copy), so the
-bound describes this machine as it was during the run."""),
-    new_code_cell('''r = s["roofline"]
-pd.Series({"measured copy bandwidth (GB/s)": round(r["bandwidth_bytes_s"] / 1e9, 1),
-           "decode bound at half context (tok/s)": round(r["decode_tok_s_bound"], 1),
-           "fits in host memory": s["memory"]["fits"]}).to_frame("value")'''),
+*Predicted* applies this engine's allocation rule to the arithmetic above; *realized* is parsed
+from the engine's log and HTTP endpoints after it started (empty when the engine did not run
+here). A ratio far from 1 means the engine holds less, or more, than a reader of its flags would
+assume."""),
+    new_code_cell('''display(Markdown(f"Rule: *{s['predicted_capacity'].get('rule', 'n/a')}*"))
+display(workbook.capacity_table(s))
+workbook.engine_accounting(s)'''),
+    new_markdown_cell("""## The decode roofline
+
+Each generated token reads every weight once, plus the KV cache so far and the recurrent state
+(read and written). Memory bandwidth over those bytes bounds single-stream decode speed; the load
+sweep reports the measured rate against it. For `this-cpu`, bandwidth is measured at run time."""),
+    new_code_cell('''pd.Series({"device": s["hardware"]["name"],
+           "bandwidth (GB/s)": round(s["hardware"]["bandwidth_bytes_s"] / 1e9, 1),
+           "decode bound at this context (tok/s)": round(s.get("roofline_decode_tok_s") or 0, 1),
+           "bandwidth source": s["hardware"]["source"]}).to_frame("value")'''),
 ])
 
 canaries = nb([
@@ -179,6 +183,13 @@ display(Markdown(f"**Campaign** `{campaign.name}`: {campaign.description}  \\n**
     new_markdown_cell("## Fairness\n\nEach column must read the same for every arm (values shown as recorded; long ones are JSON)."),
     new_code_cell('''fair = analysis.fairness_table(campaign, arms)
 fair.T'''),
+    new_markdown_cell("""## Sizing across arms
+
+The same model and pool under each arm's engine: the arithmetic's live sequences, the engine's
+allocation rule applied to the same numbers, and (when the engine ran) what it reported."""),
+    new_code_cell('''sizing = analysis.sizing_frame(arms)
+display(sizing)
+plots.sizing_bars(sizing, figures);'''),
     new_markdown_cell("## Correctness gate and capacity\n\nCanary verdicts, and the KV capacity each engine actually allocated next to the arithmetic."),
     new_code_cell('''rows = []
 for n, a in arms.items():

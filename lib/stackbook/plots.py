@@ -22,6 +22,8 @@ def _label(arm: str, label: str) -> str:
 
 
 def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str = "e2e_ms"):
+    if df.empty:
+        return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for (arm, label), g in df.groupby(["arm", "label"]):
         g = g.sort_values("concurrency")
@@ -36,6 +38,8 @@ def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str =
 
 
 def throughput_vs_concurrency(df: pd.DataFrame, out_dir: Path | None = None):
+    if df.empty:
+        return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for (arm, label), g in df.groupby(["arm", "label"]):
         g = g.sort_values("concurrency")
@@ -50,6 +54,8 @@ def throughput_vs_concurrency(df: pd.DataFrame, out_dir: Path | None = None):
 
 def pareto(df: pd.DataFrame, out_dir: Path | None = None):
     """Throughput against tail latency: up and to the left is better."""
+    if df.empty:
+        return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for (arm, label), g in df.groupby(["arm", "label"]):
         g = g.sort_values("concurrency")
@@ -66,6 +72,8 @@ def pareto(df: pd.DataFrame, out_dir: Path | None = None):
 
 
 def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = None):
+    if not requests:
+        return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for arm, df in requests.items():
         m = df[(df["phase"] == "measure") & df["ok"]]
@@ -79,3 +87,17 @@ def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, out_dir, "ttft_cdf")
+
+
+def sizing_bars(frame: pd.DataFrame, out_dir: Path | None = None):
+    """Live sequences per arm: the arithmetic against each engine's accounting of the same pool."""
+    if frame.empty:
+        return None
+    cols = [c for c in ("live sequences (arithmetic)", "max concurrency (engine rule)",
+                        "max concurrency (engine reported)") if frame[c].notna().any()]
+    ax = frame[cols].astype(float).plot.bar(figsize=(6.5, 4), rot=0)
+    ax.set_ylabel("sequences at the protocol's context")
+    ax.set_title("How many sequences live at once")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return _save(ax.figure, out_dir, "sizing")

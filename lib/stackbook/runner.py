@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 import time
 from pathlib import Path
 
 import yaml
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .campaign import Campaign, load_campaign
 from .engines import EngineStartError, adapter_for
 from .passport import write_passport
-from .paths import REPO_ROOT, absolute_paths_in, symbolic
+from .paths import REPO_ROOT, absolute_paths_in, relative_to_repo, symbolic
 from .session import record_engine
 from .store import read_json, write_json_atomic
 from .sweep import requests_at
 
 ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
+STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}
 CAMPAIGN_NOTEBOOK = "40_analysis"
 TEXT_SUFFIXES = {".ipynb", ".json", ".jsonl", ".md", ".log", ".yaml", ".html", ".txt", ".csv"}
 
@@ -35,7 +35,7 @@ class Manifest:
     def __init__(self, run_dir: Path, campaign: Campaign, campaign_file: str):
         self.path = run_dir / "manifest.json"
         self.data = read_json(self.path) or {
-            "campaign": campaign.name, "campaign_file": campaign_file, "status": "running",
+            "campaign": campaign.name, "campaign_file": relative_to_repo(campaign_file), "status": "running",
             "created_unix": time.time(), "arms": {}, "analysis": {}}
 
     def save(self) -> None:
@@ -74,7 +74,7 @@ def make_portable(run_dir: Path, secrets: list[str]) -> list[str]:
         new = redact(symbolic(text), secrets)
         if new != text:
             p.write_text(new)
-        leftovers += [f"{p}: {a}" for a in absolute_paths_in(new)]
+        leftovers += [f"{p.relative_to(run_dir)}: {symbolic(a)}" for a in absolute_paths_in(new)]
     return leftovers
 
 
@@ -162,25 +162,32 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
             continue
         arm_dir = run_dir / "arms" / arm.name
         arm_dir.mkdir(parents=True, exist_ok=True)
-        steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
-        adapter = adapter_for(campaign, arm, log_path=arm_dir / "engine.log")
+        stages = campaign.protocol_for(arm).stages
+        needs_engine = bool({"canaries", "sweep"} & set(stages))
+        notebooks = [STAGE_NOTEBOOK[st] for st in ("sizing", "canaries", "sweep") if st in stages]
+        steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
+        adapter = adapter_for(campaign, arm, log_path=arm_dir / "engine.log" if needs_engine else None)
         t_arm = time.monotonic()
-        entry.update(status="running", engine=arm.engine.kind)
+        entry.update(status="running", engine=arm.engine.kind, stages=list(stages))
         manifest.save()
+        if needs_engine:
+            steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
+            try:
+                adapter.start()
+                adapter.wait_ready()
+            except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
+                adapter.stop()
+                entry.update(status="failed", error=symbolic(str(err))[-2000:])
+                manifest.save()
+                log(f"arm {arm.name}: engine did not start: {err}")
+                steps.update(len(notebooks) + 1)
+                continue
         try:
-            adapter.start()
-            adapter.wait_ready()
-        except (EngineStartError, FileNotFoundError, OSError) as err:
-            entry.update(status="failed", error=symbolic(str(err))[-2000:])
-            manifest.save()
-            log(f"arm {arm.name}: engine did not start: {err}")
-            steps.update(len(ARM_NOTEBOOKS) + 1)
-            continue
-        try:
-            record_engine(adapter, arm_dir, restarts=entry.get("restarts", 0))
-            entry["engine_ready_s"] = adapter.ready_after_s
+            if needs_engine:
+                record_engine(adapter, arm_dir, restarts=entry.get("restarts", 0))
+                entry["engine_ready_s"] = adapter.ready_after_s
             steps.update(1)
-            for name in ARM_NOTEBOOKS:
+            for name in notebooks:
                 out = arm_dir / f"{name}.ipynb"
                 if notebook_ok(entry, name, out):
                     steps.update(1)
@@ -197,7 +204,8 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
                 entry["notebooks"][name] = {"status": "running"}
                 manifest.save()
                 params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
-                          "endpoint": adapter.base_url, "run_id": run_dir.name}
+                          "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
+                          "start_engine": needs_engine}
                 p = campaign.protocol_for(arm)
                 total = sum(requests_at(p, c) for c in p.arrival.concurrency) * p.repetitions
                 try:
@@ -218,10 +226,10 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         finally:
             steps.set_postfix_str(f"{arm.name}: stopping engine")
             # Capacity lines can arrive late in the log: record them once more before stopping.
-            if adapter.is_alive():
-                record_engine(adapter, arm_dir, restarts=entry.get("restarts", 0))
-            code = adapter.stop()
-            entry["engine_exit_code"] = code
+            if needs_engine:
+                if adapter.is_alive():
+                    record_engine(adapter, arm_dir, restarts=entry.get("restarts", 0))
+                entry["engine_exit_code"] = adapter.stop()
         write_passport(campaign, arm, arm_dir)
         if entry["status"] == "running":
             entry["status"] = "complete"
@@ -258,10 +266,3 @@ def write_report(notebook: Path, html_path: Path) -> None:
     body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
     html_path.write_text(body)
 
-
-def check_campaign(campaign_file: str) -> Campaign:
-    """Validate only; start nothing."""
-    return load_campaign(campaign_file)
-
-
-_RUN_ID = re.compile(r"^[\w.-]+$")

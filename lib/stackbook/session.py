@@ -70,6 +70,12 @@ class ArmSession:
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens),
                       self.adapter.headers(), self.protocol.request_timeout_s)
 
+    def describe(self) -> str:
+        where = (f"endpoint `{self.adapter.base_url}`" if self.engine or self.started_here
+                 else "no engine: arithmetic only")
+        return (f"**Campaign** `{self.campaign.name}` · **arm** `{self.arm.name}` ({self.arm.engine.kind}) · "
+                f"{where}")
+
     def close(self) -> None:
         if self.started_here:
             self.adapter.stop()
@@ -91,8 +97,9 @@ def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = N
     log_path = arm_dir / "engine.log" if endpoint is None and start_engine else None
     adapter = adapter_for(campaign, chosen, log_path=log_path)
     session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run_path, arm_dir, adapter)
-    if endpoint is not None:
+    if endpoint is not None and adapter.kind != "openai_endpoint":
         adapter.port = urlparse(endpoint).port
+    if endpoint is not None:
         session.engine = read_json(arm_dir / "engine.json", {}) or {}
     elif start_engine:
         adapter.start()

@@ -156,3 +156,203 @@ def this_cpu(measure_bandwidth: bool = True) -> Accelerator:
 
 def as_dict(obj) -> dict:
     return asdict(obj)
+
+
+# --------------------------------------------------------------------------- whole models
+
+def model_kv_bytes_per_token(g, kv_precision: str = "bf16", tensor_parallel: int = 1) -> float:
+    """KV per token of context for the layers whose cache grows with the context.
+
+    Full-attention layers only: linear-attention (Gated DeltaNet) layers keep a fixed state
+    instead, and sliding-window layers are counted per sequence (they stop growing at the
+    window). MLA keeps one latent (kv_lora_rank + rope dims) per layer, shared by all heads and
+    replicated across tensor-parallel ranks.
+    """
+    if g.is_mla:
+        return g.kv_layers * (g.kv_lora_rank + g.qk_rope_head_dim) * precision_bytes(kv_precision)
+    return kv_bytes_per_token(g.kv_layers, g.num_kv_heads, g.head_dim, kv_precision, tensor_parallel)
+
+
+def model_kv_bytes_per_sequence(g, context_tokens: int, kv_precision: str = "bf16", tensor_parallel: int = 1) -> float:
+    full = context_tokens * model_kv_bytes_per_token(g, kv_precision, tensor_parallel)
+    if g.sliding_layers and g.sliding_window:
+        per_tok = kv_bytes_per_token(g.sliding_layers, g.num_kv_heads, g.head_dim, kv_precision, tensor_parallel)
+        full += min(context_tokens, g.sliding_window) * per_tok
+    return full
+
+
+def model_state_bytes_per_sequence(g, state_precision: str | None = None, conv_precision: str = "bf16") -> float:
+    """Recurrent state per sequence (0 for a model without linear-attention layers).
+
+    Without an explicit precision, the model's own config decides (mamba_ssm_dtype), else fp32,
+    as the reference implementation keeps it.
+    """
+    if not g.is_hybrid:
+        return 0.0
+    return recurrent_state_bytes_per_sequence(
+        g.linear_layers, g.linear_num_key_heads, g.linear_num_value_heads, g.linear_key_head_dim,
+        g.linear_value_head_dim, g.linear_conv_kernel, state_precision or g.state_dtype or "fp32", conv_precision)
+
+
+def _state_layer_bytes(g, state_precision: str, conv_precision: str = "bf16") -> float:
+    return model_state_bytes_per_sequence(g, state_precision, conv_precision) / g.linear_layers
+
+
+def vllm_kv_accounting(g, available_kv_bytes: float, max_model_len: int, kv_precision: str = "bf16",
+                       state_precision: str = "fp32", block_size: int = 16) -> dict:
+    """How vLLM (V1) turns 'Available KV cache memory' into blocks, its 'KV cache size' and its
+    'Maximum concurrency for N tokens per request' line.
+
+    Layers are grouped so every group has the same number of layers; for hybrids the attention
+    block is inflated until one attention page is at least one state page (16-token steps), and
+    each request needs ceil(max_model_len / block) attention blocks plus one block per state group.
+    """
+    attn_page_1tok = 2 * g.num_kv_heads * g.head_dim * precision_bytes(kv_precision)
+    if g.is_mla:
+        attn_page_1tok = (g.kv_lora_rank + g.qk_rope_head_dim) * precision_bytes(kv_precision)
+    out: dict = {"available_kv_bytes": available_kv_bytes}
+    if g.is_hybrid:
+        state_page = _state_layer_bytes(g, state_precision)
+        block = 16 * math.ceil(state_page / (16 * attn_page_1tok))
+        page = block * attn_page_1tok
+        group_size = min(g.kv_layers, g.linear_layers)
+        attn_groups = math.ceil(g.kv_layers / group_size)
+        state_groups = math.ceil(g.linear_layers / group_size)
+        out.update(attention_block_tokens=block, page_bytes=page, state_page_bytes=state_page,
+                   state_page_padding_pct=round(100 * (page / state_page - 1), 2))
+    else:
+        block = block_size
+        page = block * attn_page_1tok
+        group_size = g.kv_layers
+        attn_groups, state_groups = 1, 0
+    groups = attn_groups + state_groups
+    num_blocks = int(available_kv_bytes // page // group_size)
+    blocks_per_request = attn_groups * math.ceil(max_model_len / block) + state_groups
+    out.update(kv_cache_groups=groups, layers_per_group=group_size, num_blocks=num_blocks,
+               kv_cache_size_tokens=num_blocks // groups * block,
+               blocks_per_request=blocks_per_request,
+               max_concurrency=round(num_blocks / blocks_per_request, 2))
+    return out
+
+
+SGLANG_STATE_SLOTS = {"disabled": 1, "no_buffer": 3, "extra_buffer_lazy": 4, "extra_buffer": 5}
+
+
+def sglang_kv_accounting(g, pool_bytes: float, context_tokens: int, kv_precision: str = "bf16",
+                         state_precision: str = "fp32", mamba_full_memory_ratio: float = 0.9,
+                         radix_cache: str = "extra_buffer") -> dict:
+    """How SGLang splits its static pool between recurrent-state slots and KV tokens for a
+    hybrid model, and how many requests it then runs at once.
+
+    State gets pool x r / (1 + r) in whole per-request slots; KV tokens get the rest. Each
+    running request holds S state slots (1 with the radix cache off, 3 no_buffer, 5
+    extra_buffer), so requests <= slots // S, and <= KV tokens // context.
+    """
+    kv_tok = model_kv_bytes_per_token(g, kv_precision)
+    if radix_cache not in SGLANG_STATE_SLOTS:
+        raise ValueError(f"radix_cache {radix_cache!r}: use one of {sorted(SGLANG_STATE_SLOTS)}")
+    s = SGLANG_STATE_SLOTS[radix_cache]
+    out: dict = {"pool_bytes": pool_bytes, "mamba_full_memory_ratio": mamba_full_memory_ratio,
+                 "radix_cache": radix_cache, "state_slots_per_request": s}
+    if g.is_hybrid:
+        state = model_state_bytes_per_sequence(g, state_precision, "bf16")
+        slots = int(pool_bytes * mamba_full_memory_ratio / (1 + mamba_full_memory_ratio) // state)
+        kv_bytes = pool_bytes - slots * state
+        max_tokens = int(kv_bytes // kv_tok)
+        running = min(max_tokens // 2, slots // s)
+        out.update(state_bytes_per_slot=state, max_mamba_cache_size=slots)
+    else:
+        max_tokens = int(pool_bytes // kv_tok)
+        running = max_tokens // 2
+    out.update(max_total_num_tokens=max_tokens, max_running_requests=running,
+               max_concurrency=min(running, max_tokens // context_tokens))
+    return out
+
+
+def balanced_mamba_ratio(g, context_tokens: int, kv_precision: str = "bf16", state_precision: str = "fp32",
+                         radix_cache: str = "extra_buffer") -> float:
+    """The --mamba-full-memory-ratio at which state slots and KV run out together:
+    (S x state bytes) / (context x KV bytes per token)."""
+    s = SGLANG_STATE_SLOTS[radix_cache]
+    return s * model_state_bytes_per_sequence(g, state_precision) / (context_tokens * model_kv_bytes_per_token(g, kv_precision))
+
+
+# Defaults for what a profiler would measure; stated so a reader can replace them.
+DEFAULT_WORKSPACE_GIB = 0.5
+DEFAULT_ACTIVATIONS_GIB = 0.5
+DEFAULTS_SOURCE = ("workspace and activations default to 0.5 GiB each: the seed's 23.3 GiB pool on an 80 GB "
+                   "card leaves ~0.91 GiB for both; measured vLLM activation peaks on H100 are 4.8-5.6 GiB "
+                   "for dense 8-70B models (llm-d empirical results). Pass measured values or --pool-gib.")
+
+
+def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision: str = "bf16",
+               kv_precision: str = "bf16", state_precision: str | None = None, artifact_bytes: int | None = None,
+               pool_bytes: float | None = None, workspace_bytes: float = DEFAULT_WORKSPACE_GIB * GiB,
+               activations_bytes: float = DEFAULT_ACTIVATIONS_GIB * GiB, tensor_parallel: int = 1,
+               bandwidth: float | None = None) -> dict:
+    """The whole budget for one model on one device (per tensor-parallel rank)."""
+    if g.num_parameters is None and artifact_bytes is None:
+        raise ValueError(f"{g.name}: the parameter count is unknown; give a model with weights, a catalog "
+                         "name, or --artifact-bytes")
+    if g.max_context and context_tokens > g.max_context:
+        raise ValueError(f"context {context_tokens:,} exceeds {g.name}'s maximum {g.max_context:,} tokens")
+    weights = weight_bytes(g.num_parameters or 0, weights_precision, artifact_bytes) / tensor_parallel
+    kv_tok = model_kv_bytes_per_token(g, kv_precision, tensor_parallel)
+    state = model_state_bytes_per_sequence(g, state_precision) / tensor_parallel
+    per_seq = model_kv_bytes_per_sequence(g, context_tokens, kv_precision, tensor_parallel) + state
+    if pool_bytes is None:
+        pool = cache_pool_bytes(memory_bytes, weights, workspace_bytes, activations_bytes)
+        pool_source = "derived: memory - weights - workspace - activations"
+    else:
+        if pool_bytes > memory_bytes:
+            raise ValueError(f"a cache pool of {pool_bytes / GiB:.2f} GiB is larger than the device's "
+                             f"{memory_bytes / GiB:.2f} GiB")
+        pool, pool_source = pool_bytes, "given"
+    out = {
+        "model": g.name, "context": context_tokens, "tensor_parallel": tensor_parallel,
+        "weights_precision": weights_precision, "kv_precision": kv_precision,
+        "state_precision": (state_precision or g.state_dtype or "fp32") if g.is_hybrid else None,
+        "weights_bytes": int(weights), "kv_bytes_per_token": kv_tok, "state_bytes_per_sequence": state,
+        "bytes_per_sequence": per_seq, "cache_pool_bytes": int(pool), "cache_pool_source": pool_source,
+        "max_live_sequences": int(pool // per_seq),
+        "fits": weights + per_seq <= memory_bytes and pool >= per_seq,
+        "memory_bytes": memory_bytes,
+    }
+    if pool_bytes is None:
+        out["assumptions"] = {"workspace_bytes": workspace_bytes, "activations_bytes": activations_bytes,
+                              "source": DEFAULTS_SOURCE}
+    if bandwidth:
+        out["roofline_decode_tok_s"] = roofline_decode_tok_s(bandwidth, weights, context_tokens, kv_tok, state)
+    return out
+
+
+def assumption_table(g, pool_bytes: float, context_tokens: int) -> list[dict]:
+    """Live sequences under each common assumption: why calculators disagree."""
+    rows = []
+    for kv, state, label in [("bf16", "fp32", "bf16 KV, fp32 state (reference path)"),
+                             ("bf16", "bf16", "bf16 KV, bf16 state"),
+                             ("bf16", None, "bf16 KV, state ignored (KV-only rule)"),
+                             ("fp8", "fp32", "fp8 KV, fp32 state"),
+                             ("fp8", None, "fp8 KV, state ignored")]:
+        st = model_state_bytes_per_sequence(g, state) if state else 0.0
+        if state is None and not g.is_hybrid:
+            continue
+        per = model_kv_bytes_per_sequence(g, context_tokens, kv) + st
+        rows.append({"assumption": label, "GiB per sequence": round(per / GiB, 4),
+                     "live sequences": int(pool_bytes // per)})
+    return rows
+
+
+def weights_by_precision(num_parameters: int, artifacts: dict | None = None,
+                         precisions=("bf16", "fp8", "int4", "q8_0", "q4_k_m")) -> list[dict]:
+    """Weight bytes under each precision; a known artifact's exact size replaces the rule of
+    thumb and gives its effective bits per weight."""
+    artifacts = artifacts or {}
+    rows = []
+    for prec in precisions:
+        art = artifacts.get(prec)
+        b = weight_bytes(num_parameters, prec, art["bytes"] if art else None)
+        rows.append({"precision": prec, "bytes": b, "GB": round(b / GB, 2), "GiB": round(b / GiB, 2),
+                     "bits per weight": round(8 * b / num_parameters, 2),
+                     "how": f"exact artifact size: {art['source']}" if art else f"{BITS_PER_WEIGHT[prec]} bits/weight rule"})
+    return rows

@@ -17,16 +17,57 @@ VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 
 
 
 def model_geometry(session):
+    """The geometry of the campaign's model: from the catalog, or read from the served artifact."""
+    spec = session.campaign.model
+    if spec.source == "catalog":
+        return geometry_for(spec.catalog)
     art = session.adapter.artifacts
     if art is None:
         return None
-    if art.gguf and art.gguf.exists():
-        return geometry_for(art.gguf)
-    return geometry_for(art.hf_dir)
+    if art.hf_dir and (art.hf_dir / "config.json").exists():
+        g = geometry_for(art.hf_dir)
+        if g.num_parameters is None and art.gguf and art.gguf.exists():
+            g = geometry_for(art.gguf)
+        return g
+    return geometry_for(art.gguf)
+
+
+def predicted_capacity(g, session, pool_bytes: float | None) -> dict:
+    """The engine's own allocation rule applied to the arithmetic: what it should report."""
+    spec, p = session.adapter.spec, session.protocol
+    prec = p.precision
+    state = prec.state if prec.state != "none" else None
+    if spec.kind == "llama_cpp":
+        tokens = p.context_length * spec.parallel
+        return {"kv_tokens": tokens, "kv_cache_mib": tokens * sizing.model_kv_bytes_per_token(g, prec.kv_cache) / 2**20,
+                "max_concurrency": spec.parallel,
+                "rule": "-c = context x slots; one KV stream of `context` cells per slot"}
+    if spec.kind == "vllm_cpu":
+        acc = sizing.vllm_kv_accounting(g, spec.kv_cache_gib * sizing.GiB, p.context_length, prec.kv_cache,
+                                        state or "fp32", block_size=VLLM_CPU_BLOCK_TOKENS)
+        return {"kv_tokens": acc["kv_cache_size_tokens"], "max_concurrency": acc["max_concurrency"],
+                "num_blocks": acc["num_blocks"],
+                "rule": f"VLLM_CPU_KVCACHE_SPACE GiB / page bytes / layers, {VLLM_CPU_BLOCK_TOKENS}-token blocks"}
+    if spec.kind == "vllm":
+        hw = sizing.accelerator(session.campaign.hardware.accelerator)
+        available = pool_bytes if pool_bytes is not None else (
+            hw.memory_bytes * spec.gpu_memory_utilization
+            - sizing.weight_bytes(g.num_parameters, prec.weights, session.campaign.model.artifact_bytes)
+            - session.campaign.hardware.activations_gib * sizing.GiB)
+        acc = sizing.vllm_kv_accounting(g, available, p.context_length, prec.kv_cache, state or "fp32")
+        return {"kv_tokens": acc["kv_cache_size_tokens"], "max_concurrency": acc["max_concurrency"], **acc,
+                "rule": "vLLM V1 block accounting (hybrid attention blocks inflated to the state page size)"}
+    if spec.kind == "sglang":
+        acc = sizing.sglang_kv_accounting(g, pool_bytes, p.context_length, prec.kv_cache, state or "fp32",
+                                          spec.mamba_full_memory_ratio,
+                                          "disabled" if spec.disable_radix_cache else spec.mamba_scheduler_strategy)
+        return {"kv_tokens": acc["max_total_num_tokens"], "max_concurrency": acc["max_concurrency"], **acc,
+                "rule": "SGLang: state slots = pool x r/(1+r) / state; KV gets the rest; requests <= slots // S"}
+    return {"rule": "a managed endpoint discloses no capacity"}
 
 
 def arm_sizing(session) -> dict:
-    """Weights, KV per token, the pool the arm is configured with, and the sequences it holds,
+    """Weights, KV per token, recurrent state, the cache pool and the sequences it holds,
     predicted by arithmetic and set beside what the engine itself reported."""
     g = model_geometry(session)
     p = session.protocol
@@ -34,37 +75,68 @@ def arm_sizing(session) -> dict:
         out = {"note": "a managed endpoint: nothing to size locally"}
         update_results(session.arm_dir, "sizing", out)
         return out
-    w = sizing.weight_bytes(g.num_parameters, p.precision.weights)
-    kv = sizing.kv_bytes_per_token(g.kv_layers, g.num_kv_heads, g.head_dim, p.precision.kv_cache)
+    hw_spec = session.campaign.hardware
+    hw = sizing.accelerator(hw_spec.accelerator)
+    prec = p.precision
+    state = prec.state if prec.state != "none" else None
     spec = session.adapter.spec
-    predicted: dict = {}
-    if spec.kind == "llama_cpp":
-        tokens = p.context_length * spec.parallel
-        predicted = {"kv_tokens": tokens, "kv_cache_mib": tokens * kv / 2**20,
-                     "max_concurrency": spec.parallel,
-                     "rule": "-c = context x slots; one KV stream of `context` cells per slot"}
-    elif spec.kind == "vllm_cpu":
+    pool = hw_spec.pool_gib * sizing.GiB if hw_spec.pool_gib else None
+    if spec.kind == "vllm_cpu":
         pool = spec.kv_cache_gib * sizing.GiB
-        tokens = sizing.kv_tokens_in_pool(pool, kv, VLLM_CPU_BLOCK_TOKENS)
-        predicted = {"kv_tokens": tokens, "pool_bytes": pool, "max_concurrency": round(tokens / p.context_length, 2),
-                     "live_sequences": sizing.max_live_sequences(pool, p.context_length, kv),
-                     "rule": f"VLLM_CPU_KVCACHE_SPACE GiB / KV per token, in blocks of {VLLM_CPU_BLOCK_TOKENS}"}
-    realized = (session.engine or {}).get("realized_capacity", {})
-    cpu = sizing.this_cpu()
+    budget = sizing.size_model(
+        g, memory_bytes=hw.usable_bytes or hw.memory_bytes, context_tokens=p.context_length,
+        weights_precision=prec.weights, kv_precision=prec.kv_cache, state_precision=state,
+        artifact_bytes=session.campaign.model.artifact_bytes, pool_bytes=pool,
+        workspace_bytes=hw_spec.workspace_gib * sizing.GiB, activations_bytes=hw_spec.activations_gib * sizing.GiB,
+        bandwidth=hw.bandwidth or None)
+    predicted = predicted_capacity(g, session, budget["cache_pool_bytes"] if pool is not None else pool)
     out = {
         "geometry": {"name": g.name, "architecture": g.architecture, "parameters": g.num_parameters,
-                     "layers": g.num_layers, "kv_layers": g.kv_layers, "kv_heads": g.num_kv_heads,
-                     "head_dim": g.head_dim, "trained_context": g.max_context},
-        "weights_bytes": w, "kv_bytes_per_token": kv,
-        "kv_bytes_per_sequence": kv * p.context_length,
+                     "layers": g.num_layers, "full_attention_layers": g.kv_layers,
+                     "sliding_window_layers": g.sliding_layers, "linear_attention_layers": g.linear_layers,
+                     "kv_heads": g.num_kv_heads, "head_dim": g.head_dim, "mla": g.is_mla,
+                     "experts": g.num_experts, "trained_context": g.max_context, "source": g.source},
+        "hardware": {"name": hw.name, "memory_bytes": hw.memory_bytes, "bandwidth_bytes_s": hw.bandwidth,
+                     "source": hw.source},
+        **budget,
+        "kv_bytes_per_sequence": sizing.model_kv_bytes_per_sequence(g, p.context_length, prec.kv_cache),
         "predicted_capacity": predicted,
-        "realized_capacity": realized,
-        "memory": {"host_memory_bytes": cpu.memory_bytes, "fits": w + predicted.get("kv_tokens", 0) * kv < cpu.memory_bytes},
-        "roofline": {"bandwidth_bytes_s": cpu.bandwidth, "source": cpu.source,
-                     "decode_tok_s_bound": sizing.roofline_decode_tok_s(cpu.bandwidth, w, p.context_length // 2, kv)},
+        "realized_capacity": (session.engine or {}).get("realized_capacity", {}),
+        "assumptions_table": sizing.assumption_table(g, budget["cache_pool_bytes"], p.context_length),
     }
     update_results(session.arm_dir, "sizing", out)
     return out
+
+
+def budget_table(s: dict) -> pd.DataFrame:
+    """The budget in both units (GB = 1e9, GiB = 2**30), with how each line was obtained."""
+    GiB = sizing.GiB
+    rows = [
+        ("device memory", s["memory_bytes"], s["hardware"]["name"]),
+        ("weights", s["weights_bytes"], f"{s['geometry']['parameters'] or 0:,} parameters, {s['weights_precision']}"),
+        ("KV per token", s["kv_bytes_per_token"], f"{s['geometry']['full_attention_layers']} full-attention layers, {s['kv_precision']}"),
+        ("recurrent state per sequence", s["state_bytes_per_sequence"],
+         f"{s['geometry']['linear_attention_layers']} linear-attention layers, {s['state_precision']}"),
+        (f"one sequence at {s['context']:,} tokens", s["bytes_per_sequence"], "context x KV per token + state"),
+        ("cache pool", s["cache_pool_bytes"], s["cache_pool_source"]),
+    ]
+    df = pd.DataFrame([{"quantity": q, "bytes": f"{b:,.0f}", "GB": f"{b / 1e9:,.3f}", "GiB": f"{b / GiB:,.3f}",
+                        "how": h} for q, b, h in rows]).set_index("quantity")
+    df.loc["live sequences"] = [f"{s['max_live_sequences']:,}", "", "", "floor(pool / one sequence)"]
+    return df
+
+
+def weights_table(session, s: dict) -> pd.DataFrame:
+    from .models import model_catalog
+    spec = session.campaign.model
+    artifacts = model_catalog().get(spec.catalog, {}).get("artifacts") if spec.source == "catalog" else None
+    rows = sizing.weights_by_precision(s["geometry"]["parameters"], artifacts)
+    return pd.DataFrame(rows).set_index("precision")
+
+
+def engine_accounting(s: dict) -> pd.DataFrame:
+    return pd.Series({k: v for k, v in s["predicted_capacity"].items() if k != "rule"}, dtype=object).to_frame(
+        "engine accounting")
 
 
 def capacity_table(s: dict) -> pd.DataFrame:
@@ -78,7 +150,7 @@ def capacity_table(s: dict) -> pd.DataFrame:
 
 
 def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     suite, digest = load_suite(session.protocol.canaries.suite)
     bar = tqdm(total=len(suite.checks), desc="canaries", disable=not progress)

@@ -1,0 +1,107 @@
+"""A small campaign against both real engines, start to finish: run directory, records,
+passports, report, portability, and no engine left running."""
+import json
+
+import nbformat
+import psutil
+import pytest
+
+from stackbook.records import read_records
+from stackbook.runner import run_campaign
+from stackbook.paths import absolute_paths_in
+
+pytestmark = pytest.mark.engine
+
+CAMPAIGN = """
+name: e2e-test
+description: both CPU engines, tiny sweep
+model: {source: embedded}
+protocol:
+  decoding: {preset: greedy}
+  workload: {kind: synthetic, prompt_tokens: 48, output_tokens: 12}
+  arrival: {kind: closed_loop, concurrency: [1, 2]}
+  context_length: 512
+  requests_per_point: 4
+  warmup_requests: 1
+  slo: {ttft_ms: 5000, tpot_ms: 500}
+arms:
+  - name: llama
+    engine: {kind: llama_cpp, threads: 1, parallel: 2}
+  - name: vllm
+    engine: {kind: vllm_cpu, kv_cache_gib: 1, max_num_seqs: 2}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(real_engines, tmp_path_factory):
+    path = tmp_path_factory.mktemp("c") / "e2e.yaml"
+    path.write_text(CAMPAIGN)
+    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path_factory.getbasetemp().name}", progress=False)
+    yield run_dir
+    import shutil
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_run_directory_is_complete(run):
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete", json.dumps(manifest, indent=1)[:3000]
+    for arm in ("llama", "vllm"):
+        d = run / "arms" / arm
+        for name in ("10_sizing", "20_canaries", "30_load_sweep"):
+            nb = nbformat.read(d / f"{name}.ipynb", as_version=4)
+            assert nb.metadata["papermill"]["exception"] is None or nb.metadata["papermill"]["exception"] is False
+            assert manifest["arms"][arm]["notebooks"][name]["status"] == "ok"
+        for f in ("engine.log", "engine.json", "requests.jsonl", "results.json", "passport.json", "passport.md"):
+            assert (d / f).stat().st_size > 0, f
+    assert (run / "40_analysis.ipynb").exists() and (run / "report.html").stat().st_size > 10_000
+    assert (run / "figures" / "pareto.png").exists()
+    assert manifest["outputs"]["arms/llama/requests.jsonl"]
+
+
+def test_records_hold_every_request_with_chunk_times(run):
+    for arm in ("llama", "vllm"):
+        recs = read_records(run / "arms" / arm / "requests.jsonl")
+        # per point: 1 warm-up + 4 measured + (c - 1) cool-down
+        assert len(recs) == (1 + 4 + 0) + (1 + 4 + 1)
+        measured = [r for r in recs if r.phase == "measure"]
+        assert len(measured) == 8 and all(r.ok for r in measured)
+        for r in measured:
+            assert r.output_tokens_server == 12, "output length is controlled (ignore_eos / min_tokens)"
+            assert r.sent_s < r.first_token_s <= r.chunk_times_s[-1] <= r.end_s
+            assert sum(r.chunk_tokens) >= 10  # client tokenizer recount of the streamed text
+            assert r.prompt_tokens_server and r.prompt_tokens_server > r.prompt_tokens_client
+
+
+def test_passports_have_four_parts_and_capacity(run):
+    for arm, kind in (("llama", "llama_cpp"), ("vllm", "vllm_cpu")):
+        p = json.loads((run / "arms" / arm / "passport.json").read_text())
+        assert set(p) >= {"identity", "protocol", "validity", "results"}
+        assert p["validity"]["canaries"]["verdict"] == "PASS"
+        cap = p["validity"]["capacity"]
+        assert cap["realized"]["kv_tokens"] > 0 and cap["predicted"]["kv_tokens"] > 0
+        assert p["results"]["label"] == "accepted"
+        assert p["results"]["points"]["c2-r0"]["completed"] == 4
+        assert p["identity"]["model"]["source_artifact"]["sha256"].startswith("b179c952")
+    llama = json.loads((run / "arms" / "llama" / "passport.json").read_text())["validity"]["capacity"]
+    # llama-server: 2 slots x 512 tokens, one KV stream per slot: predicted exactly.
+    assert llama["realized"]["kv_tokens"] == llama["predicted"]["kv_tokens"] == 1024
+    vllm = json.loads((run / "arms" / "vllm" / "passport.json").read_text())["validity"]["capacity"]
+    assert vllm["realized"]["kv_tokens"] == vllm["predicted"]["kv_tokens"] == 46_592
+
+
+def test_both_engines_served_the_same_weights_and_template(run):
+    ids = [json.loads((run / "arms" / a / "engine.json").read_text()) for a in ("llama", "vllm")]
+    assert ids[0]["identity"]["chat_template_sha256"] == ids[1]["identity"]["chat_template_sha256"]
+    assert ids[0]["model"]["source_artifact"] == ids[1]["model"]["source_artifact"]
+
+
+def test_records_are_portable(run):
+    for p in run.rglob("*"):
+        if p.is_file() and p.suffix in (".ipynb", ".json", ".jsonl", ".md", ".log", ".yaml", ".html"):
+            assert absolute_paths_in(p.read_text(errors="replace")) == [], p
+
+
+def test_no_engine_left_running(run):
+    for arm in ("llama", "vllm"):
+        pid = json.loads((run / "arms" / arm / "engine.json").read_text())["pid"]
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
