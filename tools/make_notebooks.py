@@ -212,7 +212,36 @@ analysis.headline(df)'''),
     new_code_cell('''plots.latency_vs_load(df, figures, "e2e_ms");'''),
     new_code_cell('''plots.latency_vs_load(df, figures, "ttft_ms");'''),
     new_code_cell('''plots.throughput_vs_concurrency(df, figures);'''),
-    new_code_cell('''plots.pareto(df, figures);'''),
+    new_markdown_cell("""## Throughput against tail latency
+
+Each point is one arm at one load. The frontier keeps the points no other point beats on both
+axes at once; everything else is dominated. An arm that reaches the highest throughput only by
+pushing p99 far out sits at the right of the frontier: fine for batch work, wrong for a chat
+product."""),
+    new_code_cell('''plots.pareto(df, figures)
+analysis.pareto_frontier(df) if not df.empty else None'''),
+    new_markdown_cell("""## Inside the SLO
+
+The highest load each arm sustained with at least 99% of requests inside every SLO bound
+(TTFT and TPOT), and the goodput there: the capacity that counts for the product."""),
+    new_code_cell('''analysis.slo_capacity(df) if not df.empty else None'''),
+    new_markdown_cell("""## How close to the hardware's bound
+
+Single-stream decode (concurrency 1) against the memory-bandwidth bound from the sizing notebook:
+each token must read all the weights once. A low share points at overheads above the kernels
+(host, runtime); a share near 100% says the hardware itself is the limit."""),
+    new_code_cell('''analysis.roofline_efficiency(arms, df) if not df.empty else None'''),
+    new_markdown_cell("""## A queueing model of each arm, checked against held-out loads
+
+A closed-loop benchmark is a closed queueing network: N clients, each waiting for its reply. We
+fit a two-center model per arm, using only the lightest and the heaviest load: a queueing center
+whose demand is the inverse of the saturation throughput (the bottleneck), and a delay center for
+the rest of the light-load response (work that overlaps across requests, as batched decoding
+does). Exact Mean Value Analysis then predicts every load in between; the error on the loads held
+out of the fit says how far the model can be trusted for untested loads."""),
+    new_code_cell('''curves, errors = analysis.queueing_fits(df) if not df.empty else (pd.DataFrame(), pd.DataFrame())
+plots.predicted_vs_measured(curves, figures)
+errors.round(2) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")'''),
     new_code_cell('''plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures);'''),
     new_markdown_cell("## Passports\n\nThe four parts per arm, as written to `arms/<arm>/passport.md`. Raw evidence: `arms/<arm>/requests.jsonl` (every request, every chunk time) and `arms/<arm>/engine.log`."),
     new_code_cell('''for n, a in arms.items():
@@ -220,7 +249,173 @@ analysis.headline(df)'''),
     display(Markdown(md.read_text() if md.exists() else f"*{n}: no passport (the arm did not run)*"))'''),
 ])
 
-for name, book in [("10_sizing", sizing), ("20_canaries", canaries), ("30_load_sweep", sweep),
-                   ("40_analysis", analysis)]:
+decide = nb([
+    new_markdown_cell("""# 00 · Decide: three questions before any benchmark
+
+"Which stack is fastest?" has no answer on its own: speed belongs to a stack *paired with* a
+model, a machine and a traffic pattern. What does have an answer is a short procedure. Ask, in
+this order:
+
+1. **Hardware.** Can memory hold the weights plus the cache the context needs? This is the one
+   question that can end the discussion: if it does not fit, no engine choice rescues it.
+2. **Workload shape.** One person at a keyboard or hundreds of sessions? Long prefixes shared by
+   every request? Output that must be valid JSON? Long contexts, long generations? Each answer
+   pushes toward a different engine, and they can pull in different directions.
+3. **Ops capacity.** Who upgrades drivers, watches p99, is awake when a kernel regression lands?
+   A stack that is ten percent faster and costs a quarter of an engineer is not ten percent
+   better, and a metered endpoint may cost less than idle silicon.
+
+The output of this notebook is a *shortlist with reasons*, not a winner. The campaign that
+follows (sizing, canaries, load sweep) measures the shortlist on your own workload.
+
+Change the parameters below to your own situation; the defaults are the worked example of a
+team of three serving 200 daily users short 8K-token chats that must come back as JSON."""),
+    params('''model = "qwen3.8-27b"          # a catalog name, or a path to config.json / .gguf
+context_tokens = 8192
+weight_precisions = ["bf16", "fp8", "q4_k_m"]
+kv_precision = "bf16"
+# the team and its traffic
+platform = "nvidia"               # nvidia | apple | amd | cpu | mixed
+concurrent_users = 200
+shared_prefix = True              # a system prompt or policy document every request repeats
+json_output = True
+ops_engineers = 0.5               # people who can own a serving deployment
+on_call = False
+volume = "steady"                 # steady | spiky | low
+throughput_dominant_cost = False
+# the money (illustrative figures: put your own quotes here)
+tokens_per_day = 200 * 40 * 1500  # users x requests x tokens each
+price_per_million_tokens = 0.60   # managed endpoint, blended input/output
+card_hour_price = 2.50            # one 80 GB card, on demand
+ops_hours_per_day = 2.0
+engineer_hour_price = 90.0'''),
+    new_code_cell('''from IPython.display import Markdown, display
+import pandas as pd
+from stackbook import decide, sizing
+from stackbook.models import geometry_for, model_catalog
+
+g = geometry_for(model)
+artifacts = model_catalog().get(model, {}).get("artifacts", {})
+display(Markdown(f"**{g.name}**: {g.num_parameters / 1e9:.1f} B parameters, {g.num_layers} layers "
+                 f"({g.kv_layers} keep a KV cache, {g.linear_layers} linear-attention with a fixed state), "
+                 f"trained context {g.max_context:,} tokens."))'''),
+    new_markdown_cell("""## 1 · Hardware: what fits, and how many sequences live at once
+
+For every accelerator in the catalog and each weight precision: the weights, what is left for the
+cache after a default workspace and activation allowance, the whole sequences of `context_tokens`
+that fit in it (KV for the layers that keep it, plus recurrent state), and the bandwidth bound on
+single-stream decode. A row with no live sequence is a machine to cross off."""),
+    new_code_cell('''hw = pd.DataFrame(decide.hardware_table(g, context_tokens, weight_precisions, artifacts, kv_precision))
+hw.pivot_table(index="accelerator", columns="weights", values="live sequences", sort=False)'''),
+    new_code_cell('''hw[hw["fits"]].sort_values("decode bound tok/s", ascending=False).head(12).reset_index(drop=True)'''),
+    new_markdown_cell("""Is that enough for the traffic? Concurrent *sessions* are not concurrent *requests*: 200
+daily users spread over a working day rarely have more than a handful of requests in flight at
+once. Compare the live-sequence count with the peak number of requests in flight you expect
+(requests per second × seconds per request), not with the number of users."""),
+    new_markdown_cell("""## 2 · Workload shape and 3 · ops capacity: the shortlist
+
+Each candidate carries the reason it is on the list. Several can be on it at once: that is what
+the measurement is for."""),
+    new_code_cell('''answers = decide.Answers(platform=platform, concurrent_users=concurrent_users, shared_prefix=shared_prefix,
+                         json_output=json_output, context_tokens=context_tokens, ops_engineers=ops_engineers,
+                         on_call=on_call, volume=volume, throughput_dominant_cost=throughput_dominant_cost)
+pd.DataFrame(decide.shortlist(answers)).set_index("stack")'''),
+    new_markdown_cell("""## The managed endpoint, in numbers
+
+A metered endpoint costs tokens per day × price. Owning costs card-hours whether or not they are
+busy, plus the people who keep them running. The break-even volume is where the two meet; below
+it, owning a card is buying idle silicon."""),
+    new_code_cell('''cost = decide.managed_vs_owned(tokens_per_day, price_per_million_tokens, card_hour_price,
+                              ops_hours_per_day=ops_hours_per_day, engineer_hour_price=engineer_hour_price)
+display(Markdown(f"Managed: **{cost['managed_per_day']:,.2f} per day** for {tokens_per_day:,.0f} tokens. "
+                 f"Owned: **{cost['owned_per_day']:,.2f} per day** (card and operations). "
+                 f"Break-even at **{cost['break_even_tokens_per_day']:,.0f} tokens per day**; "
+                 f"at this volume the cheaper option is the **{cost['cheaper']}**."))
+volumes = [tokens_per_day * f for f in (0.1, 0.3, 1, 3, 10, 30, 100)]
+pd.DataFrame([{"tokens per day": f"{v:,.0f}", **{k: round(x, 2) for k, x in decide.managed_vs_owned(
+    v, price_per_million_tokens, card_hour_price, ops_hours_per_day=ops_hours_per_day,
+    engineer_hour_price=engineer_hour_price).items() if k.endswith("per_day") and "break" not in k}}
+    for v in volumes]).set_index("tokens per day")'''),
+    new_markdown_cell("""## What decided it
+
+Not a benchmark: capacity arithmetic, a feature requirement and a headcount. The next step is to
+write the shortlist down as the arms of a campaign (`campaigns/*.yaml`) and confirm the choice by
+measurement on your own traffic, with every arm held to the same protocol."""),
+])
+
+demand_map = nb([
+    new_markdown_cell("""# 50 · Mapping the stack: where does a request's time go?
+
+Every layer of a serving stack (the silicon, the kernels, the host, the inference runtime, the
+orchestration above it) offers optimizations, and most of them are reasonable. The question is
+which one moves the system. A first-order model answers it with three numbers per layer:
+
+* **V** — how many times a request visits the layer (kernel launches, runtime passes, routing
+  decisions);
+* **S** — the service time of one visit;
+* **m** — the parallel capacity the layer has (replicas, workers).
+
+The **demand** is D = V × S, the work one request puts on the layer. Dividing by capacity gives
+D / m, and the layer with the largest D / m is the **bottleneck**: the throughput of the whole
+path cannot exceed min(m / D) requests per unit time, whatever the other layers do. Improve a
+layer that is not the bottleneck and nothing moves; improve the bottleneck and the next layer in
+the ranking takes its place.
+
+The values below are illustrative, chosen so the map reproduces the worked example: scores of 8,
+12, 3, 13 and 2.5 ms."""),
+    params('''improved_layer = "runtime"
+improvement = 0.10   # 10% faster service time'''),
+    new_code_cell('''from IPython.display import Markdown, display
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+from stackbook import plots, queueing
+
+before = queueing.demand_map(queueing.SEED_LAYERS)
+display(pd.DataFrame(before["layers"]).set_index("name"))
+plots.demand_bars(before);'''),
+    new_markdown_cell("## After improving one layer"),
+    new_code_cell('''after = queueing.demand_map(queueing.improve(queueing.SEED_LAYERS, improved_layer, improvement))
+display(Markdown(f"Making **{improved_layer}** {improvement:.0%} faster: bottleneck **{before['bottleneck']}** -> "
+                 f"**{after['bottleneck']}**; bound {before['throughput_bound_rps']:.1f} -> "
+                 f"{after['throughput_bound_rps']:.1f} requests/s."))
+plots.demand_bars(after);'''),
+    new_markdown_cell("""## Why averages are not enough: variability makes queues
+
+The bound above is about averages. Waiting time depends on variability too. For a single queue
+with Poisson arrivals the Pollaczek-Khinchine formula gives the mean wait
+Wq = ρS / (1 − ρ) × (1 + Cs²) / 2, where ρ is utilization and Cs the coefficient of variation of
+service times. Kingman's approximation extends it to any arrival process by replacing the 1 with
+Ca², the arrival variability. Both blow up as ρ approaches 1, and both grow with variance: a change
+that lowers the mean service time but raises its variance can make the tail worse."""),
+    new_code_cell('''rho = np.linspace(0.05, 0.95, 50)
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for ca, cs in ((1, 0), (1, 1), (2, 1), (1, 2)):
+    ax.plot(rho, [queueing.kingman_wait(r, 1.0, ca, cs) for r in rho], label=f"Ca={ca}, Cs={cs}")
+ax.set_xlabel("utilization rho"); ax.set_ylabel("mean wait / mean service time")
+ax.set_yscale("log"); ax.grid(alpha=0.3); ax.legend(); ax.set_title("Kingman's approximation (Ca=1: Pollaczek-Khinchine)");'''),
+    new_markdown_cell("""## Closed loops: Mean Value Analysis
+
+A benchmark with N clients that each wait for a reply is a *closed* network: the arrival rate
+is not set from outside but falls as responses slow down. Mean Value Analysis computes its exact
+throughput and response time for each N from the demands alone. Throughput rises until the
+bottleneck saturates at 1 / D_max; after that, every added client only adds waiting."""),
+    new_code_cell('''demands_s = [row["adjusted_ms"] / 1000 for row in before["layers"]]
+curve = pd.DataFrame(queueing.mva(demands_s, 32))
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.plot(curve["n"], curve["throughput"], "-o", ms=3, label="throughput (req/s)")
+ax.axhline(before["throughput_bound_rps"], ls="--", color="gray", label="bound 1/D_max")
+ax.set_xlabel("clients N"); ax.set_ylabel("requests / s"); ax.grid(alpha=0.3); ax.legend();
+curve[["n", "throughput", "response"]].iloc[[0, 1, 3, 7, 15, 31]].round(4).set_index("n")'''),
+    new_markdown_cell("""## From the map to a measurement
+
+The map ranks hypotheses; it does not replace the whole-system benchmark. Choose the smallest
+experiment that can confirm or refute the current bottleneck, change one thing, and rerun the
+campaign with everything else held fixed. The analysis notebook (40) fits the same closed-network
+model to each arm's measured sweep and reports how well it predicts loads it was not fitted on."""),
+])
+
+for name, book in [("00_decide", decide), ("10_sizing", sizing), ("20_canaries", canaries), ("30_load_sweep", sweep),
+                   ("40_analysis", analysis), ("50_demand_map", demand_map)]:
     nbformat.write(book, OUT / f"{name}.ipynb")
     print("wrote", OUT / f"{name}.ipynb")

@@ -146,3 +146,70 @@ def sizing_frame(arms: dict) -> pd.DataFrame:
                      "max concurrency (engine rule)": pred.get("max_concurrency"),
                      "max concurrency (engine reported)": real.get("max_concurrency")})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
+
+
+def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
+    """Points no other accepted point beats on both throughput (higher) and p99 E2E (lower)."""
+    pts = df[df["label"] == "accepted"][["arm", "concurrency", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
+    keep = []
+    for i, p in pts.iterrows():
+        dominated = ((pts["output_throughput_tok_s"] >= p["output_throughput_tok_s"]) &
+                     (pts["e2e_ms_p99"] <= p["e2e_ms_p99"]) &
+                     ((pts["output_throughput_tok_s"] > p["output_throughput_tok_s"]) |
+                      (pts["e2e_ms_p99"] < p["e2e_ms_p99"]))).any()
+        if not dominated:
+            keep.append(i)
+    return pts.loc[keep].sort_values("output_throughput_tok_s").reset_index(drop=True)
+
+
+def slo_capacity(df: pd.DataFrame, attainment: float = 0.99) -> pd.DataFrame:
+    """Per arm: the highest load tested at which at least `attainment` of requests met the SLO,
+    and the goodput there."""
+    rows = []
+    for arm, g in df.groupby("arm"):
+        ok = g[g["slo_attainment"] >= attainment].sort_values("concurrency")
+        best = ok.iloc[-1] if len(ok) else None
+        rows.append({"arm": arm, "label": g["label"].iloc[0],
+                     "max concurrency inside the SLO": int(best["concurrency"]) if best is not None else None,
+                     "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
+                     "output tok/s there": round(best["output_throughput_tok_s"], 1) if best is not None else None,
+                     "highest load tested": int(g["concurrency"].max())})
+    return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
+
+
+def roofline_efficiency(arms: dict, df: pd.DataFrame) -> pd.DataFrame:
+    """Measured single-stream decode rate (concurrency 1) as a share of the bandwidth bound."""
+    rows = []
+    for name, a in arms.items():
+        bound = (a["results"].get("sizing") or {}).get("roofline_decode_tok_s")
+        one = df[(df["arm"] == name) & (df["concurrency"] == 1)]
+        if not bound or one.empty:
+            continue
+        rate = one["decode_tok_s_per_stream_mean"].iloc[0]
+        rows.append({"arm": name, "decode tok/s (c=1)": round(rate, 1),
+                     "± 95% CI": round(one["decode_tok_s_per_stream_ci95"].iloc[0] or 0, 1),
+                     "bandwidth bound tok/s": round(bound, 1), "% of bound": round(100 * rate / bound, 1)})
+    return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
+
+
+def queueing_fits(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per arm: the closed-loop model fitted on the lightest and heaviest points, its predictions
+    at every tested load, and its error on the points held out of the fit."""
+    from .queueing import fit_closed_loop, held_out_error
+
+    curves, errors = [], []
+    for arm, g in df.groupby("arm"):
+        pts = [{"concurrency": int(r["concurrency"]), "throughput_rps": r["request_throughput_rps"],
+                "response_s": r["e2e_ms_mean"] / 1000} for _, r in g.sort_values("concurrency").iterrows()
+               if r.get("request_throughput_rps") and r.get("e2e_ms_mean")]
+        if len(pts) < 2:
+            continue
+        fit = fit_closed_loop([pts[0], pts[-1]])
+        for c in range(1, max(p["concurrency"] for p in pts) + 1):
+            p = fit.predict(c)
+            measured = next((x for x in pts if x["concurrency"] == c), None)
+            curves.append({"arm": arm, "concurrency": c, "predicted_e2e_ms": p["response_s"] * 1000,
+                           "measured_e2e_ms": measured["response_s"] * 1000 if measured else None,
+                           "queue_demand_ms": fit.queue_demand_s * 1000, "delay_demand_ms": fit.delay_demand_s * 1000})
+        errors += [{"arm": arm, **row} for row in held_out_error(pts)]
+    return pd.DataFrame(curves), pd.DataFrame(errors)

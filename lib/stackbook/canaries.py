@@ -24,7 +24,7 @@ GREEDY = {"temperature": 0.0, "top_p": 1.0, "seed": 0}
 class _Check(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
-    prompt: str
+    prompt: str = ""
     max_tokens: int = 32
     # A known failure, for every engine (a text) or per engine kind ({vllm_cpu: reason}).
     expected_failure: str | dict[str, str] | None = None
@@ -62,7 +62,41 @@ class Exact(_Check):
     reference: str
 
 
-Check = Annotated[Union[Contains, Regex, JsonSchema, Determinism, Exact], Field(discriminator="kind")]
+class ToolCall(_Check):
+    """A forced call of a named tool; its arguments must validate against the tool's schema."""
+    kind: Literal["tool_call"]
+    tool: dict
+    expect_arguments: dict = Field(default_factory=dict)
+
+
+class Coding(_Check):
+    """The model writes a function; it runs in a subprocess, with a time limit, against asserts."""
+    kind: Literal["coding"]
+    tests: str
+    timeout_s: float = 10.0
+
+
+class MultiTurn(_Check):
+    """An answer that depends on an earlier turn of the conversation."""
+    kind: Literal["multi_turn"]
+    history: list[dict]
+    expect: list[str]
+
+
+class Needle(_Check):
+    """A fact hidden at stated depths of filler text of stated lengths: how a context claim is
+    verified rather than configured."""
+    kind: Literal["needle"]
+    needle: str
+    question: str
+    expect: str
+    filler: str = "The sky was clear and the river flowed quietly past the old mill."
+    lengths_tokens: list[int] = Field(default_factory=lambda: [256, 1024])
+    depths: list[float] = Field(default_factory=lambda: [0.5, 1.0])
+
+
+Check = Annotated[Union[Contains, Regex, JsonSchema, Determinism, Exact, ToolCall, Coding, MultiTurn, Needle],
+                  Field(discriminator="kind")]
 
 
 class Suite(BaseModel):
@@ -97,14 +131,47 @@ def _text(reply: dict) -> str | None:
         return None
 
 
-def _ask(target: Target, check, **extra) -> tuple[str | None, dict]:
+def _ask(target: Target, check, messages: list | None = None, **extra) -> tuple[str | None, dict]:
     t = Target(target.base_url, target.model, {**target.sampling, **GREEDY}, {"max_tokens": check.max_tokens},
                target.headers, target.timeout_s)
-    reply = chat_once(t, [{"role": "user", "content": check.prompt}], timeout_s=target.timeout_s, **extra)
+    messages = messages or [{"role": "user", "content": check.prompt}]
+    reply = chat_once(t, messages, timeout_s=target.timeout_s, **extra)
     return _text(reply), reply
 
 
-def run_check(target: Target, check, engine_kind: str | None = None) -> dict:
+CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
+
+
+def run_code(code: str, tests: str, timeout_s: float) -> tuple[bool, str]:
+    """Run model-written code and the asserts in a fresh interpreter, isolated (-I), time-limited."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "candidate.py"
+        path.write_text(code + "\n\n" + tests + "\n")
+        try:
+            r = subprocess.run([sys.executable, "-I", str(path)], cwd=d, capture_output=True, text=True,
+                               timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return False, f"did not finish within {timeout_s:.0f} s"
+    if r.returncode == 0:
+        return True, "the asserts passed"
+    last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+    return False, f"exit {r.returncode}: {last[:200]}"
+
+
+def needle_prompt(check: Needle, tokens: int, depth: float, tokenizer=None) -> str:
+    """Filler of about `tokens` tokens with the needle at `depth` (0 = start, 1 = end)."""
+    per = len(tokenizer.encode(check.filler, add_special_tokens=False).ids) + 1 if tokenizer else 16
+    sentences = [check.filler] * max(1, tokens // per)
+    at = round(depth * len(sentences))
+    sentences.insert(at, check.needle)
+    return "Document:\n" + " ".join(sentences) + f"\n\nQuestion: {check.question}"
+
+
+def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=None) -> dict:
     """Run one check; the result says passed, the output seen and why it failed."""
     result = {"id": check.id, "kind": check.kind, "prompt": check.prompt,
               "expected_failure": check.expected_failure_for(engine_kind)}
@@ -122,6 +189,48 @@ def run_check(target: Target, check, engine_kind: str | None = None) -> dict:
                       detail=f"{len(outputs)} greedy replies ({check.repeats} sequential"
                              f"{', ' + str(check.repeats) + ' concurrent' if check.concurrent else ''}), "
                              f"{len(distinct)} distinct")
+        return result
+    if check.kind == "needle":
+        trials = []
+        for n in check.lengths_tokens:
+            for depth in check.depths:
+                text, reply = _ask(target, check, [{"role": "user", "content": needle_prompt(check, n, depth, tokenizer)}])
+                usage = reply.get("usage") or {}
+                trials.append({"tokens": usage.get("prompt_tokens", n), "depth": depth,
+                               "found": text is not None and check.expect.lower() in text.lower(),
+                               "output": (text or reply.get("error", ""))[:120]})
+        ok = all(t["found"] for t in trials)
+        longest = max((t["tokens"] for t in trials), default=0)
+        result.update(passed=ok, output=trials[-1]["output"] if trials else "", trials=trials,
+                      detail=f"{sum(t['found'] for t in trials)}/{len(trials)} needles found, longest prompt "
+                             f"{longest:,} tokens")
+        return result
+    if check.kind == "multi_turn":
+        text, reply = _ask(target, check, [*check.history, {"role": "user", "content": check.prompt}])
+        result["output"] = text
+        missing = [e for e in check.expect if text is None or e.lower() not in text.lower()]
+        result.update(passed=not missing, detail=f"missing {missing}" if missing else "the earlier turn was used")
+        return result
+    if check.kind == "tool_call":
+        name = check.tool["function"]["name"]
+        text, reply = _ask(target, check, tools=[check.tool],
+                           tool_choice={"type": "function", "function": {"name": name}})
+        calls = ((reply.get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []
+        result["output"] = json.dumps(calls)[:300] if calls else text
+        if not calls:
+            result.update(passed=False, detail="no tool call in the reply", error_class="schema_failure")
+            return result
+        fn = calls[0].get("function", {})
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+            jsonschema.validate(args, check.tool["function"].get("parameters", {}))
+        except (json.JSONDecodeError, jsonschema.ValidationError) as err:
+            result.update(passed=False, detail=f"arguments invalid: {str(err)[:200]}", error_class="schema_failure")
+            return result
+        wrong = {k: v for k, v in check.expect_arguments.items() if str(args.get(k, "")).lower() != str(v).lower()}
+        ok = fn.get("name") == name and not wrong
+        result.update(passed=ok, detail=f"called {fn.get('name')}({args})" + (f", expected {wrong}" if wrong else ""),
+                      error_class=None if ok else "schema_failure")
         return result
     extra = {}
     if check.kind == "json_schema":
@@ -141,6 +250,11 @@ def run_check(target: Target, check, engine_kind: str | None = None) -> dict:
     elif check.kind == "regex":
         ok = re.search(check.pattern, text) is not None
         result.update(passed=ok, detail=f"pattern {check.pattern!r} {'found' if ok else 'not found'}")
+    elif check.kind == "coding":
+        m = CODE_BLOCK.search(text)
+        code = m.group(1) if m else text
+        ok, why = run_code(code, check.tests, check.timeout_s)
+        result.update(passed=ok, detail=why)
     elif check.kind == "exact":
         ok = text == check.reference
         result.update(passed=ok, detail="identical to the reference" if ok else f"differs from reference {check.reference!r}")
@@ -155,10 +269,11 @@ def run_check(target: Target, check, engine_kind: str | None = None) -> dict:
     return result
 
 
-def run_suite(target: Target, suite: Suite, engine_kind: str | None = None, progress=None) -> list[dict]:
+def run_suite(target: Target, suite: Suite, engine_kind: str | None = None, progress=None,
+              tokenizer=None) -> list[dict]:
     out = []
     for check in suite.checks:
-        out.append(run_check(target, check, engine_kind))
+        out.append(run_check(target, check, engine_kind, tokenizer))
         if progress is not None:
             progress.update(1)
     return out
@@ -172,10 +287,11 @@ def verdict(results: list[dict]) -> dict:
     xpass = [r["id"] for r in results if r["expected_failure"] and r["passed"]]
     return {"verdict": "PASS" if not failed else "HOLD", "failed": failed, "expected_failures": xfail,
             "unexpected_passes": xpass, "gating_checks": len(gating), "passed": len(gating) - len(failed),
+            # Failures of gating checks, by cause (expected failures are listed above instead).
             "counts": {
-                "admission_rejected": sum(r.get("error_class") == "admission_rejected" for r in results),
-                "length_truncated": sum(r.get("finish_reason") == "length" and not r["passed"] for r in results),
-                "schema_or_tool_failure": sum(r.get("error_class") == "schema_failure" for r in results),
-                "completed_but_wrong": sum(not r["passed"] and r.get("error_class") is None for r in results
-                                           if not r["expected_failure"]),
+                "admission_rejected": sum(r.get("error_class") == "admission_rejected" for r in gating),
+                "length_truncated": sum(r.get("finish_reason") == "length" and not r["passed"] for r in gating),
+                "schema_or_tool_failure": sum(r.get("error_class") == "schema_failure" for r in gating),
+                "completed_but_wrong": sum(not r["passed"] and r.get("error_class") is None
+                                           and r.get("finish_reason") != "length" for r in gating),
             }}

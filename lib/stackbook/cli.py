@@ -124,6 +124,25 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
         typer.echo(f"{k:>26}: {v:,.1f}" if isinstance(v, float) else f"{k:>26}: {v}")
 
 
+@app.command()
+def demand(example: str = typer.Option("seed", help="the worked example to print (seed)"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """The demand map: D_k = V_k x S_k per layer, the bottleneck and the throughput bound."""
+    from .queueing import seed_example
+
+    if example != "seed":
+        _fail(f"--example {example!r}: the only built-in example is 'seed'")
+    out = seed_example()
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for label, m in (("before", out["before"]), ("after a 10% faster runtime", out["after_runtime_10pct"])):
+        typer.echo(f"{label}: bottleneck {m['bottleneck']}, bound {m['throughput_bound_rps']:.1f} req/s")
+        for row in m["layers"]:
+            typer.echo(f"  {row['name']:>14}: V={row['visits']:g} S={row['service_ms']:g} ms m={row['capacity']:g} "
+                       f"-> D/m = {row['adjusted_ms']:g} ms")
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

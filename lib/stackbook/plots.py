@@ -101,3 +101,35 @@ def sizing_bars(frame: pd.DataFrame, out_dir: Path | None = None):
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     return _save(ax.figure, out_dir, "sizing")
+
+
+def predicted_vs_measured(curves: pd.DataFrame, out_dir: Path | None = None):
+    """The fitted closed-loop model's mean E2E against the measured points."""
+    if curves.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for arm, g in curves.groupby("arm"):
+        line, = ax.plot(g["concurrency"], g["predicted_e2e_ms"], "-", label=f"{arm} model")
+        m = g.dropna(subset=["measured_e2e_ms"])
+        ax.plot(m["concurrency"], m["measured_e2e_ms"], "o", color=line.get_color(), label=f"{arm} measured")
+    ax.set_xlabel("concurrency (closed loop)")
+    ax.set_ylabel("mean E2E (ms)")
+    ax.set_title("Queueing model (fitted on lightest and heaviest load) vs measurement")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "queueing_fit")
+
+
+def demand_bars(demand: dict, out_dir: Path | None = None, name: str = "demand_map"):
+    """Capacity-adjusted demand per layer, the bottleneck highlighted."""
+    rows = demand["layers"]
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    colors = ["tab:red" if r["name"] == demand["bottleneck"] else "tab:blue" for r in rows]
+    ax.barh([r["name"] for r in rows], [r["adjusted_ms"] for r in rows], color=colors)
+    for i, r in enumerate(rows):
+        ax.text(r["adjusted_ms"], i, f" {r['adjusted_ms']:g} ms", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("capacity-adjusted demand D/m (ms per request)")
+    ax.set_title(f"Bottleneck: {demand['bottleneck']} (bound {demand['throughput_bound_rps']:.1f} req/s)")
+    ax.grid(alpha=0.3, axis="x")
+    return _save(fig, out_dir, name)

@@ -12,6 +12,7 @@ from .records import read_records
 from .metrics import requests_frame
 from .store import read_json, update_results
 from .sweep import run_sweep
+from .workload import client_tokenizer
 
 VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
@@ -154,7 +155,9 @@ def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
 
     suite, digest = load_suite(session.protocol.canaries.suite)
     bar = tqdm(total=len(suite.checks), desc="canaries", disable=not progress)
-    results = run_suite(session.target(), suite, session.adapter.kind, progress=bar)
+    art = session.adapter.artifacts
+    tokenizer = client_tokenizer(str(art.hf_dir)) if art and art.hf_dir else None
+    results = run_suite(session.target(), suite, session.adapter.kind, progress=bar, tokenizer=tokenizer)
     bar.close()
     v = verdict(results)
     out = {**v, "suite": suite.suite, "suite_version": suite.version, "suite_sha256": digest, "results": results}

@@ -1,0 +1,152 @@
+"""The demand map and the queueing models used to reason about a serving stack.
+
+Demand D_k = V_k x S_k (visits x service time per visit); capacity-adjusted demand D_k / m_k;
+the throughput bound lambda <= min_k m_k / D_k, with the bottleneck the largest D_k / m_k.
+Queueing: M/G/1 (Pollaczek-Khinchine), Kingman's G/G/1 approximation, and exact Mean Value
+Analysis for closed networks (a closed-loop benchmark is one). Pure functions.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    visits: float          # V_k: visits per request
+    service_ms: float      # S_k: service time per visit
+    capacity: float = 1.0  # m_k: equivalent parallel capacity
+
+    @property
+    def demand_ms(self) -> float:
+        return self.visits * self.service_ms
+
+    @property
+    def adjusted_ms(self) -> float:
+        return self.demand_ms / self.capacity
+
+
+# Illustrative values (not measurements) chosen to give the capacity-adjusted scores of the
+# seed article's demand map: 8, 12, 3, 13 and 2.5 ms.
+SEED_LAYERS = (
+    Layer("hardware", visits=1, service_ms=8.0),
+    Layer("kernels", visits=24, service_ms=0.5),
+    Layer("host", visits=4, service_ms=0.75),
+    Layer("runtime", visits=2, service_ms=6.5),
+    Layer("orchestration", visits=1, service_ms=5.0, capacity=2),
+)
+
+
+def demand_map(layers) -> dict:
+    """Demands, the ranking by capacity-adjusted demand, the bottleneck and the bound."""
+    rows = [{**asdict(l), "demand_ms": round(l.demand_ms, 9), "adjusted_ms": round(l.adjusted_ms, 9)} for l in layers]
+    ranked = sorted(rows, key=lambda r: r["adjusted_ms"], reverse=True)
+    bottleneck = ranked[0]
+    return {
+        "layers": rows,
+        "ranking": [r["name"] for r in ranked],
+        "bottleneck": bottleneck["name"],
+        "throughput_bound_rps": 1000.0 / bottleneck["adjusted_ms"],
+        "total_demand_ms": sum(r["demand_ms"] for r in rows),
+    }
+
+
+def improve(layers, name: str, fraction: float) -> tuple:
+    """The same map with one layer's service time cut by `fraction` (0.1 = 10% faster)."""
+    if name not in {l.name for l in layers}:
+        raise KeyError(f"no layer {name!r}; layers are {[l.name for l in layers]}")
+    return tuple(replace(l, service_ms=l.service_ms * (1 - fraction)) if l.name == name else l for l in layers)
+
+
+def seed_example() -> dict:
+    """The seed's map, and what happens after a 10% runtime improvement."""
+    before = demand_map(SEED_LAYERS)
+    after = demand_map(improve(SEED_LAYERS, "runtime", 0.10))
+    return {"before": before, "after_runtime_10pct": after,
+            "note": "illustrative V, S and m chosen to reproduce the article's scores; not measurements"}
+
+
+# --------------------------------------------------------------------------- open queues
+
+def _check_utilization(rho: float) -> None:
+    if not 0 <= rho < 1:
+        raise ValueError(f"utilization rho = {rho:.3f}: the queue is unstable at rho >= 1 (lower the arrival "
+                         "rate or add capacity)")
+
+
+def pollaczek_khinchine_wait(arrival_rate: float, service_mean: float, service_cv: float) -> float:
+    """M/G/1 mean queueing delay: Wq = rho S / (1 - rho) x (1 + Cs^2) / 2."""
+    rho = arrival_rate * service_mean
+    _check_utilization(rho)
+    return rho * service_mean / (1 - rho) * (1 + service_cv**2) / 2
+
+
+def kingman_wait(arrival_rate: float, service_mean: float, arrival_cv: float, service_cv: float) -> float:
+    """G/G/1 approximation: Wq ~ rho / (1 - rho) x (Ca^2 + Cs^2) / 2 x S. Equals P-K at Ca = 1."""
+    rho = arrival_rate * service_mean
+    _check_utilization(rho)
+    return rho / (1 - rho) * (arrival_cv**2 + service_cv**2) / 2 * service_mean
+
+
+# --------------------------------------------------------------------------- closed networks
+
+def mva(demands: list[float], population: int, think_time: float = 0.0, delay: list[bool] | None = None) -> list[dict]:
+    """Exact Mean Value Analysis of a closed product-form network.
+
+    demands: D_k per center (seconds); delay[k] marks an infinite-server (pure delay) center.
+    Returns, for n = 1..population, throughput X, response time R and queue lengths.
+    """
+    if population < 1:
+        raise ValueError("population must be at least 1")
+    delay = delay or [False] * len(demands)
+    q = [0.0] * len(demands)
+    out = []
+    for n in range(1, population + 1):
+        r_k = [d if is_delay else d * (1 + qk) for d, qk, is_delay in zip(demands, q, delay)]
+        r = sum(r_k)
+        x = n / (think_time + r)
+        q = [x * rk for rk in r_k]
+        out.append({"n": n, "throughput": x, "response": r, "queue": list(q)})
+    return out
+
+
+@dataclass(frozen=True)
+class ClosedLoopFit:
+    """A two-center model of an engine under a closed loop: a queueing center whose demand is
+    the inverse of the saturation throughput, and a delay center for the rest of a light-load
+    response (work that overlaps across requests, as batched decode does)."""
+    queue_demand_s: float
+    delay_demand_s: float
+
+    def predict(self, concurrency: int) -> dict:
+        r = mva([self.queue_demand_s, self.delay_demand_s], concurrency, delay=[False, True])[-1]
+        return {"concurrency": concurrency, "throughput_rps": r["throughput"], "response_s": r["response"]}
+
+
+def fit_closed_loop(points: list[dict]) -> ClosedLoopFit:
+    """Fit from measured (concurrency, throughput_rps, response_s) points: the light-load
+    response from the lowest concurrency, the bottleneck demand from the highest throughput."""
+    if len(points) < 2:
+        raise ValueError("a fit needs at least two sweep points (light load and the highest load)")
+    light = min(points, key=lambda p: p["concurrency"])
+    x_max = max(p["throughput_rps"] for p in points)
+    d_q = 1.0 / x_max
+    d_d = max(0.0, light["response_s"] - d_q)
+    return ClosedLoopFit(d_q, d_d)
+
+
+def held_out_error(points: list[dict]) -> list[dict]:
+    """Fit on the lightest and heaviest points, predict the others, report the relative error."""
+    pts = sorted(points, key=lambda p: p["concurrency"])
+    if len(pts) < 3:
+        return []
+    fit = fit_closed_loop([pts[0], pts[-1]])
+    rows = []
+    for p in pts[1:-1]:
+        pred = fit.predict(int(p["concurrency"]))
+        rows.append({"concurrency": p["concurrency"], "measured_response_s": p["response_s"],
+                     "predicted_response_s": pred["response_s"],
+                     "response_error_pct": 100 * (pred["response_s"] - p["response_s"]) / p["response_s"],
+                     "measured_throughput_rps": p["throughput_rps"], "predicted_throughput_rps": pred["throughput_rps"],
+                     "throughput_error_pct": 100 * (pred["throughput_rps"] - p["throughput_rps"]) / p["throughput_rps"]})
+    return rows

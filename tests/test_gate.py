@@ -1,0 +1,68 @@
+"""The validity gate against a real engine: an arm served with a broken chat template (it drops
+the user's message) fails its canaries, is HOLD everywhere, and is never ranked."""
+import json
+
+import nbformat
+import pytest
+
+from stackbook.runner import run_campaign
+
+pytestmark = pytest.mark.engine
+
+BROKEN_TEMPLATE = "{% for message in messages %}{% endfor %}<|im_start|>assistant\n"
+
+CAMPAIGN = """
+name: gate-test
+model: {source: embedded}
+protocol:
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}
+  arrival: {kind: closed_loop, concurrency: [1]}
+  context_length: 1024
+  requests_per_point: 3
+  warmup_requests: 0
+  canaries: {suite: embedded-smollm2, run_sweep_on_hold: true}
+arms:
+  - name: good
+    engine: {kind: llama_cpp, parallel: 1}
+  - name: broken-template
+    engine: {kind: llama_cpp, parallel: 1, extra_args: [--chat-template-file, TEMPLATE]}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(real_engines, tmp_path_factory):
+    d = tmp_path_factory.mktemp("gate")
+    (d / "broken.jinja").write_text(BROKEN_TEMPLATE)
+    path = d / "gate.yaml"
+    path.write_text(CAMPAIGN.replace("TEMPLATE", str(d / "broken.jinja")))
+    run_dir = run_campaign(str(path), run_id=f"test-{d.name}", progress=False)
+    yield run_dir
+    import shutil
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_broken_arm_is_hold_and_good_arm_passes(run):
+    good = json.loads((run / "arms" / "good" / "results.json").read_text())["canaries"]
+    bad = json.loads((run / "arms" / "broken-template" / "results.json").read_text())["canaries"]
+    assert good["verdict"] == "PASS"
+    assert bad["verdict"] == "HOLD"
+    assert "capital-of-france" in bad["failed"]
+    assert bad["counts"]["completed_but_wrong"] >= 1
+
+
+def test_hold_label_reaches_passport_and_report(run):
+    p = json.loads((run / "arms" / "broken-template" / "passport.json").read_text())
+    assert p["validity"]["canaries"]["verdict"] == "HOLD"
+    assert p["results"]["label"] == "HOLD"          # measured on request, labelled everywhere
+    assert "HOLD" in (run / "arms" / "broken-template" / "passport.md").read_text()
+    nb = nbformat.read(run / "40_analysis.ipynb", as_version=4)
+    text = "\n".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "Not ranked (canaries HOLD): broken-template" in text
+
+
+def test_template_difference_makes_the_arm_not_comparable(run):
+    engines = {a: json.loads((run / "arms" / a / "engine.json").read_text()) for a in ("good", "broken-template")}
+    assert engines["good"]["identity"]["chat_template_sha256"] != engines["broken-template"]["identity"]["chat_template_sha256"]
+    nb = nbformat.read(run / "40_analysis.ipynb", as_version=4)
+    text = "\n".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "Not comparable (protocol differs): broken-template" in text

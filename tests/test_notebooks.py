@@ -1,0 +1,68 @@
+"""The source notebooks: stripped, parameterized, and executable with papermill where no
+engine is needed (the arm notebooks run against real engines in test_end_to_end)."""
+import json
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+
+NOTEBOOKS = sorted(Path("notebooks").glob("*.ipynb"))
+
+
+def test_all_five_notebooks_exist():
+    assert [p.stem for p in NOTEBOOKS] == ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_source_notebook_is_stripped_and_parameterized(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+
+
+def outputs_text(nb) -> str:
+    parts = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            if o.output_type == "error":
+                raise AssertionError(f"{o.ename}: {o.evalue}")
+            data = o.get("data", {})
+            parts.append(data.get("text/markdown", "") + data.get("text/plain", "") + o.get("text", ""))
+    return "\n".join(parts)
+
+
+def test_decide_notebook_runs_with_other_answers(tmp_path):
+    out = tmp_path / "00.ipynb"
+    pm.execute_notebook("notebooks/00_decide.ipynb", str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"model": "llama-3.1-8b", "platform": "apple", "shared_prefix": False,
+                                    "json_output": False, "tokens_per_day": 1e9})
+    text = outputs_text(nbformat.read(out, as_version=4))
+    assert "MLX" in text and "SGLang" not in text
+    assert "the cheaper option is the **owned cards**" in text
+
+
+def test_sizing_notebook_runs_without_an_engine(tmp_path):
+    run_dir = tmp_path / "run"
+    out = tmp_path / "10.ipynb"
+    pm.execute_notebook("notebooks/10_sizing.ipynb", str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"campaign_file": "campaigns/seed-qwen3.8-27b.yaml", "run_dir": str(run_dir),
+                                    "arm": "vllm", "start_engine": False})
+    text = outputs_text(nbformat.read(out, as_version=4))
+    assert "no engine: arithmetic only" in text and "34.71" in text
+    sizing = json.loads((run_dir / "arms" / "vllm" / "results.json").read_text())["sizing"]
+    assert sizing["max_live_sequences"] == 36 and sizing["predicted_capacity"]["max_concurrency"] == 34.71
+    rows = {r["assumption"]: r["live sequences"] for r in sizing["assumptions_table"]}
+    assert list(rows.values())[:4] == [36, 40, 46, 59]
+
+
+def test_committed_seed_run_is_complete():
+    run = Path("outputs/seed-qwen3.8-27b/reference")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    text = outputs_text(nbformat.read(run / "arms" / "vllm" / "10_sizing.ipynb", as_version=4))
+    for figure in ("53,792,000,000", "17.11", "15.93", "65,536", "153,944,064", "23.300", "36"):
+        assert figure in text, figure
