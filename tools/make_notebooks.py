@@ -114,6 +114,13 @@ table'''),
                  f"failed: {result['failed'] or 'none'}.  \\n"
                  f"Suite `{result['suite']}` v{result['suite_version']}, sha256 `{result['suite_sha256'][:16]}…`"))
 pd.Series(result["counts"]).to_frame("count")'''),
+    new_markdown_cell("""## What this endpoint can do
+
+Observed, not assumed: whether the stream reports token usage, whether the output-length
+controls are honoured (without them two arms can generate different lengths and the comparison
+is void), how many tokens arrive per stream chunk (chunk gaps are not token gaps when it is above
+one), whether metrics and a prefix-cache reset are available, and the context actually served."""),
+    new_code_cell('''pd.Series(result["probe"], dtype=object).to_frame("observed")'''),
 ])
 
 sweep = nb([
@@ -206,6 +213,9 @@ pd.DataFrame(rows).set_index("arm")'''),
     new_markdown_cell("## Side by side"),
     new_code_cell('''df = analysis.comparison_frame(arms)
 analysis.headline(df)'''),
+    new_markdown_cell("## Discarded points\n\nThe campaign's preregistered discard rules, applied mechanically; the raw records of a discarded point stay on disk."),
+    new_code_cell('''d = analysis.discards_frame(arms)
+d if not d.empty else Markdown("*No point was discarded.*")'''),
     new_markdown_cell("## Verdict"),
     new_code_cell('''display(Markdown("\\n".join(f"* {line}" for line in analysis.verdict(df, fair, campaign.protocol.slo))))'''),
     new_markdown_cell("## Figures\n\nSaved under `figures/` beside this notebook."),

@@ -81,8 +81,14 @@ def comparison_frame(arms: dict) -> pd.DataFrame:
         if not sweep:
             continue
         for point, s in sweep["points"].items():
-            rows.append({"arm": name, "label": label, "point": point, **{k: v for k, v in s.items()
-                                                                         if not isinstance(v, (dict, list))}})
+            rows.append({"arm": name, "label": label, "point": point, "discarded": bool(s.get("discarded")),
+                         **{k: v for k, v in s.items() if not isinstance(v, (dict, list)) and k != "discarded"}})
+    df = pd.DataFrame(rows)
+    return df
+
+
+def discards_frame(arms: dict) -> pd.DataFrame:
+    rows = [{"arm": name, **d} for name, a in arms.items() for d in (a["results"].get("sweep") or {}).get("discards", [])]
     return pd.DataFrame(rows)
 
 
@@ -90,7 +96,7 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     """One row per arm and concurrency: the figures a reader compares first."""
     if df.empty:
         return df
-    cols = ["arm", "label", "concurrency", "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50",
+    cols = ["arm", "label", "discarded", "concurrency", "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50",
             "e2e_ms_p99", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["concurrency", "arm"]).round(2).reset_index(drop=True)
 
@@ -107,7 +113,10 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
     unfair = sorted(set(df["arm"]) - ok_arms)
     if unfair:
         lines.append(f"Not comparable (protocol differs): {', '.join(unfair)}.")
-    ranked = df[(df["label"] == "accepted") & df["arm"].isin(ok_arms)]
+    if df["discarded"].any():
+        lines.append(f"Discarded by preregistered rules (kept on disk, not ranked): "
+                     f"{', '.join(df.loc[df['discarded'], 'arm'] + ' ' + df.loc[df['discarded'], 'point'])}.")
+    ranked = df[(df["label"] == "accepted") & df["arm"].isin(ok_arms) & ~df["discarded"]]
     if ranked["arm"].nunique() < 2:
         lines.append("Fewer than two accepted, comparable arms: no ranking.")
         return lines

@@ -82,7 +82,38 @@ class ClosedLoop(Strict):
         return v
 
 
-Arrival = Annotated[Union[ClosedLoop], Field(discriminator="kind")]
+class OpenLoop(Strict):
+    """Requests sent on a schedule whatever the replies do: constant, Poisson or gamma arrivals."""
+    kind: Literal["constant", "poisson", "gamma"]
+    rates: list[float] = Field(description="requests per second, one sweep point each")
+    burstiness: float = Field(1.0, gt=0, description="gamma: squared CV of inter-arrival times (1 = Poisson)")
+
+    @field_validator("rates")
+    @classmethod
+    def _positive_rates(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("give at least one rate, e.g. [0.5, 1, 2]")
+        if any(r <= 0 for r in v):
+            raise ValueError(f"rates must be positive (requests per second), got {v}")
+        return v
+
+
+class TraceReplay(Strict):
+    """Replay a recorded trace: timestamps and lengths from a file."""
+    kind: Literal["trace"]
+    path: str
+    speedup: float = Field(1.0, gt=0, description="2 replays twice as fast")
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, v: str) -> str:
+        if not resolve_symbolic(v).exists():
+            raise ValueError(f"trace file {v!r} does not exist; give a JSONL or CSV file with timestamp_s, "
+                             "prompt_tokens and output_tokens")
+        return v
+
+
+Arrival = Annotated[Union[ClosedLoop, OpenLoop, TraceReplay], Field(discriminator="kind")]
 
 
 class Slo(Strict):
@@ -97,6 +128,14 @@ class Canaries(Strict):
 
 
 Stage = Literal["sizing", "canaries", "sweep"]
+
+
+class DiscardRules(Strict):
+    """Preregistered: applied mechanically to every sweep point, each discard recorded with its
+    rule; the raw records are kept either way."""
+    max_failed_fraction: float = Field(0.05, ge=0, le=1, description="discard a point when more requests failed")
+    on_engine_restart: bool = True
+    on_invalid_load: bool = True
 
 
 class Hardware(Strict):
@@ -133,10 +172,17 @@ class Protocol(Strict):
     request_timeout_s: float = Field(120, gt=0)
     slo: Slo = Slo()
     canaries: Canaries = Canaries()
+    discard_rules: DiscardRules = DiscardRules()
 
     @model_validator(mode="after")
     def _fits_context(self) -> "Protocol":
         w = self.workload
+        if isinstance(self.arrival, TraceReplay):
+            from .arrivals import read_trace
+            longest = max(r["prompt_tokens"] + r["output_tokens"] for r in read_trace(resolve_symbolic(self.arrival.path)))
+            if longest > self.context_length:
+                raise ValueError(f"the trace has a request of {longest} tokens but context_length is "
+                                 f"{self.context_length}; raise context_length")
         need = w.prompt_tokens + w.output_tokens
         if need > self.context_length:
             raise ValueError(
@@ -340,7 +386,7 @@ def _loc(loc: tuple) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ENGINE_KINDS or part in ("synthetic", "closed_loop"):
+        elif part in ENGINE_KINDS or part in ("synthetic", "closed_loop", "constant", "poisson", "gamma", "trace"):
             continue  # discriminator branch names are not fields the user wrote
         else:
             out += ("." if out else "") + str(part)
@@ -377,7 +423,8 @@ def _known_fields() -> dict[str, list[str]]:
              "hardware": names(Hardware),
              "protocol.decoding": names(Decoding), "protocol.precision": names(Precision),
              "protocol.workload": names(SyntheticWorkload), "protocol.arrival": names(ClosedLoop),
-             "protocol.slo": names(Slo), "protocol.canaries": names(Canaries)}
+             "protocol.slo": names(Slo), "protocol.canaries": names(Canaries),
+             "protocol.discard_rules": names(DiscardRules)}
     engine_fields = sorted({f for m in (LlamaCppEngine, VllmCpuEngine, VllmEngine, SglangEngine, OpenAIEndpoint)
                             for f in m.model_fields})
     for i in range(64):

@@ -40,7 +40,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
                 return
     except CampaignError as err:
         _fail(str(err))
-    from .runner import run_campaign
+    from .runner import RunInterrupted, run_campaign
 
     try:
         out = run_campaign(str(campaign) if campaign else "", run_id=run_id,
@@ -48,6 +48,8 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
                            progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True))
     except (CampaignError, FileExistsError, FileNotFoundError) as err:
         _fail(str(err))
+    except RunInterrupted as stop:
+        raise typer.Exit(128 + stop.signum)
     manifest = json.loads((out / "manifest.json").read_text())
     typer.echo(f"\nrun directory: {out}")
     for name, a in manifest["arms"].items():
@@ -141,6 +143,24 @@ def demand(example: str = typer.Option("seed", help="the worked example to print
         for row in m["layers"]:
             typer.echo(f"  {row['name']:>14}: V={row['visits']:g} S={row['service_ms']:g} ms m={row['capacity']:g} "
                        f"-> D/m = {row['adjusted_ms']:g} ms")
+
+
+@app.command()
+def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (a few seconds)"),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """The harness's own ceiling here, against the zero-latency calibration server."""
+    from .selftest import selftest as run
+
+    out = run(quick=quick)
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    typer.echo(f"TTFT floor: p50 {out['ttft_floor_ms_p50']} ms, p99 {out['ttft_floor_ms_p99']} ms")
+    typer.echo(f"streamed events: {out['streamed_events_per_s']:,} per second")
+    typer.echo(f"highest open-loop rate held with p99 schedule lag <= {out['max_schedule_lag_ms']} ms: "
+               f"{out['max_open_loop_rate_rps']} req/s")
+    for row in out["rate_ladder"]:
+        typer.echo(f"  {row}")
 
 
 def main() -> None:  # pragma: no cover - console entry

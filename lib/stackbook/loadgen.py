@@ -21,11 +21,18 @@ class Target:
     length_fields: dict
     headers: dict = field(default_factory=dict)
     timeout_s: float = 120.0
+    length_for: object = None  # callable: output tokens -> this engine's length fields (per-request lengths)
+
+    def fields_for(self, output_tokens: int | None) -> dict:
+        if output_tokens is None or self.length_for is None:
+            return self.length_fields
+        return self.length_for(output_tokens)
 
 
-def request_body(target: Target, messages: list, stream: bool = True, **extra) -> dict:
+def request_body(target: Target, messages: list, stream: bool = True, output_tokens: int | None = None,
+                 **extra) -> dict:
     body = {"model": target.model, "messages": messages, "stream": stream,
-            **target.sampling, **target.length_fields, **extra}
+            **target.sampling, **target.fields_for(output_tokens), **extra}
     if stream:
         body["stream_options"] = {"include_usage": True}
     return body
@@ -40,10 +47,10 @@ def classify_status(status: int) -> str:
 async def stream_chat(client: httpx.AsyncClient, target: Target, prompt: PromptSpec, tokenizer, *,
                       base: dict, t0: float, scheduled_s: float) -> RequestRecord:
     """Send one streaming chat request; time every SSE chunk against the perf counter."""
-    body = request_body(target, prompt.messages)
+    body = request_body(target, prompt.messages, output_tokens=prompt.output_tokens)
     rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
                prompt_tokens_client=prompt.prompt_tokens_client,
-               output_tokens_requested=target.length_fields.get("max_tokens", 0))
+               output_tokens_requested=body.get("max_tokens", 0))
     chunk_times: list[float] = []
     chunk_tokens: list[int] = []
     parts: list[str] = []
@@ -74,7 +81,12 @@ async def stream_chat(client: httpx.AsyncClient, target: Target, prompt: PromptS
                         error_class, error = "malformed_stream", f"invalid JSON in a stream chunk: {data[:200]}"
                         break
                     if "error" in event:
-                        error_class, error = "http_error", str(event["error"])[:500]
+                        err = event["error"] if isinstance(event["error"], dict) else {"message": event["error"]}
+                        code = err.get("code")
+                        # Some servers reject inside an open stream instead of with HTTP 429/503.
+                        rejected = code in (429, 503, "429", "503", "rate_limit_exceeded", "overloaded")
+                        error_class = "admission_rejected" if rejected else "http_error"
+                        error = f"error event in the stream: {str(err)[:400]}"
                         break
                     if event.get("usage"):
                         usage = event["usage"]
@@ -93,7 +105,7 @@ async def stream_chat(client: httpx.AsyncClient, target: Target, prompt: PromptS
         error_class, error = "transport", f"{type(err).__name__}: {err}"[:500]
     end = time.perf_counter() - t0
     if error_class == "none" and finish is None:
-        error_class, error = "malformed_stream", "stream ended without a finish_reason"
+        error_class, error = "transport", "stream cut before a finish_reason (connection closed early)"
     text = "".join(parts)
     details = usage.get("prompt_tokens_details") or {}
     return RequestRecord(
@@ -142,9 +154,42 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
     return out
 
 
-def run_closed_loop(*args, **kwargs) -> list[RequestRecord]:
-    """Synchronous entry point; works inside a Jupyter kernel's running event loop too."""
-    coro = closed_loop(*args, **kwargs)
+async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, schedule: list[float], warmup: int,
+                    writer: RecordWriter | None, base: dict, progress=None, alive=lambda: True,
+                    cooldown: int = 0) -> list[RequestRecord]:
+    """Send prompt i at t0 + schedule[i], whatever the replies are doing (open loop).
+
+    Deadlines are absolute, so a late send never delays the next; the lag of each send behind its
+    deadline is in the record (sent_s - scheduled_s).
+    """
+    out: list[RequestRecord] = []
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    async with httpx.AsyncClient(limits=limits, timeout=target.timeout_s) as client:
+        t0 = time.perf_counter()
+
+        async def one(i: int, p: PromptSpec, at: float) -> None:
+            phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
+            rec = await stream_chat(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0, scheduled_s=at)
+            if rec.error_class in ("transport", "timeout") and not alive():
+                rec.error_class = "engine_died"
+            out.append(rec)
+            if writer:
+                writer.write(rec)
+            if progress is not None:
+                progress.update(1)
+
+        tasks = []
+        for i, (p, at) in enumerate(zip(prompts, schedule)):
+            delay = at - (time.perf_counter() - t0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, p, at)))
+        await asyncio.gather(*tasks)
+    return out
+
+
+def run_sync(coro):
+    """Run a coroutine to completion; works inside a Jupyter kernel's running event loop too."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -152,6 +197,14 @@ def run_closed_loop(*args, **kwargs) -> list[RequestRecord]:
     import concurrent.futures
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def run_closed_loop(*args, **kwargs) -> list[RequestRecord]:
+    return run_sync(closed_loop(*args, **kwargs))
+
+
+def run_open_loop(*args, **kwargs) -> list[RequestRecord]:
+    return run_sync(open_loop(*args, **kwargs))
 
 
 def chat_once(target: Target, messages: list, timeout_s: float = 120.0, **extra) -> dict:

@@ -113,6 +113,10 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out["slo_attainment"] = len(good) / len(rows)
     out["goodput_rps"] = (out["request_throughput_rps"] or 0) * out["slo_attainment"]
     out["in_flight_mean"] = activity["in_flight_mean"]
+    # Open-loop fidelity: how late each send was against its deadline, and the rate achieved.
+    out.update(_stats([(r.sent_s - r.scheduled_s) * 1000 for r in records], "schedule_lag_ms"))
+    sends = sorted(r.sent_s for r in measured)
+    out["achieved_rate_rps"] = (len(sends) - 1) / (sends[-1] - sends[0]) if len(sends) > 1 and sends[-1] > sends[0] else None
     # Per-stream decode rate: what one user sees once tokens flow.
     rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]
     out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)

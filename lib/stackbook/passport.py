@@ -89,8 +89,10 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
         "canaries": ({k: canaries[k] for k in ("verdict", "suite", "suite_sha256", "gating_checks", "passed",
                                                  "failed", "expected_failures", "unexpected_passes")}
                      if canaries else unknown("the canary notebook did not run")),
+        "capability_probe": (canaries or {}).get("probe") or unknown("the canary notebook did not run"),
         "capacity": capacity,
-        "discard_rules": unknown("no preregistered discard rules are declared in this campaign"),
+        "discard_rules": protocol.discard_rules.model_dump(),
+        "discards": (sweep or {}).get("discards", []) if sweep else unknown("the sweep did not run"),
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
         "wrong_output_counts": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),

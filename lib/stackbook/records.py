@@ -19,6 +19,7 @@ class RequestRecord(BaseModel):
     point: str
     phase: Literal["warmup", "measure", "cooldown"]
     repetition: int = 0
+    attempt: int = 0
     concurrency: int
     request_index: int
     scheduled_s: float = Field(description="when the schedule said to send, relative to point start")
@@ -68,8 +69,9 @@ class RecordWriter:
         self.close()
 
 
-def read_records(path: str | os.PathLike) -> list[RequestRecord]:
-    """Read requests.jsonl; a last line cut by a crash is skipped, every complete line kept."""
+def read_records(path: str | os.PathLike, latest_attempt: bool = False) -> list[RequestRecord]:
+    """Read requests.jsonl; a last line cut by a crash is skipped, every complete line kept.
+    With latest_attempt, only each point's latest attempt (a resumed run re-runs cut points)."""
     out = []
     p = Path(path)
     if not p.exists():
@@ -81,4 +83,9 @@ def read_records(path: str | os.PathLike) -> list[RequestRecord]:
             out.append(RequestRecord.model_validate_json(line))
         except ValueError:
             continue
+    if latest_attempt:
+        last: dict[str, int] = {}
+        for r in out:
+            last[r.point] = max(last.get(r.point, 0), r.attempt)
+        out = [r for r in out if r.attempt == last[r.point]]
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from .passport import write_passport
 from .paths import REPO_ROOT, absolute_paths_in, relative_to_repo, symbolic
 from .session import record_engine
 from .store import read_json, write_json_atomic
-from .sweep import requests_at
+from .sweep import load_levels, requests_at
 
 ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
 STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}
@@ -126,136 +127,186 @@ def notebook_ok(manifest_arm: dict, name: str, out_path: Path) -> bool:
     return entry.get("status") == "ok" and out_path.exists() and entry.get("sha256") == sha256_file(out_path)
 
 
-def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | None = None,
-                 only_arms: list[str] | None = None, progress: bool = True, log=print) -> Path:
-    """Execute a campaign into outputs/<campaign>/<run-id>/ and return that directory."""
-    os.chdir(REPO_ROOT)
+class RunInterrupted(BaseException):
+    """The runner was asked to stop (SIGINT or SIGTERM): engines are stopped, records kept."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupt(signum, frame):
+    raise RunInterrupted(signum)
+
+
+def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tuple[Campaign, Path]:
     if resume:
         run_dir = Path(resume)
-        prior = yaml.safe_load((run_dir / "campaign.resolved.yaml").read_text())
-        campaign_file = prior.get("_source", campaign_file)
-        campaign = load_campaign(run_dir / "campaign.resolved.yaml")
-    else:
-        campaign = load_campaign(campaign_file)
-        run_id = run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        run_dir = Path("outputs") / campaign.name / run_id
-        if (run_dir / "manifest.json").exists():
-            raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-        run_dir.mkdir(parents=True, exist_ok=True)
-    run_dir = Path(os.path.relpath(run_dir.resolve(), REPO_ROOT))
+        if not (run_dir / "campaign.resolved.yaml").exists():
+            raise FileNotFoundError(f"{resume}: not a run directory (no campaign.resolved.yaml); give "
+                                    "outputs/<campaign>/<run-id>")
+        return load_campaign(run_dir / "campaign.resolved.yaml"), Path(os.path.relpath(run_dir.resolve(), REPO_ROOT))
+    campaign = load_campaign(campaign_file)
+    run_id = run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_dir = Path("outputs") / campaign.name / run_id
+    if (run_dir / "manifest.json").exists():
+        raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return campaign, Path(os.path.relpath(run_dir.resolve(), REPO_ROOT))
+
+
+def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | None = None,
+                 only_arms: list[str] | None = None, progress: bool = True, log=print) -> Path:
+    """Execute a campaign into outputs/<campaign>/<run-id>/ and return that directory.
+
+    SIGINT and SIGTERM stop the run cleanly: the engine of the arm in progress is stopped, every
+    record written so far stays, and the manifest says what was cut, ready for --resume.
+    """
+    os.chdir(REPO_ROOT)
+    campaign, run_dir = open_run(campaign_file, run_id, resume)
     secrets = campaign_secrets(campaign)
     resolved = run_dir / "campaign.resolved.yaml"
     if not resolved.exists():
         dumped = campaign.model_dump(mode="json", by_alias=True)
         resolved.write_text(redact(yaml.safe_dump(dumped, sort_keys=False), secrets))
-    manifest = Manifest(run_dir, campaign, str(campaign_file))
+    manifest = Manifest(run_dir, campaign, str(campaign_file or resolved))
     manifest.data["status"] = "running"
     manifest.data["campaign_sha256"] = sha256_file(resolved)
+    if resume:
+        manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()
     arms = [a for a in campaign.arms if not only_arms or a.name in only_arms]
     steps = tqdm(total=len(arms) * (len(ARM_NOTEBOOKS) + 1) + 1, desc=campaign.name, unit="step",
                  disable=not progress)
-    for arm in arms:
-        entry = manifest.arm(arm.name)
-        if entry["status"] == "complete":
-            steps.update(len(ARM_NOTEBOOKS) + 1)
-            continue
-        arm_dir = run_dir / "arms" / arm.name
-        arm_dir.mkdir(parents=True, exist_ok=True)
-        stages = campaign.protocol_for(arm).stages
-        needs_engine = bool({"canaries", "sweep"} & set(stages))
-        notebooks = [STAGE_NOTEBOOK[st] for st in ("sizing", "canaries", "sweep") if st in stages]
-        steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
-        adapter = adapter_for(campaign, arm, log_path=arm_dir / "engine.log" if needs_engine else None)
-        t_arm = time.monotonic()
-        entry.update(status="running", engine=arm.engine.kind, stages=list(stages))
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if threading.current_thread() is threading.main_thread() else {}
+    try:
+        for arm in arms:
+            run_arm(campaign, arm, run_dir, resolved, manifest, steps, progress, log)
+        steps.set_postfix_str("analysis")
+        run_analysis(run_dir, manifest)
+        steps.update(1)
+        statuses = [manifest.arm(a.name)["status"] for a in arms]
+        manifest.data["status"] = "complete" if all(s == "complete" for s in statuses) and \
+            manifest.data["analysis"].get("status") == "ok" else "incomplete"
+    except RunInterrupted as stop:
+        manifest.data["status"] = "interrupted"
+        manifest.data["interrupted_by"] = str(stop)
+        log(f"run interrupted by {stop}: records kept; continue with: stackbook run --resume {run_dir}")
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        steps.close()
+        manifest.data["finished_unix"] = time.time()
         manifest.save()
-        if needs_engine:
-            steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
-            try:
-                adapter.start()
-                adapter.wait_ready()
-            except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
-                adapter.stop()
-                entry.update(status="failed", error=symbolic(str(err))[-2000:])
-                manifest.save()
-                log(f"arm {arm.name}: engine did not start: {err}")
-                steps.update(len(notebooks) + 1)
-                continue
-        try:
-            if needs_engine:
-                record_engine(adapter, arm_dir, restarts=entry.get("restarts", 0))
-                entry["engine_ready_s"] = adapter.ready_after_s
-            steps.update(1)
-            for name in notebooks:
-                out = arm_dir / f"{name}.ipynb"
-                if notebook_ok(entry, name, out):
-                    steps.update(1)
-                    continue
-                if name == "30_load_sweep":
-                    canaries = (read_json(arm_dir / "results.json", {}) or {}).get("canaries", {})
-                    if canaries.get("verdict") != "PASS" and not campaign.protocol_for(arm).canaries.run_sweep_on_hold:
-                        entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}: "
-                                                    "set protocol.canaries.run_sweep_on_hold to measure anyway"}
-                        manifest.save()
-                        steps.update(1)
-                        continue
-                steps.set_postfix_str(f"{arm.name}: {name}")
-                entry["notebooks"][name] = {"status": "running"}
-                manifest.save()
-                params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
-                          "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
-                          "start_engine": needs_engine}
-                p = campaign.protocol_for(arm)
-                total = sum(requests_at(p, c) for c in p.arrival.concurrency) * p.repetitions
-                try:
-                    with _RequestProgress(arm_dir / "requests.jsonl", total, f"{arm.name} requests",
-                                          progress and name == "30_load_sweep"):
-                        secs = execute_notebook(name, out, params)
-                    entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": sha256_file(out)}
-                except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
-                    entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
-                    entry["status"] = "failed"
-                    if not adapter.is_alive():
-                        entry["engine_exit"] = adapter.proc.returncode if adapter.proc else None
-                    manifest.save()
-                    log(f"arm {arm.name}: {name} failed: {str(err).splitlines()[0] if str(err) else err}")
-                    break
-                manifest.save()
-                steps.update(1)
-        finally:
-            steps.set_postfix_str(f"{arm.name}: stopping engine")
-            # Capacity lines can arrive late in the log: record them once more before stopping.
-            if needs_engine:
-                if adapter.is_alive():
-                    record_engine(adapter, arm_dir, restarts=entry.get("restarts", 0))
-                entry["engine_exit_code"] = adapter.stop()
-        write_passport(campaign, arm, arm_dir)
-        if entry["status"] == "running":
-            entry["status"] = "complete"
-        entry["seconds"] = round(time.monotonic() - t_arm, 1)
+        leftovers = make_portable(run_dir, secrets)
+        manifest.data["outputs"] = {str(p.relative_to(run_dir)): sha256_file(p) for p in sorted(run_dir.rglob("*"))
+                                    if p.is_file() and p.name != "manifest.json"}
+        manifest.data["absolute_paths_left"] = leftovers
         manifest.save()
-    steps.set_postfix_str("analysis")
+    return run_dir
+
+
+def run_analysis(run_dir: Path, manifest: Manifest) -> None:
     out = run_dir / f"{CAMPAIGN_NOTEBOOK}.ipynb"
     try:
         secs = execute_notebook(CAMPAIGN_NOTEBOOK, out, {"run_dir": str(run_dir)})
         manifest.data["analysis"] = {"status": "ok", "seconds": round(secs, 1), "sha256": sha256_file(out)}
         write_report(out, run_dir / "report.html")
-    except Exception as err:
+    except Exception as err:  # the executed notebook keeps the traceback; the manifest says where
         manifest.data["analysis"] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
-    steps.update(1)
-    steps.close()
-    statuses = [manifest.arm(a.name)["status"] for a in arms]
-    manifest.data["status"] = "complete" if all(s == "complete" for s in statuses) and \
-        manifest.data["analysis"].get("status") == "ok" else "incomplete"
-    manifest.data["finished_unix"] = time.time()
     manifest.save()
-    leftovers = make_portable(run_dir, secrets)
-    manifest.data["outputs"] = {str(p.relative_to(run_dir)): sha256_file(p) for p in sorted(run_dir.rglob("*"))
-                                if p.is_file() and p.name != "manifest.json"}
-    manifest.data["absolute_paths_left"] = leftovers
+
+
+def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, steps, progress: bool, log) -> None:
+    """One arm: start its engine once, execute its notebooks, stop the engine, write the passport."""
+    entry = manifest.arm(arm.name)
+    if entry["status"] == "complete":
+        steps.update(len(ARM_NOTEBOOKS) + 1)
+        return
+    arm_dir = run_dir / "arms" / arm.name
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    protocol = campaign.protocol_for(arm)
+    needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))
+    notebooks = [STAGE_NOTEBOOK[st] for st in ("sizing", "canaries", "sweep") if st in protocol.stages]
+    steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
+    adapter = adapter_for(campaign, arm, log_path=arm_dir / "engine.log" if needs_engine else None)
+    t_arm = time.monotonic()
+    entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
+    entry.pop("error", None)
     manifest.save()
-    return run_dir
+    if needs_engine:
+        steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
+        entry["engine_starts"] = entry.get("engine_starts", 0) + 1
+        try:
+            adapter.start()
+            adapter.wait_ready()
+        except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
+            adapter.stop()
+            entry.update(status="failed", error=symbolic(str(err))[-2000:])
+            manifest.save()
+            log(f"arm {arm.name}: engine did not start: {err}")
+            steps.update(len(notebooks) + 1)
+            return
+    restarts = max(0, entry.get("engine_starts", 1) - 1)
+    try:
+        if needs_engine:
+            record_engine(adapter, arm_dir, restarts=restarts)
+            entry["engine_ready_s"] = adapter.ready_after_s
+        steps.update(1)
+        for name in notebooks:
+            out = arm_dir / f"{name}.ipynb"
+            if notebook_ok(entry, name, out):
+                steps.update(1)
+                continue
+            if name == "30_load_sweep":
+                canaries = (read_json(arm_dir / "results.json", {}) or {}).get("canaries", {})
+                if canaries.get("verdict") != "PASS" and not protocol.canaries.run_sweep_on_hold:
+                    entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}: "
+                                                "set protocol.canaries.run_sweep_on_hold to measure anyway"}
+                    manifest.save()
+                    steps.update(1)
+                    continue
+            steps.set_postfix_str(f"{arm.name}: {name}")
+            entry["notebooks"][name] = {"status": "running"}
+            manifest.save()
+            params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
+                      "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
+                      "start_engine": needs_engine}
+            total = sum(requests_at(protocol, lv) for lv in load_levels(protocol)) * protocol.repetitions
+            try:
+                with _RequestProgress(arm_dir / "requests.jsonl", total, f"{arm.name} requests",
+                                      progress and name == "30_load_sweep"):
+                    secs = execute_notebook(name, out, params)
+                entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": sha256_file(out)}
+            except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
+                entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
+                entry["status"] = "failed"
+                if needs_engine and not adapter.is_alive():
+                    entry["status"] = "engine_died"
+                    entry["error"] = (f"the engine exited (code {adapter.proc.returncode}) during {name}; "
+                                      "its records are kept, --resume restarts it and re-runs what was cut")
+                manifest.save()
+                log(f"arm {arm.name}: {name} failed: {entry.get('error') or str(err).splitlines()[-1:]}")
+                break
+            manifest.save()
+            steps.update(1)
+    except RunInterrupted:
+        entry["status"] = "interrupted"
+        raise
+    finally:
+        steps.set_postfix_str(f"{arm.name}: stopping engine")
+        if needs_engine:
+            # Capacity lines can arrive late in the log: record them once more before stopping.
+            if adapter.is_alive():
+                record_engine(adapter, arm_dir, restarts=restarts)
+            entry["engine_exit_code"] = adapter.stop()
+        write_passport(campaign, arm, arm_dir)
+        if entry["status"] == "running":
+            entry["status"] = "complete"
+        entry["seconds"] = round(time.monotonic() - t_arm, 1)
+        manifest.save()
 
 
 def write_report(notebook: Path, html_path: Path) -> None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+import psutil
+
 from .campaign import Arm, Campaign, Protocol, load_campaign
 from .engines import EngineAdapter, adapter_for
 from .loadgen import Target
@@ -69,6 +71,18 @@ class ArmSession:
         return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens),
                       self.adapter.headers(), self.protocol.request_timeout_s)
+
+    def engine_alive(self) -> bool:
+        """Whether the engine serving this arm still runs (started here, or by the runner)."""
+        if self.adapter.proc is not None:
+            return self.adapter.is_alive()
+        pid = (self.engine or {}).get("pid")
+        if not pid:
+            return True
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
 
     def describe(self) -> str:
         where = (f"endpoint `{self.adapter.base_url}`" if self.engine or self.started_here

@@ -1,78 +1,188 @@
-"""The load sweep for one arm: every concurrency level, repetitions, raw records, summaries."""
+"""The load sweep for one arm: every load level, repetitions, raw records, summaries."""
 from __future__ import annotations
 
 import statistics
+import time
 
 from tqdm import tqdm
 
-from .loadgen import run_closed_loop
+from .arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
+from .loadgen import run_closed_loop, run_open_loop
 from .metrics import point_summary
 from .models import artifacts_for
+from .paths import resolve_symbolic
 from .records import RecordWriter, read_records
 from .telemetry import RssSampler, metrics_delta, scrape_metrics
 from .workload import client_tokenizer, synthetic_prompts
 
-
-def cooldown_requests(concurrency: int) -> int:
-    """Requests sent after the measured ones so the last measured request still runs at full
-    concurrency (a closed loop with a fixed count otherwise drains at its end)."""
-    return concurrency - 1
+MAX_P99_LAG_MS = 5.0
+RATE_TOLERANCE = 0.05
 
 
-def requests_at(protocol, concurrency: int) -> int:
-    return protocol.warmup_requests + protocol.requests_per_point + cooldown_requests(concurrency)
+class EngineFailure(RuntimeError):
+    """The engine died or stopped answering: the sweep stops, its records stay for --resume."""
 
 
-def point_name(concurrency: int, repetition: int) -> str:
-    return f"c{concurrency}-r{repetition}"
+def check_engine(session, name: str, records: list | None = None) -> None:
+    if not session.engine_alive():
+        raise EngineFailure(f"the engine exited before point {name}")
+    if records:
+        measured = [r for r in records if r.phase == "measure"]
+        if measured and all(r.error_class in ("timeout", "transport", "engine_died") for r in measured):
+            raise EngineFailure(f"every request of point {name} failed ({measured[0].error_class}): the engine "
+                                "is not answering")
+
+
+def load_levels(protocol) -> list[dict]:
+    """One entry per load level of the protocol's arrival pattern."""
+    a = protocol.arrival
+    if a.kind == "closed_loop":
+        return [{"level": f"c{c}", "concurrency": c} for c in a.concurrency]
+    if a.kind == "trace":
+        return [{"level": "trace", "trace": a.path, "speedup": a.speedup}]
+    return [{"level": f"rate{r:g}", "rate": r} for r in a.rates]
+
+
+def cooldown_requests(protocol, level: dict) -> int:
+    """Requests sent after the measured ones so the last measured request still runs under the
+    configured load (a fixed-count closed loop otherwise drains at its end)."""
+    if "concurrency" in level:
+        return level["concurrency"] - 1
+    if "rate" in level:
+        return protocol.warmup_requests
+    return 0
+
+
+def requests_at(protocol, level: dict | int) -> int:
+    if isinstance(level, int):
+        level = {"level": f"c{level}", "concurrency": level}
+    if "trace" in level:
+        return len(read_trace(resolve_symbolic(level["trace"])))
+    return protocol.warmup_requests + protocol.requests_per_point + cooldown_requests(protocol, level)
+
+
+def point_name(level: dict, repetition: int) -> str:
+    return f"{level['level']}-r{repetition}"
+
+
+def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
+    a = protocol.arrival
+    if a.kind == "constant":
+        return constant_schedule(level["rate"], n)
+    if a.kind == "poisson":
+        return poisson_schedule(level["rate"], n, seed)
+    if a.kind == "gamma":
+        return gamma_schedule(level["rate"], n, a.burstiness, seed)
+    raise ValueError(a.kind)
 
 
 def run_sweep(session, run_id: str, progress: bool = True) -> dict:
-    """Run every point of the arm's protocol; records go to requests.jsonl as they complete."""
+    """Run every point of the arm's protocol; records go to requests.jsonl as they complete.
+    Points already complete in requests.jsonl (a resumed run) are not run again."""
     protocol = session.protocol
     target = session.target()
+    target.length_for = session.adapter.output_length_fields
     art = artifacts_for(session.campaign.model) if session.adapter.artifacts else None
     tokenizer = client_tokenizer(str(art.hf_dir)) if art and art.hf_dir else None
     if tokenizer is None:
         raise ValueError("the client tokenizer needs model.hf_path (a directory with tokenizer.json)")
     records_path = session.arm_dir / "requests.jsonl"
-    done_points = {r.point for r in read_records(records_path) if r.phase == "measure"}
-    levels = protocol.arrival.concurrency
-    total = sum(requests_at(protocol, c) for c in levels) * protocol.repetitions
+    levels = load_levels(protocol)
+    expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
+    attempts = latest_attempts(read_records(records_path))
+    total = sum(expected.values())
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
-    points: dict[str, dict] = {}
+    alive = session.engine_alive
     telemetry: dict[str, dict] = {}
+    client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     with RssSampler(pid) as rss, RecordWriter(records_path) as writer:
         for rep in range(protocol.repetitions):
             seed = protocol.seeds[rep]
-            for c in levels:
-                name = point_name(c, rep)
-                if name in done_points:
-                    bar.update(requests_at(protocol, c))
+            for lv in levels:
+                name = point_name(lv, rep)
+                n = expected[name]
+                attempt, done = attempts.get(name, (-1, 0))
+                if done >= n:
+                    bar.update(n)
                     continue
-                prompts = synthetic_prompts(protocol.workload, tokenizer, requests_at(protocol, c),
-                                            seed=seed * 1000 + c)
-                before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
+                # A point cut short is run again from its start as a new attempt; the records of
+                # the cut attempt stay on disk but never enter the metrics.
+                check_engine(session, name)
                 base = {"run_id": run_id, "arm": session.arm.name, "point": name, "repetition": rep,
-                        "concurrency": c}
-                run_closed_loop(target, prompts, tokenizer, concurrency=c, warmup=protocol.warmup_requests,
-                                writer=writer, base=base, progress=bar, cooldown=cooldown_requests(c), alive=session.adapter.is_alive
-                                if session.adapter.proc else (lambda: True))
+                        "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
+                before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                if "trace" in lv:
+                    trace = read_trace(resolve_symbolic(lv["trace"]))
+                    prompts = synthetic_prompts(protocol.workload, tokenizer, len(trace), seed=seed,
+                                                lengths=[(r["prompt_tokens"], r["output_tokens"]) for r in trace])
+                    schedule = [r["timestamp_s"] / lv["speedup"] for r in trace]
+                    recs = run_open_loop(target, prompts, tokenizer, schedule=schedule,
+                                         warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
+                                         alive=alive)
+                elif "rate" in lv:
+                    prompts = synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000))
+                    recs = run_open_loop(target, prompts, tokenizer, schedule=schedule_for(protocol, lv, n, seed),
+                                  warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
+                                  alive=alive, cooldown=cooldown_requests(protocol, lv))
+                else:
+                    prompts = synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"])
+                    recs = run_closed_loop(target, prompts, tokenizer, concurrency=lv["concurrency"],
+                                    warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
+                                    cooldown=cooldown_requests(protocol, lv), alive=alive)
+                client_cpu[name] = (time.process_time() - cpu0) / max(1e-9, time.perf_counter() - wall0)
+                check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
         peak = rss.peak_bytes
     bar.close()
-    records = read_records(records_path)
+    records = read_records(records_path, latest_attempt=True)
+    points: dict[str, dict] = {}
     for rep in range(protocol.repetitions):
-        for c in levels:
-            name = point_name(c, rep)
-            recs = [r for r in records if r.point == name]
-            s = point_summary(recs, protocol.slo)
-            s["concurrency"] = c
-            s["repetition"] = rep
+        for lv in levels:
+            name = point_name(lv, rep)
+            s = point_summary([r for r in records if r.point == name], protocol.slo)
+            s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
+            s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
+            s["client_cpu_fraction"] = client_cpu.get(name)
             points[name] = s
     return summarize_sweep(points, telemetry, peak, protocol)
+
+
+def latest_attempts(records) -> dict[str, tuple[int, int]]:
+    """Per point: its latest attempt and how many usable records that attempt has. An attempt
+    that the engine's death cut short counts as empty, so it is run again."""
+    out: dict[str, tuple[int, int]] = {}
+    cut: set[tuple[str, int]] = set()
+    for r in records:
+        a, n = out.get(r.point, (-1, 0))
+        if r.attempt > a:
+            out[r.point] = (r.attempt, 1)
+        elif r.attempt == a:
+            out[r.point] = (a, n + 1)
+        if r.error_class == "engine_died":
+            cut.add((r.point, r.attempt))
+    return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
+
+
+def point_validity(s: dict) -> dict:
+    """Did the client deliver the load the protocol asked for? (A point where it did not is the
+    client's number, not the engine's.)"""
+    if "concurrency" in s:
+        held = s.get("in_flight_mean")
+        return {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
+                "littles_law_concurrency": s.get("littles_law_concurrency"),
+                "valid": held is not None and abs(held - s["concurrency"]) <= 0.1 * s["concurrency"]}
+    lag = s.get("schedule_lag_ms_p99")
+    out = {"configured_rate_rps": s.get("rate"), "achieved_rate_rps": s.get("achieved_rate_rps"),
+           "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
+           "littles_law_concurrency": s.get("littles_law_concurrency")}
+    ok = lag is not None and lag <= MAX_P99_LAG_MS
+    if s.get("rate") and s.get("achieved_rate_rps"):
+        ok = ok and abs(s["achieved_rate_rps"] - s["rate"]) <= RATE_TOLERANCE * s["rate"]
+    out["valid"] = ok
+    return out
 
 
 def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol) -> dict:
@@ -82,18 +192,15 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
             errors[k] = errors.get(k, 0) + v
     short = sum(s.get("length_not_honoured", 0) for s in points.values())
     completed = sum(s.get("completed", 0) for s in points.values())
-    load_validity = {}
-    for name, s in points.items():
-        held = s.get("in_flight_mean")
-        load_validity[name] = {
-            "configured_concurrency": s["concurrency"],
-            "in_flight_mean": held,
-            "littles_law_concurrency": s.get("littles_law_concurrency"),
-            # The client kept the configured number of requests in flight through the window.
-            "valid": held is not None and abs(held - s["concurrency"]) <= 0.1 * s["concurrency"],
-        }
+    load_validity = {name: point_validity(s) for name, s in points.items()}
+    discards = apply_discard_rules(points, load_validity, protocol.discard_rules)
+    for d in discards:
+        points[d["point"]]["discarded"] = True
+    rates = [s["decode_tok_s_per_stream_mean"] for s in points.values() if s.get("decode_tok_s_per_stream_mean")]
     return {
         "points": points,
+        "discards": discards,
+        "discard_rules": protocol.discard_rules.model_dump(),
         "telemetry": telemetry,
         "peak_engine_rss_gib": round(peak_rss_bytes / 2**30, 3) if peak_rss_bytes else None,
         "error_counts": {"admission_rejected": errors.get("admission_rejected", 0),
@@ -105,7 +212,27 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                            "completed_requests": completed, "shorter_than_requested": short,
                            "honoured": short == 0},
         "load_validity": load_validity,
-        "decode_tok_s_per_stream_median": statistics.median(
-            [s["decode_tok_s_per_stream_mean"] for s in points.values() if s.get("decode_tok_s_per_stream_mean")]
-        ) if any(s.get("decode_tok_s_per_stream_mean") for s in points.values()) else None,
+        "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }
+
+
+def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
+    """Every point a preregistered rule discards, with the rule and the figure that triggered it."""
+    out = []
+    for name, s in points.items():
+        n = s.get("requests", 0)
+        failed = n - s.get("completed", 0)
+        if n and failed / n > rules.max_failed_fraction:
+            out.append({"point": name, "rule": "max_failed_fraction",
+                        "detail": f"{failed}/{n} requests failed (> {rules.max_failed_fraction:.0%})"})
+        if rules.on_engine_restart and s.get("errors", {}).get("engine_died"):
+            out.append({"point": name, "rule": "on_engine_restart",
+                        "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
+        if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
+            v = load_validity[name]
+            out.append({"point": name, "rule": "on_invalid_load", "detail": json_safe(v)})
+    return out
+
+
+def json_safe(v: dict) -> str:
+    return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")

@@ -160,7 +160,10 @@ def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
     results = run_suite(session.target(), suite, session.adapter.kind, progress=bar, tokenizer=tokenizer)
     bar.close()
     v = verdict(results)
-    out = {**v, "suite": suite.suite, "suite_version": suite.version, "suite_sha256": digest, "results": results}
+    from .probe import probe_endpoint
+    probe = probe_endpoint(session.adapter, session.target(), tokenizer)
+    out = {**v, "suite": suite.suite, "suite_version": suite.version, "suite_sha256": digest, "results": results,
+           "probe": probe}
     update_results(session.arm_dir, "canaries", out)
     table = pd.DataFrame([{"check": r["id"], "kind": r["kind"],
                            "result": ("PASS" if r["passed"] else "FAIL") + (" (expected failure)" if r["expected_failure"] else ""),

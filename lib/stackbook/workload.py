@@ -17,6 +17,7 @@ class PromptSpec:
     index: int
     messages: list
     prompt_tokens_client: int
+    output_tokens: int | None = None   # None: the protocol's fixed output length
 
 
 @lru_cache(maxsize=8)
@@ -48,7 +49,8 @@ def text_of_tokens(tokenizer, n_tokens: int, rng: random.Random) -> str:
     return tokenizer.decode(ids[:n_tokens])
 
 
-def synthetic_prompts(workload, tokenizer, count: int, seed: int) -> list[PromptSpec]:
+def synthetic_prompts(workload, tokenizer, count: int, seed: int,
+                      lengths: list[tuple[int, int]] | None = None) -> list[PromptSpec]:
     """`count` distinct prompts of workload.prompt_tokens tokens each (user content only).
 
     Each prompt starts with its own random words, so no two share a prefix beyond the chat
@@ -56,14 +58,16 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int) -> list[Prompt
     """
     rng = random.Random(f"{workload.version}:{seed}")
     instruction = "Continue this list of words with more words:"
-    budget = workload.prompt_tokens - count_tokens(tokenizer, instruction) - 1
-    if budget <= 0:
-        raise ValueError(f"protocol.workload.prompt_tokens={workload.prompt_tokens} is too small; use at least 16")
+    overhead = count_tokens(tokenizer, instruction) + 1
     prompts = []
     for i in range(count):
+        n_prompt, n_out = lengths[i] if lengths else (workload.prompt_tokens, None)
+        budget = n_prompt - overhead
+        if budget <= 0:
+            raise ValueError(f"a prompt of {n_prompt} tokens is too small for the synthetic workload; use at least 16")
         body = text_of_tokens(tokenizer, budget, rng)
         content = f"{body}\n{instruction}"
         messages = ([{"role": "system", "content": workload.system_prompt}] if workload.system_prompt else [])
         messages.append({"role": "user", "content": content})
-        prompts.append(PromptSpec(i, messages, count_tokens(tokenizer, content)))
+        prompts.append(PromptSpec(i, messages, count_tokens(tokenizer, content), n_out))
     return prompts

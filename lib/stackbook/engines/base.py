@@ -63,6 +63,10 @@ class EngineAdapter:
         """Fields that make the engine emit exactly n tokens, where it honours them."""
         return {"max_tokens": n}
 
+    def reset_prefix_cache(self, client: httpx.Client) -> str:
+        """Empty the engine's prefix cache where it offers a way; say what happened."""
+        return "not offered by this engine"
+
     # -- shared mechanics ----------------------------------------------------------------
     @property
     def base_url(self) -> str:
@@ -86,7 +90,8 @@ class EngineAdapter:
         # end its whole tree (vLLM forks an engine-core process) and nothing else.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env={**os.environ, **self.env()},
-                                     start_new_session=True, text=True, errors="replace", bufsize=1)
+                                     start_new_session=True, text=True, errors="replace", bufsize=1,
+                                     preexec_fn=_die_with_parent)
         self._log_thread = threading.Thread(target=self._pump_log, daemon=True)
         self._log_thread.start()
         return self
@@ -139,6 +144,7 @@ class EngineAdapter:
         pgid = self.proc.pid
         if self.proc.poll() is None:
             _signal_group(pgid, signal.SIGTERM)
+            _signal_group(pgid, signal.SIGCONT)  # a frozen (SIGSTOPped) engine must wake to act on it
             try:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
@@ -180,6 +186,17 @@ class EngineAdapter:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM if the process that started the engine
+    dies, even by SIGKILL, so no engine outlives its runner."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -56,6 +56,17 @@ class LlamaCppAdapter(EngineAdapter):
     def output_length_fields(self, n: int) -> dict:
         return {"max_tokens": n, "ignore_eos": True}
 
+    def reset_prefix_cache(self, client: httpx.Client) -> str:
+        slots = self.spec.parallel
+        codes = []
+        for i in range(slots):
+            try:
+                codes.append(client.post(f"{self.base_url}/slots/{i}?action=erase").status_code)
+            except httpx.HTTPError:
+                codes.append(0)
+        return f"erased {codes.count(200)}/{slots} slots (POST /slots/N?action=erase)" if 200 in codes \
+            else f"not available (HTTP {sorted(set(codes))})"
+
     def props(self) -> dict:
         try:
             return httpx.get(self.base_url + "/props", timeout=5).json()

@@ -80,6 +80,14 @@ class VllmAdapter(EngineAdapter):
     def output_length_fields(self, n: int) -> dict:
         return {"max_tokens": n, "min_tokens": n, "ignore_eos": True}
 
+    def reset_prefix_cache(self, client: httpx.Client) -> str:
+        try:
+            code = client.post(self.base_url + "/reset_prefix_cache").status_code
+        except httpx.HTTPError:
+            code = 0
+        return "reset (POST /reset_prefix_cache)" if code == 200 else \
+            f"not available (HTTP {code}; vLLM offers it with VLLM_SERVER_DEV_MODE=1)"
+
     def engine_version(self) -> str:
         try:
             return httpx.get(self.base_url + "/version", timeout=5).json().get("version", "unknown")

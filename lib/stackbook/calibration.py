@@ -1,0 +1,207 @@
+"""A zero-latency OpenAI-compatible streaming server: a calibration instrument for the harness.
+
+It answers instantly, so whatever latency the client measures against it is the client's own
+floor. It can also misbehave on purpose (per request, by model name `calibration-<mode>`) so the
+harness's error handling is tested against each failure it must classify:
+  ok, http_429, http_503, malformed_sse, invalid_json, truncated, error_event, slow_headers.
+It binds 127.0.0.1 unless told otherwise, and is never an engine: it generates no text.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import threading
+import time
+
+MODES = ("ok", "http_429", "http_503", "malformed_sse", "invalid_json", "truncated", "error_event", "slow_headers")
+
+
+class CalibrationServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
+                 slow_headers_s: float = 30.0):
+        self.host, self.port, self.api_key = host, port, api_key
+        self.slow_headers_s = slow_headers_s
+        self.requests = 0
+        self.tokens_streamed = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- HTTP -----------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                method, path, _ = line.decode("latin-1").split(" ", 2)
+                headers = {}
+                while True:
+                    h = await reader.readline()
+                    if h in (b"\r\n", b"\n", b""):
+                        break
+                    k, _, v = h.decode("latin-1").partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                keep = await self._route(method, path, headers, body, writer)
+                if not keep:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            return
+        finally:
+            try:
+                writer.close()
+            except RuntimeError:
+                pass
+
+    @staticmethod
+    def _respond(writer, status: int, payload: bytes, ctype: str = "application/json") -> None:
+        reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
+                  503: "Service Unavailable"}.get(status, "OK")
+        writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
+                     f"Connection: keep-alive\r\n\r\n".encode() + payload)
+
+    async def _route(self, method: str, path: str, headers: dict, body: bytes, writer) -> bool:
+        if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}" and path != "/health":
+            self._respond(writer, 401, b'{"error": {"message": "invalid API key", "code": 401}}')
+            await writer.drain()
+            return True
+        if method == "GET" and path == "/health":
+            self._respond(writer, 200, b'{"status": "ok"}')
+        elif method == "GET" and path == "/v1/models":
+            self._respond(writer, 200, json.dumps({"object": "list", "data": [
+                {"id": "calibration", "object": "model", "max_model_len": 1_000_000}]}).encode())
+        elif method == "GET" and path == "/metrics":
+            text = (f"# TYPE calibration_requests_total counter\ncalibration_requests_total {self.requests}\n"
+                    f"# TYPE calibration_generation_tokens_total counter\n"
+                    f"calibration_generation_tokens_total {self.tokens_streamed}\n")
+            self._respond(writer, 200, text.encode(), "text/plain; version=0.0.4")
+        elif method == "POST" and path == "/v1/chat/completions":
+            return await self._chat(json.loads(body or b"{}"), writer)
+        else:
+            self._respond(writer, 404, b'{"error": {"message": "not found"}}')
+        await writer.drain()
+        return True
+
+    async def _chat(self, req: dict, writer) -> bool:
+        self.requests += 1
+        mode = str(req.get("model", "")).removeprefix("calibration-") if str(req.get("model", "")).startswith(
+            "calibration-") else "ok"
+        n = int(req.get("max_tokens") or 16)
+        if mode == "http_429":
+            self._respond(writer, 429, b'{"error": {"message": "rate limit", "code": "rate_limit_exceeded"}}')
+            await writer.drain()
+            return True
+        if mode == "http_503":
+            self._respond(writer, 503, b'{"error": {"message": "overloaded"}}')
+            await writer.drain()
+            return True
+        if mode == "slow_headers":
+            await asyncio.sleep(self.slow_headers_s)
+        created = int(time.time())
+        if not req.get("stream"):
+            self.tokens_streamed += n
+            self._respond(writer, 200, json.dumps({
+                "id": "cal", "object": "chat.completion", "created": created, "model": req.get("model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "tok " * n},
+                             "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}).encode())
+            await writer.drain()
+            return True
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                     b"Connection: close\r\n\r\n")
+        for i in range(n):
+            if mode == "truncated" and i == n // 2:
+                await writer.drain()
+                return False
+            if mode == "malformed_sse" and i == n // 2:
+                writer.write(b"this is not an SSE line\n\ndata: {broken\n\n")
+                await writer.drain()
+                return False
+            if mode == "invalid_json" and i == n // 2:
+                writer.write(b'data: {"choices": [{"delta": {"content": "tok "}\n\n')
+                continue
+            if mode == "error_event" and i == n // 2:
+                writer.write(b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n')
+                await writer.drain()
+                return False
+            chunk = {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": req.get("model"),
+                     "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}
+            writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.tokens_streamed += 1
+            await writer.drain()
+        end = {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": req.get("model"),
+               "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+        writer.write(b"data: " + json.dumps(end).encode() + b"\n\n")
+        if (req.get("stream_options") or {}).get("include_usage"):
+            usage = {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": req.get("model"),
+                     "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}
+            writer.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
+        writer.write(b"data: [DONE]\n\n")
+        await writer.drain()
+        return False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def serve(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        async with self._server:
+            await self._server.serve_forever()
+
+    def start_in_thread(self) -> "CalibrationServer":
+        """Run in a background thread (tests, selftest); returns once the port is bound."""
+        ready = threading.Event()
+
+        def run():
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+
+            async def main():
+                self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
+                self.port = self._server.sockets[0].getsockname()[1]
+                ready.set()
+                await self._server.serve_forever()
+            try:
+                self._loop.run_until_complete(main())
+            except asyncio.CancelledError:
+                pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+                if pending:
+                    self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and cancel open connections, then let the thread end."""
+        if self._loop and self._server:
+            def shutdown():
+                self._server.close()
+                for task in asyncio.all_tasks(self._loop):
+                    task.cancel()
+            self._loop.call_soon_threadsafe(shutdown)
+        if self._thread:
+            self._thread.join(2)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--api-key-env", default=None, help="require this variable's value as a bearer key")
+    a = ap.parse_args()
+    key = os.environ.get(a.api_key_env) if a.api_key_env else None
+    server = CalibrationServer(a.host, a.port, key)
+    print(f"calibration server on {a.host}:{a.port or '(free port)'}", flush=True)
+    asyncio.run(server.serve())
+
+
+if __name__ == "__main__":
+    main()

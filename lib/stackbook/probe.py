@@ -1,0 +1,59 @@
+"""What an endpoint can do, observed rather than assumed; recorded in the passport."""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from .loadgen import Target, stream_chat
+from .workload import PromptSpec
+
+
+def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:
+    t = Target(target.base_url, target.model, target.sampling, length_fields, target.headers, target.timeout_s)
+    prompt = PromptSpec(0, [{"role": "user", "content": "Say hi."}], 0)
+
+    async def go():
+        async with httpx.AsyncClient(timeout=target.timeout_s) as client:
+            return await stream_chat(client, t, prompt, tokenizer, base={
+                "run_id": "probe", "arm": "probe", "point": "probe", "phase": "warmup", "concurrency": 1},
+                t0=0.0, scheduled_s=0.0)
+
+    return asyncio.run(go()).model_dump()
+
+
+def probe_endpoint(adapter, target: Target, tokenizer) -> dict:
+    """Streaming usage, output-length control, tokens per chunk, metrics, cache reset, context."""
+    n = 24  # keep in step with the key name below
+    out: dict = {}
+    fields = adapter.output_length_fields(n)
+    rec = _stream_once(target, tokenizer, fields)
+    out["streaming_usage_reported"] = rec["output_tokens_server"] is not None
+    # "Say hi." ends in a few tokens on its own: only a honoured length control gives exactly n.
+    got = rec["output_tokens_server"] if rec["output_tokens_server"] is not None else rec["output_tokens_client"]
+    out["output_length_honoured"] = got == n
+    out["output_tokens_for_requested_24"] = got
+    out["length_fields_sent"] = sorted(k for k in fields if k != "max_tokens")
+    chunks = rec["chunk_tokens"]
+    out["tokens_per_chunk_mean"] = round(sum(chunks) / len(chunks), 2) if chunks else None
+    base = adapter.base_url
+    with httpx.Client(timeout=10, headers=target.headers) as c:
+        if adapter.metrics_path:
+            try:
+                out["metrics_path"] = adapter.metrics_path if c.get(base + adapter.metrics_path).status_code == 200 else None
+            except httpx.HTTPError:
+                out["metrics_path"] = None
+        else:
+            out["metrics_path"] = None
+        out["prefix_cache_reset"] = adapter.reset_prefix_cache(c)
+        served = adapter.realized_capacity().get("context_per_sequence")
+        if served is None:
+            try:
+                models = c.get(base + "/v1/models").json().get("data") or [{}]
+                served = models[0].get("max_model_len")
+            except (httpx.HTTPError, ValueError):
+                served = None
+        out["served_context_length"] = served
+    ident = adapter.identity() if adapter.kind != "openai_endpoint" else {}
+    out["chat_template_sha256"] = ident.get("chat_template_sha256")
+    return out

@@ -1,0 +1,131 @@
+"""The load generator against the calibration server (a zero-latency instrument, not an engine):
+arrival statistics, absolute deadlines, and every error class it must tell apart."""
+import statistics
+
+import pytest
+
+from stackbook import arrivals
+from stackbook.calibration import CalibrationServer
+from stackbook.loadgen import Target, run_closed_loop, run_open_loop
+from stackbook.records import RecordWriter, read_records
+from stackbook.selftest import WordTokenizer
+from stackbook.workload import PromptSpec
+
+TOK = WordTokenizer()
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = CalibrationServer(slow_headers_s=3.0).start_in_thread()
+    yield s
+    s.stop()
+
+
+def prompts(n):
+    return [PromptSpec(i, [{"role": "user", "content": "x"}], 1) for i in range(n)]
+
+
+def base(point="p", c=1):
+    return {"run_id": "t", "arm": "cal", "point": point, "concurrency": c}
+
+
+# -- arrival processes -----------------------------------------------------------------------
+
+def test_poisson_rate_and_cv():
+    s = arrivals.poisson_schedule(10.0, 20_000, seed=1)
+    assert (len(s) - 1) / s[-1] == pytest.approx(10.0, rel=0.03)
+    assert arrivals.interarrival_cv(s) == pytest.approx(1.0, abs=0.03)
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
+def test_gamma_burstiness_is_the_squared_cv(burstiness):
+    s = arrivals.gamma_schedule(5.0, 20_000, burstiness, seed=2)
+    assert (len(s) - 1) / s[-1] == pytest.approx(5.0, rel=0.05)
+    assert arrivals.interarrival_cv(s) ** 2 == pytest.approx(burstiness, rel=0.08)
+
+
+def test_constant_schedule_is_exact():
+    assert arrivals.constant_schedule(4.0, 5) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert arrivals.interarrival_cv(arrivals.constant_schedule(4.0, 50)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_seeded_schedules_repeat_and_differ():
+    assert arrivals.poisson_schedule(3, 50, 7) == arrivals.poisson_schedule(3, 50, 7)
+    assert arrivals.poisson_schedule(3, 50, 7) != arrivals.poisson_schedule(3, 50, 8)
+
+
+def test_trace_reader(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("timestamp_s,prompt_tokens,output_tokens\n10.5,100,20\n10.0,50,10\n")
+    assert arrivals.read_trace(p) == [{"timestamp_s": 0.0, "prompt_tokens": 50, "output_tokens": 10},
+                                      {"timestamp_s": 0.5, "prompt_tokens": 100, "output_tokens": 20}]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp_s": 1}\n')
+    with pytest.raises(ValueError, match="row 1 needs timestamp_s, prompt_tokens and output_tokens"):
+        arrivals.read_trace(bad)
+
+
+# -- the client against the calibration server ---------------------------------------------
+
+def test_open_loop_keeps_absolute_deadlines(server):
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
+    sched = arrivals.constant_schedule(20.0, 30)
+    recs = run_open_loop(t, prompts(30), TOK, schedule=sched, warmup=0, writer=None, base=base())
+    assert all(r.ok for r in recs)
+    assert sorted(r.scheduled_s for r in recs) == sched
+    lags = [r.sent_s - r.scheduled_s for r in recs]
+    assert min(lags) >= -1e-4              # never early
+    assert statistics.median(lags) < 0.02   # and not drifting: the last send is as punctual as the first
+    last = max(recs, key=lambda r: r.scheduled_s)
+    assert last.sent_s - last.scheduled_s < 0.05
+
+
+def test_closed_loop_records_every_chunk_and_phase(server, tmp_path):
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 8})
+    with RecordWriter(tmp_path / "r.jsonl") as w:
+        run_closed_loop(t, prompts(10), TOK, concurrency=3, warmup=2, cooldown=2, writer=w, base=base(c=3))
+    recs = read_records(tmp_path / "r.jsonl")
+    assert [r.phase for r in sorted(recs, key=lambda r: r.request_index)] == \
+        ["warmup"] * 2 + ["measure"] * 6 + ["cooldown"] * 2
+    for r in recs:
+        assert r.output_tokens_server == 8 and len(r.chunk_times_s) == 8 and sum(r.chunk_tokens) == 8
+        assert r.sent_s <= r.first_token_s <= r.end_s and r.finish_reason == "length"
+
+
+@pytest.mark.parametrize("mode, error_class", [
+    ("http_429", "admission_rejected"),
+    ("http_503", "admission_rejected"),
+    ("malformed_sse", "malformed_stream"),
+    ("invalid_json", "malformed_stream"),
+    ("truncated", "transport"),
+    ("error_event", "admission_rejected"),
+])
+def test_bad_responses_are_classified_not_crashes(server, mode, error_class):
+    t = Target(server.base_url, f"calibration-{mode}", {"temperature": 0}, {"max_tokens": 8}, timeout_s=5)
+    rec = run_closed_loop(t, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
+    assert rec.error_class == error_class, rec.error
+    assert rec.error
+
+
+def test_slow_headers_time_out(server):
+    t = Target(server.base_url, "calibration-slow_headers", {"temperature": 0}, {"max_tokens": 4}, timeout_s=0.5)
+    rec = run_closed_loop(t, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
+    assert rec.error_class == "timeout"
+
+
+def test_connection_refused_is_a_transport_error():
+    from stackbook.campaign import free_port
+    t = Target(f"http://127.0.0.1:{free_port()}", "x", {}, {"max_tokens": 4}, timeout_s=2)
+    rec = run_closed_loop(t, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
+    assert rec.error_class == "transport" and "Connect" in rec.error
+
+
+def test_api_key_is_sent_as_bearer():
+    s = CalibrationServer(api_key="sk-test-123").start_in_thread()
+    try:
+        bad = Target(s.base_url, "calibration", {}, {"max_tokens": 2})
+        assert run_closed_loop(bad, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].status == 401
+        good = Target(s.base_url, "calibration", {}, {"max_tokens": 2}, headers={"Authorization": "Bearer sk-test-123"})
+        assert run_closed_loop(good, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].ok
+    finally:
+        s.stop()
