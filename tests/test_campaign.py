@@ -60,6 +60,28 @@ BAD = {
                 ["base_url must start with http"]),
     "model context exceeded": (GOOD.replace("name: t\n", "name: t\nmodel: {max_context: 1024}\n"),
                                ["exceeds the model's max_context 1024"]),
+    "unknown accelerator": (GOOD.replace("name: t\n", "name: t\nhardware: {accelerator: h100}\n"),
+                            ["hardware.accelerator", "unknown accelerator 'h100'", "h100-sxm"]),
+    "unknown catalog model": (GOOD.replace("name: t\n", "name: t\nmodel: {source: catalog, catalog: qwen3.8-72b}\n"),
+                              ["catalog 'qwen3.8-72b' is not in the model catalog", "qwen3.8-27b"]),
+    "catalog model with a sweep": (GOOD.replace("name: t\n", "name: t\nmodel: {source: catalog, catalog: qwen3.8-27b}\n"),
+                                   ["has no weights to serve", "stages: [sizing]"]),
+    "fewer seeds than repetitions": (GOOD.replace("  arrival:", "  repetitions: 3\n  seeds: [1]\n  arrival:"),
+                                     ["3 repetitions need at least as many seeds"]),
+    "unknown decoding preset": (GOOD.replace("  arrival:", "  decoding: {preset: creative}\n  arrival:"),
+                                ["protocol.decoding.preset", "'greedy', 'instruct' or 'thinking'"]),
+    "top_p above one": (GOOD.replace("  arrival:", "  decoding: {top_p: 1.5}\n  arrival:"),
+                        ["protocol.decoding.top_p", "less than or equal to 1", "Fix: give a smaller value"]),
+    "negative timeout": (GOOD.replace("  arrival:", "  request_timeout_s: -5\n  arrival:"),
+                         ["protocol.request_timeout_s", "greater than 0"]),
+    "arm without engine": (GOOD.replace("    engine: {kind: vllm_cpu}\n", ""), ["arms[1].engine", "Field required"]),
+    "no arms": ("name: t\narms: []\n", ["arms", "at least 1 item"]),
+    "negative rate": (GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: poisson, rates: [1, -3]}"),
+                      ["rates must be positive"]),
+    "missing trace": (GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: trace, path: no/trace.jsonl}"),
+                      ["trace file 'no/trace.jsonl' does not exist"]),
+    "engine option of another engine": (GOOD.replace("engine: {kind: llama_cpp}", "engine: {kind: llama_cpp, kv_cache_gib: 2}"),
+                                        ["arms[0].engine.kv_cache_gib", "Extra inputs are not permitted"]),
 }
 
 
@@ -73,6 +95,10 @@ def test_bad_campaign_message(case, write_campaign):
     assert str(path) in msg
     for piece in expected:
         assert piece in msg, f"{piece!r} not in:\n{msg}"
+
+
+def test_at_least_twenty_kinds_of_bad_input_are_covered():
+    assert len(BAD) + 2 >= 20  # plus the port in use and the missing file below
 
 
 def test_port_in_use_is_refused(write_campaign):

@@ -1,6 +1,7 @@
 """The validity gate against a real engine: an arm served with a broken chat template (it drops
 the user's message) fails its canaries, is HOLD everywhere, and is never ranked."""
 import json
+import os
 
 import nbformat
 import pytest
@@ -38,7 +39,8 @@ def run(real_engines, tmp_path_factory):
     run_dir = run_campaign(str(path), run_id=f"test-{d.name}", progress=False)
     yield run_dir
     import shutil
-    shutil.rmtree(run_dir, ignore_errors=True)
+    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def test_broken_arm_is_hold_and_good_arm_passes(run):

@@ -186,7 +186,14 @@ run = Path(run_dir)
 campaign, arms = analysis.load_run(run)
 figures = run / "figures"
 display(Markdown(f"**Campaign** `{campaign.name}`: {campaign.description}  \\n**Arms:** " +
-                 ", ".join(f"`{n}` ({a['arm'].engine.kind})" for n, a in arms.items())))'''),
+                 ", ".join(f"`{n}` ({a['arm'].engine.kind})" for n, a in arms.items())))
+remote = analysis.remote_arms(arms)
+if remote:
+    display(Markdown(f"**Remote endpoints:** {', '.join(remote)}: their latencies include the network path."))
+display(Markdown("Evidence per arm: " + "; ".join(
+    f"`{n}`: [sizing](arms/{n}/10_sizing.ipynb), [canaries](arms/{n}/20_canaries.ipynb), "
+    f"[sweep](arms/{n}/30_load_sweep.ipynb), [raw requests](arms/{n}/requests.jsonl), "
+    f"[engine log](arms/{n}/engine.log), [passport](arms/{n}/passport.md)" for n in arms)))'''),
     new_markdown_cell("## Fairness\n\nEach column must read the same for every arm (values shown as recorded; long ones are JSON)."),
     new_code_cell('''fair = analysis.fairness_table(campaign, arms)
 fair.T'''),
@@ -210,7 +217,17 @@ for n, a in arms.items():
                  "max concurrency (engine)": sz.get("realized_capacity", {}).get("max_concurrency"),
                  "engine ready after (s)": round(a["engine"].get("ready_after_s") or 0, 1)})
 pd.DataFrame(rows).set_index("arm")'''),
-    new_markdown_cell("## Side by side"),
+    new_markdown_cell("""## Do the arms compute the same thing?
+
+The greedy outputs of the canary prompts, side by side. With identical weights, precision and
+decoding, engines usually agree token for token on short answers; where they diverge, the text
+shows how (numerics, template or sampling differences)."""),
+    new_code_cell('''agreement = analysis.canary_agreement(arms)
+agreement if not agreement.empty else Markdown("*Fewer than two arms ran the canaries.*")'''),
+    new_markdown_cell("""## Side by side
+
+Every figure below is computed from the arms' `requests.jsonl` (linked above); the per-arm sweep
+notebooks show the same points one arm at a time. Figures are saved under `figures/`."""),
     new_code_cell('''df = analysis.comparison_frame(arms)
 analysis.headline(df)'''),
     new_markdown_cell("## Discarded points\n\nThe campaign's preregistered discard rules, applied mechanically; the raw records of a discarded point stay on disk."),

@@ -222,3 +222,27 @@ def queueing_fits(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                            "queue_demand_ms": fit.queue_demand_s * 1000, "delay_demand_ms": fit.delay_demand_s * 1000})
         errors += [{"arm": arm, **row} for row in held_out_error(pts)]
     return pd.DataFrame(curves), pd.DataFrame(errors)
+
+
+def canary_agreement(arms: dict) -> pd.DataFrame:
+    """Greedy outputs of the same canary prompts across arms: identical text means the arms
+    compute the same function (the first arm is the reference)."""
+    outputs: dict[str, dict[str, str]] = {}
+    for name, a in arms.items():
+        for r in (a["results"].get("canaries") or {}).get("results", []):
+            if r["kind"] in ("needle",):
+                continue
+            outputs.setdefault(r["id"], {})[name] = r.get("output") or ""
+    rows = []
+    names = list(arms)
+    for check, per_arm in outputs.items():
+        if len(per_arm) < 2:
+            continue
+        ref = per_arm.get(names[0])
+        rows.append({"check": check, **{n: (per_arm.get(n) or "")[:60] for n in names},
+                     "identical to " + names[0]: all(v == ref for v in per_arm.values())})
+    return pd.DataFrame(rows).set_index("check") if rows else pd.DataFrame()
+
+
+def remote_arms(arms: dict) -> list[str]:
+    return [n for n, a in arms.items() if a["engine"].get("remote")]

@@ -93,6 +93,17 @@ class Needle(_Check):
     filler: str = "The sky was clear and the river flowed quietly past the old mill."
     lengths_tokens: list[int] = Field(default_factory=lambda: [256, 1024])
     depths: list[float] = Field(default_factory=lambda: [0.5, 1.0])
+    up_to_context: bool = True  # also test at the campaign's context length: verify the claim
+
+    def lengths_for(self, context_length: int | None) -> list[int]:
+        """The stated lengths, none beyond what the context can hold, and the context itself."""
+        if not context_length:
+            return self.lengths_tokens
+        room = context_length - self.max_tokens - 64  # chat template and question
+        lengths = {min(n, room) for n in self.lengths_tokens}
+        if self.up_to_context:
+            lengths.add(room)
+        return sorted(n for n in lengths if n > 0)
 
 
 Check = Annotated[Union[Contains, Regex, JsonSchema, Determinism, Exact, ToolCall, Coding, MultiTurn, Needle],
@@ -171,7 +182,8 @@ def needle_prompt(check: Needle, tokens: int, depth: float, tokenizer=None) -> s
     return "Document:\n" + " ".join(sentences) + f"\n\nQuestion: {check.question}"
 
 
-def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=None) -> dict:
+def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=None,
+              context_length: int | None = None) -> dict:
     """Run one check; the result says passed, the output seen and why it failed."""
     result = {"id": check.id, "kind": check.kind, "prompt": check.prompt,
               "expected_failure": check.expected_failure_for(engine_kind)}
@@ -192,7 +204,7 @@ def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=N
         return result
     if check.kind == "needle":
         trials = []
-        for n in check.lengths_tokens:
+        for n in check.lengths_for(context_length):
             for depth in check.depths:
                 text, reply = _ask(target, check, [{"role": "user", "content": needle_prompt(check, n, depth, tokenizer)}])
                 usage = reply.get("usage") or {}
@@ -270,10 +282,10 @@ def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=N
 
 
 def run_suite(target: Target, suite: Suite, engine_kind: str | None = None, progress=None,
-              tokenizer=None) -> list[dict]:
+              tokenizer=None, context_length: int | None = None) -> list[dict]:
     out = []
     for check in suite.checks:
-        out.append(run_check(target, check, engine_kind, tokenizer))
+        out.append(run_check(target, check, engine_kind, tokenizer, context_length))
         if progress is not None:
             progress.update(1)
     return out

@@ -1,11 +1,9 @@
 """What an endpoint can do, observed rather than assumed; recorded in the passport."""
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 
-from .loadgen import Target, stream_chat
+from .loadgen import Target, run_sync, stream_chat
 from .workload import PromptSpec
 
 
@@ -19,10 +17,10 @@ def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:
                 "run_id": "probe", "arm": "probe", "point": "probe", "phase": "warmup", "concurrency": 1},
                 t0=0.0, scheduled_s=0.0)
 
-    return asyncio.run(go()).model_dump()
+    return run_sync(go()).model_dump()
 
 
-def probe_endpoint(adapter, target: Target, tokenizer) -> dict:
+def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = None) -> dict:
     """Streaming usage, output-length control, tokens per chunk, metrics, cache reset, context."""
     n = 24  # keep in step with the key name below
     out: dict = {}
@@ -46,7 +44,8 @@ def probe_endpoint(adapter, target: Target, tokenizer) -> dict:
         else:
             out["metrics_path"] = None
         out["prefix_cache_reset"] = adapter.reset_prefix_cache(c)
-        served = adapter.realized_capacity().get("context_per_sequence")
+        realized = realized or adapter.realized_capacity()
+        served = realized.get("context_per_sequence") or realized.get("max_concurrency_context")
         if served is None:
             try:
                 models = c.get(base + "/v1/models").json().get("data") or [{}]

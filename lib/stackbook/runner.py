@@ -260,6 +260,11 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             if notebook_ok(entry, name, out):
                 steps.update(1)
                 continue
+            if name == "10_sizing" and arm.engine.kind == "openai_endpoint":
+                entry["notebooks"][name] = {"status": "skipped",
+                                            "reason": "a managed endpoint has no local memory to size"}
+                steps.update(1)
+                continue
             if name == "30_load_sweep":
                 canaries = (read_json(arm_dir / "results.json", {}) or {}).get("canaries", {})
                 if canaries.get("verdict") != "PASS" and not protocol.canaries.run_sweep_on_hold:

@@ -33,6 +33,33 @@ def check_engine(session, name: str, records: list | None = None) -> None:
                                 "is not answering")
 
 
+class ApproximateTokenizer:
+    """Counts words and punctuation: for endpoints whose tokenizer is not available locally.
+    Client token counts are then approximate (the server's usage counts remain exact)."""
+    approximate = True
+
+    def encode(self, text, add_special_tokens=False):
+        import re
+
+        class Encoding:
+            ids = re.findall(r"\w+|[^\w\s]", text)
+        return Encoding()
+
+    def decode(self, ids):
+        return " ".join(ids)
+
+
+def tokenizer_for(session):
+    """The model's own tokenizer when its files are here, else an approximation (said so)."""
+    try:
+        art = artifacts_for(session.campaign.model)
+    except FileNotFoundError:
+        art = None
+    if art and art.hf_dir and (art.hf_dir / "tokenizer.json").exists():
+        return client_tokenizer(str(art.hf_dir))
+    return ApproximateTokenizer()
+
+
 def load_levels(protocol) -> list[dict]:
     """One entry per load level of the protocol's arrival pattern."""
     a = protocol.arrival
@@ -82,10 +109,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     protocol = session.protocol
     target = session.target()
     target.length_for = session.adapter.output_length_fields
-    art = artifacts_for(session.campaign.model) if session.adapter.artifacts else None
-    tokenizer = client_tokenizer(str(art.hf_dir)) if art and art.hf_dir else None
-    if tokenizer is None:
-        raise ValueError("the client tokenizer needs model.hf_path (a directory with tokenizer.json)")
+    tokenizer = tokenizer_for(session)
     records_path = session.arm_dir / "requests.jsonl"
     levels = load_levels(protocol)
     expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}

@@ -12,7 +12,6 @@ from .records import read_records
 from .metrics import requests_frame
 from .store import read_json, update_results
 from .sweep import run_sweep
-from .workload import client_tokenizer
 
 VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
@@ -155,13 +154,15 @@ def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
 
     suite, digest = load_suite(session.protocol.canaries.suite)
     bar = tqdm(total=len(suite.checks), desc="canaries", disable=not progress)
-    art = session.adapter.artifacts
-    tokenizer = client_tokenizer(str(art.hf_dir)) if art and art.hf_dir else None
-    results = run_suite(session.target(), suite, session.adapter.kind, progress=bar, tokenizer=tokenizer)
+    from .sweep import tokenizer_for
+    tokenizer = tokenizer_for(session)
+    results = run_suite(session.target(), suite, session.adapter.kind, progress=bar, tokenizer=tokenizer,
+                        context_length=session.protocol.context_length)
     bar.close()
     v = verdict(results)
     from .probe import probe_endpoint
-    probe = probe_endpoint(session.adapter, session.target(), tokenizer)
+    probe = probe_endpoint(session.adapter, session.target(), tokenizer,
+                           (session.engine or {}).get("realized_capacity"))
     out = {**v, "suite": suite.suite, "suite_version": suite.version, "suite_sha256": digest, "results": results,
            "probe": probe}
     update_results(session.arm_dir, "canaries", out)

@@ -48,6 +48,8 @@ class OpenAIEndpointAdapter(EngineAdapter):
                 "remote": self.remote}
 
     def start(self):
+        import time
+        self.started_at = time.monotonic()
         return self
 
     def stop(self, grace_s: float = 0) -> None:

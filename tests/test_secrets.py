@@ -1,0 +1,80 @@
+"""A managed-endpoint arm with an API key: the key is read from the environment, used, and
+found in no file of the run (a planted key, searched for byte by byte)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackbook.calibration import CalibrationServer
+
+KEY = "sk-planted-4f1b2c9d8e7a6b5c"
+
+
+@pytest.fixture
+def keyed_server():
+    s = CalibrationServer(api_key=KEY).start_in_thread()
+    yield s
+    s.stop()
+
+
+def test_api_key_never_reaches_outputs(keyed_server, tmp_path):
+    campaign = tmp_path / "secret.yaml"
+    campaign.write_text(f"""
+name: secrets-test
+model: {{name: calibration, source: embedded}}
+protocol:
+  workload: {{kind: synthetic, prompt_tokens: 24, output_tokens: 8}}
+  arrival: {{kind: closed_loop, concurrency: [1]}}
+  requests_per_point: 3
+  warmup_requests: 0
+  canaries: {{run_sweep_on_hold: true}}
+arms:
+  - name: managed
+    engine: {{kind: openai_endpoint, base_url: "{keyed_server.base_url}/v1", api_key_env: PLANTED_KEY,
+              served_model: calibration}}
+""")
+    run_id = f"t-{tmp_path.name}"
+    env = {**os.environ, "PLANTED_KEY": KEY}
+    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(campaign), "--run-id", run_id, "--no-progress"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    run_dir = Path("outputs/secrets-test") / run_id
+    try:
+        assert KEY not in r.stdout + r.stderr
+        m = json.loads((run_dir / "manifest.json").read_text())
+        assert m["arms"]["managed"]["notebooks"].get("30_load_sweep", {}).get("status") == "ok", \
+            json.dumps(m["arms"]["managed"])[-3000:]
+        recs = [json.loads(line) for line in (run_dir / "arms/managed/requests.jsonl").read_text().splitlines()]
+        assert recs and all(x["status"] == 200 for x in recs)       # the key was used: no 401
+        files = [p for p in run_dir.rglob("*") if p.is_file()]
+        assert len(files) >= 10
+        for p in files:
+            assert KEY.encode() not in p.read_bytes(), p
+        resolved = (run_dir / "campaign.resolved.yaml").read_text()
+        assert "api_key_env: PLANTED_KEY" in resolved
+        passport = json.loads((run_dir / "arms/managed/passport.json").read_text())
+        assert passport["identity"]["launch"]["api_key_env"] == "PLANTED_KEY"
+    finally:
+        import shutil
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_missing_key_variable_is_a_clear_error(tmp_path):
+    from stackbook.campaign import load_campaign
+    from stackbook.engines import adapter_for
+    p = tmp_path / "c.yaml"
+    p.write_text("""
+name: t
+model: {source: catalog, catalog: smollm2-135m}
+protocol: {stages: [sizing]}
+arms:
+  - name: m
+    engine: {kind: openai_endpoint, base_url: "https://api.example.com/v1", api_key_env: NOT_SET_ANYWHERE}
+""")
+    c = load_campaign(p)
+    a = adapter_for(c, c.arms[0])
+    assert a.remote
+    with pytest.raises(RuntimeError, match="NOT_SET_ANYWHERE, which is not set; export NOT_SET_ANYWHERE"):
+        a.headers()
