@@ -116,7 +116,9 @@ def test_each_canary_kind_on_real_engine_output(run):
         c = json.loads((run / "arms" / arm / "results.json").read_text())["canaries"]
         by_id = {r["id"]: r for r in c["results"]}
         kinds = {r["kind"] for r in c["results"]}
-        assert kinds == {"contains", "regex", "json_schema", "determinism", "coding", "needle", "tool_call", "multi_turn"}
+        assert kinds == {"contains", "exact", "regex", "json_schema", "determinism", "coding", "needle", "tool_call",
+                         "multi_turn"}
+        assert by_id["capital-exact-reference"]["passed"]
         assert by_id["capital-of-france"]["passed"] and "Paris" in by_id["capital-of-france"]["output"]
         assert by_id["two-plus-two"]["passed"]
         assert by_id["json-schema-person"]["passed"]

@@ -141,3 +141,12 @@ def test_cli_size_reproduces_the_seed():
 def test_cli_size_refuses_impossible_requests(args, message):
     r = run_size(*args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_q4_k_m_artifact_is_5_09_bits_per_weight(qwen):
+    from stackbook.models import model_catalog
+    rows = {r["precision"]: r for r in sizing.weights_by_precision(
+        qwen.num_parameters, model_catalog()["qwen3.8-27b"]["artifacts"])}
+    assert rows["q4_k_m"]["bits per weight"] == 5.09
+    assert (rows["q4_k_m"]["GB"], rows["q4_k_m"]["GiB"]) == (17.11, 15.93)
+    assert rows["bf16"]["GB"] == 53.79

@@ -45,6 +45,8 @@ def test_point_summary_counts_failures_against_goodput():
     assert s["in_flight_mean"] == pytest.approx((0.5 + 1.0 + 1.5 + 0.1) / 2.0)
     assert s["ttft_ms_p50"] == pytest.approx(500)            # median of 100 and 900
     assert s["length_not_honoured"] == 0
+    # 95% CI half-width of the mean TTFT over two samples (100, 900): t(0.975, 1) x sd / sqrt(2)
+    assert s["ttft_ms_ci95"] == pytest.approx(12.706 * 565.685 / 2 ** 0.5, rel=1e-3)
 
 
 def test_records_survive_a_torn_last_line(tmp_path):

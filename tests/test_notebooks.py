@@ -74,3 +74,30 @@ def test_committed_seed_run_is_complete():
     text = outputs_text(nbformat.read(run / "arms" / "vllm" / "10_sizing.ipynb", as_version=4))
     for figure in ("53,792,000,000", "17.11", "15.93", "65,536", "153,944,064", "23.300", "36"):
         assert figure in text, figure
+
+
+@pytest.mark.engine
+def test_arm_notebook_starts_its_own_engine_when_opened_alone(real_engines, tmp_path):
+    """Without an endpoint, an arm notebook starts the arm's engine itself and stops it when the
+    kernel exits (as when opened in JupyterLab)."""
+    import psutil
+
+    campaign = tmp_path / "alone.yaml"
+    campaign.write_text("""
+name: alone
+protocol: {workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}, context_length: 1024}
+arms:
+  - name: llama
+    engine: {kind: llama_cpp, parallel: 1}
+""")
+    run_dir = tmp_path / "run"
+    out = tmp_path / "20.ipynb"
+    pm.execute_notebook("notebooks/20_canaries.ipynb", str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"campaign_file": str(campaign), "run_dir": str(run_dir), "arm": "llama"})
+    text = outputs_text(nbformat.read(out, as_version=4))
+    assert "## Verdict: **PASS**" in text
+    engine = json.loads((run_dir / "arms" / "llama" / "engine.json").read_text())
+    assert engine["kind"] == "llama_cpp" and engine["realized_capacity"]["kv_tokens"] == 1024
+    assert (run_dir / "arms" / "llama" / "engine.log").stat().st_size > 0
+    pid = engine["pid"]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

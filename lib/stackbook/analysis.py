@@ -96,8 +96,9 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     """One row per arm and concurrency: the figures a reader compares first."""
     if df.empty:
         return df
-    cols = ["arm", "label", "discarded", "concurrency", "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50",
-            "e2e_ms_p99", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
+    cols = ["arm", "label", "discarded", "concurrency", "rate", "completed", "ttft_ms_p50", "ttft_ms_p99",
+            "ttft_ms_mean", "ttft_ms_ci95", "tpot_ms_p50", "tpot_ms_mean", "tpot_ms_ci95", "e2e_ms_p50", "e2e_ms_p95",
+            "e2e_ms_p99", "e2e_ms_mean", "e2e_ms_ci95", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["concurrency", "arm"]).round(2).reset_index(drop=True)
 
 

@@ -25,6 +25,7 @@ class CalibrationServer:
         self.slow_headers_s = slow_headers_s
         self.requests = 0
         self.tokens_streamed = 0
+        self.arrivals: list[float] = []  # monotonic time each chat request was read, for fidelity checks
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -70,6 +71,11 @@ class CalibrationServer:
             return True
         if method == "GET" and path == "/health":
             self._respond(writer, 200, b'{"status": "ok"}')
+        elif method == "GET" and path == "/arrivals":
+            # When each chat request arrived (server clock), then forget them: how well a client
+            # kept its schedule, measured on the receiving side, the same way for any client.
+            self._respond(writer, 200, json.dumps(self.arrivals).encode())
+            self.arrivals = []
         elif method == "GET" and path == "/v1/models":
             self._respond(writer, 200, json.dumps({"object": "list", "data": [
                 {"id": "calibration", "object": "model", "max_model_len": 1_000_000}]}).encode())
@@ -86,6 +92,7 @@ class CalibrationServer:
         return True
 
     async def _chat(self, req: dict, writer) -> bool:
+        self.arrivals.append(time.monotonic())
         self.requests += 1
         mode = str(req.get("model", "")).removeprefix("calibration-") if str(req.get("model", "")).startswith(
             "calibration-") else "ok"

