@@ -44,7 +44,7 @@ def frame():
                             ("steady", "accepted", [(1, 45, 900, 1.0), (4, 100, 2500, 1.0)]),
                             ("held", "HOLD", [(1, 500, 100, 1.0), (4, 900, 200, 1.0)])]:
         for c, tp, p99, att in pts:
-            rows.append({"arm": arm, "label": label, "point": f"c{c}-r0", "discarded": False, "concurrency": c,
+            rows.append({"arm": arm, "label": label, "point": f"c{c}-r0", "discarded": False, "concurrency": c, "load": c,
                          "output_throughput_tok_s": tp, "e2e_ms_p99": p99, "slo_attainment": att,
                          "goodput_rps": att, "completed": 10})
     return pd.DataFrame(rows)
@@ -63,7 +63,7 @@ def test_verdict_never_ranks_hold_and_calls_out_the_tail():
 
 def test_pareto_frontier_and_slo_capacity():
     f = analysis.pareto_frontier(frame())
-    assert set(zip(f["arm"], f["concurrency"])) == {("steady", 1), ("steady", 4), ("fast-tail", 4)}
+    assert set(zip(f["arm"], f["load"])) == {("steady", 1), ("steady", 4), ("fast-tail", 4)}
     cap = analysis.slo_capacity(frame())
-    assert cap.loc["fast-tail", "max concurrency inside the SLO"] == 1
-    assert cap.loc["steady", "max concurrency inside the SLO"] == 4
+    assert cap.loc["fast-tail", "max load inside the SLO"] == 1
+    assert cap.loc["steady", "max load inside the SLO"] == 4

@@ -133,3 +133,39 @@ def test_each_canary_kind_on_real_engine_output(run):
         probe = c["probe"]
         assert probe["streaming_usage_reported"] and probe["output_length_honoured"]
         assert probe["metrics_path"] == "/metrics" and probe["served_context_length"] == 512
+
+
+def test_open_loop_sweep_on_a_real_engine(real_engines, tmp_path):
+    """Poisson arrivals against llama-server: scheduled vs achieved rate and lag per point."""
+    path = tmp_path / "open.yaml"
+    path.write_text("""
+name: e2e-open-loop
+model: {source: embedded}
+protocol:
+  stages: [sweep]
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+  arrival: {kind: poisson, rates: [0.5, 1.5]}
+  context_length: 512
+  requests_per_point: 8
+  warmup_requests: 1
+  canaries: {run_sweep_on_hold: true}
+arms:
+  - name: llama
+    engine: {kind: llama_cpp, parallel: 2}
+""")
+    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
+    try:
+        sweep = json.loads((run_dir / "arms" / "llama" / "results.json").read_text())["sweep"]
+        assert set(sweep["points"]) == {"rate0.5-r0", "rate1.5-r0"}
+        for name, p in sweep["points"].items():
+            assert p["completed"] == 8 and p["rate"] in (0.5, 1.5)
+            assert p["achieved_rate_rps"] > 0 and p["schedule_lag_ms_p99"] >= 0
+            v = sweep["load_validity"][name]
+            assert abs(v["achieved_rate_rps"] - v["scheduled_rate_rps"]) / v["scheduled_rate_rps"] < 0.05
+        recs = read_records(run_dir / "arms" / "llama" / "requests.jsonl")
+        # warm-up 1, measured 8, cool-down 1 (= warm-up) per point
+        assert sorted(r.phase for r in recs if r.point == "rate0.5-r0") == ["cooldown"] + ["measure"] * 8 + ["warmup"]
+        assert json.loads((run_dir / "manifest.json").read_text())["analysis"]["status"] == "ok"
+    finally:
+        import shutil
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -96,10 +96,10 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     """One row per arm and concurrency: the figures a reader compares first."""
     if df.empty:
         return df
-    cols = ["arm", "label", "discarded", "concurrency", "rate", "completed", "ttft_ms_p50", "ttft_ms_p99",
+    cols = ["arm", "label", "discarded", "load", "concurrency", "rate", "completed", "ttft_ms_p50", "ttft_ms_p99",
             "ttft_ms_mean", "ttft_ms_ci95", "tpot_ms_p50", "tpot_ms_mean", "tpot_ms_ci95", "e2e_ms_p50", "e2e_ms_p95",
             "e2e_ms_p99", "e2e_ms_mean", "e2e_ms_ci95", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
-    return df[[c for c in cols if c in df.columns]].sort_values(["concurrency", "arm"]).round(2).reset_index(drop=True)
+    return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(2).reset_index(drop=True)
 
 
 def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
@@ -121,11 +121,12 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
     if ranked["arm"].nunique() < 2:
         lines.append("Fewer than two accepted, comparable arms: no ranking.")
         return lines
-    for c, grp in ranked.groupby("concurrency"):
+    unit = "concurrency" if not ("rate" in ranked and ranked["rate"].notna().any()) else "offered rate"
+    for c, grp in ranked.groupby("load"):
         best_tp = grp.loc[grp["output_throughput_tok_s"].idxmax()]
         best_tail = grp.loc[grp["e2e_ms_p99"].idxmin()]
         within = grp[grp["slo_attainment"] >= 0.99]
-        s = (f"At concurrency {c}: highest output throughput {best_tp['arm']} "
+        s = (f"At {unit} {c:g}: highest output throughput {best_tp['arm']} "
              f"({best_tp['output_throughput_tok_s']:.1f} tok/s); lowest p99 E2E {best_tail['arm']} "
              f"({best_tail['e2e_ms_p99']:.0f} ms); meeting the SLO (TTFT <= {slo.ttft_ms:.0f} ms, "
              f"TPOT <= {slo.tpot_ms:.0f} ms) for 99% of requests: "
@@ -160,7 +161,7 @@ def sizing_frame(arms: dict) -> pd.DataFrame:
 
 def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
     """Points no other accepted point beats on both throughput (higher) and p99 E2E (lower)."""
-    pts = df[df["label"] == "accepted"][["arm", "concurrency", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
+    pts = df[df["label"] == "accepted"][["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
     keep = []
     for i, p in pts.iterrows():
         dominated = ((pts["output_throughput_tok_s"] >= p["output_throughput_tok_s"]) &
@@ -177,13 +178,13 @@ def slo_capacity(df: pd.DataFrame, attainment: float = 0.99) -> pd.DataFrame:
     and the goodput there."""
     rows = []
     for arm, g in df.groupby("arm"):
-        ok = g[g["slo_attainment"] >= attainment].sort_values("concurrency")
+        ok = g[g["slo_attainment"] >= attainment].sort_values("load")
         best = ok.iloc[-1] if len(ok) else None
         rows.append({"arm": arm, "label": g["label"].iloc[0],
-                     "max concurrency inside the SLO": int(best["concurrency"]) if best is not None else None,
+                     "max load inside the SLO": best["load"] if best is not None else None,
                      "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
                      "output tok/s there": round(best["output_throughput_tok_s"], 1) if best is not None else None,
-                     "highest load tested": int(g["concurrency"].max())})
+                     "highest load tested": g["load"].max()})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
 
 
@@ -192,7 +193,7 @@ def roofline_efficiency(arms: dict, df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for name, a in arms.items():
         bound = (a["results"].get("sizing") or {}).get("roofline_decode_tok_s")
-        one = df[(df["arm"] == name) & (df["concurrency"] == 1)]
+        one = df[(df["arm"] == name) & (df.get("concurrency") == 1)] if "concurrency" in df else df.iloc[0:0]
         if not bound or one.empty:
             continue
         rate = one["decode_tok_s_per_stream_mean"].iloc[0]
@@ -208,6 +209,8 @@ def queueing_fits(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     from .queueing import fit_closed_loop, held_out_error
 
     curves, errors = [], []
+    if "concurrency" not in df or df["concurrency"].isna().all():
+        return pd.DataFrame(), pd.DataFrame()  # the closed-network model needs a closed-loop sweep
     for arm, g in df.groupby("arm"):
         pts = [{"concurrency": int(r["concurrency"]), "throughput_rps": r["request_throughput_rps"],
                 "response_s": r["e2e_ms_mean"] / 1000} for _, r in g.sort_values("concurrency").iterrows()

@@ -133,6 +133,18 @@ async def stream_chat(client: httpx.AsyncClient, target: Target, prompt: PromptS
         finish_reason=finish, status=status, error_class=error_class, error=error, output_text=text)
 
 
+def keep(rec: RequestRecord, out: list, writer: RecordWriter | None, progress, alive) -> None:
+    """File a finished request: a transport failure of a dead engine is the engine's death; the
+    record is appended to disk at once."""
+    if rec.error_class in ("transport", "timeout") and not alive():
+        rec.error_class = "engine_died"
+    out.append(rec)
+    if writer:
+        writer.write(rec)
+    if progress is not None:
+        progress.update(1)
+
+
 async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, concurrency: int,
                       warmup: int, writer: RecordWriter | None, base: dict, progress=None,
                       alive=lambda: True, cooldown: int = 0) -> list[RequestRecord]:
@@ -159,13 +171,7 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
                 phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
                 rec = await stream_chat(client, target, p, tokenizer, base=dict(base, phase=phase),
                                         t0=t0, scheduled_s=time.perf_counter() - t0)
-                if rec.error_class in ("transport", "timeout") and not alive():
-                    rec.error_class = "engine_died"
-                out.append(rec)
-                if writer:
-                    writer.write(rec)
-                if progress is not None:
-                    progress.update(1)
+                keep(rec, out, writer, progress, alive)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return out
@@ -187,13 +193,7 @@ async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, sch
         async def one(i: int, p: PromptSpec, at: float) -> None:
             phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
             rec = await stream_chat(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0, scheduled_s=at)
-            if rec.error_class in ("transport", "timeout") and not alive():
-                rec.error_class = "engine_died"
-            out.append(rec)
-            if writer:
-                writer.write(rec)
-            if progress is not None:
-                progress.update(1)
+            keep(rec, out, writer, progress, alive)
 
         tasks = []
         for i, (p, at) in enumerate(zip(prompts, schedule)):

@@ -21,35 +21,47 @@ def _label(arm: str, label: str) -> str:
     return arm if label == "accepted" else f"{arm} [HOLD]"
 
 
+def load_axis(df: pd.DataFrame) -> str:
+    """Closed-loop sweeps are plotted against concurrency, open-loop ones against offered rate."""
+    if "rate" in df and df["rate"].notna().any():
+        return "offered rate (requests / s)"
+    return "concurrency (closed loop)"
+
+
+def _finish(fig, ax, out_dir: Path | None, name: str, title: str, xlabel: str, ylabel: str):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, name)
+
+
+def _per_arm(df: pd.DataFrame):
+    for (arm, label), g in df.groupby(["arm", "label"]):
+        yield _label(arm, label), g.sort_values("load")
+
+
 def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str = "e2e_ms"):
     if df.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for (arm, label), g in df.groupby(["arm", "label"]):
-        g = g.sort_values("concurrency")
+    for name, g in _per_arm(df):
         for pct, style in (("p50", "-o"), ("p99", "--s")):
-            ax.plot(g["concurrency"], g[f"{metric}_{pct}"], style, label=f"{_label(arm, label)} {pct}")
-    ax.set_xlabel("concurrency (closed loop)")
-    ax.set_ylabel(f"{metric.replace('_ms', '')} (ms)")
-    ax.set_title(f"{metric.replace('_ms', '').upper()} percentiles vs load")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out_dir, f"{metric}_vs_load")
+            ax.plot(g["load"], g[f"{metric}_{pct}"], style, label=f"{name} {pct}")
+    short = metric.replace("_ms", "")
+    return _finish(fig, ax, out_dir, f"{metric}_vs_load", f"{short.upper()} percentiles vs load", load_axis(df),
+                   f"{short} (ms)")
 
 
 def throughput_vs_concurrency(df: pd.DataFrame, out_dir: Path | None = None):
     if df.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for (arm, label), g in df.groupby(["arm", "label"]):
-        g = g.sort_values("concurrency")
-        ax.plot(g["concurrency"], g["output_throughput_tok_s"], "-o", label=_label(arm, label))
-    ax.set_xlabel("concurrency (closed loop)")
-    ax.set_ylabel("output tokens / s")
-    ax.set_title("Throughput vs concurrency")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out_dir, "throughput_vs_concurrency")
+    for name, g in _per_arm(df):
+        ax.plot(g["load"], g["output_throughput_tok_s"], "-o", label=name)
+    return _finish(fig, ax, out_dir, "throughput_vs_concurrency", "Throughput vs load", load_axis(df),
+                   "output tokens / s")
 
 
 def pareto(df: pd.DataFrame, out_dir: Path | None = None):
@@ -57,18 +69,13 @@ def pareto(df: pd.DataFrame, out_dir: Path | None = None):
     if df.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for (arm, label), g in df.groupby(["arm", "label"]):
-        g = g.sort_values("concurrency")
-        ax.plot(g["e2e_ms_p99"], g["output_throughput_tok_s"], "-o", label=_label(arm, label))
+    for name, g in _per_arm(df):
+        ax.plot(g["e2e_ms_p99"], g["output_throughput_tok_s"], "-o", label=name)
         for _, r in g.iterrows():
-            ax.annotate(f"c={r['concurrency']}", (r["e2e_ms_p99"], r["output_throughput_tok_s"]), fontsize=7,
+            ax.annotate(f"{r['load']:g}", (r["e2e_ms_p99"], r["output_throughput_tok_s"]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("p99 end-to-end latency (ms)")
-    ax.set_ylabel("output tokens / s")
-    ax.set_title("Throughput vs tail latency")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out_dir, "pareto")
+    return _finish(fig, ax, out_dir, "pareto", "Throughput vs tail latency (points labelled by load)",
+                   "p99 end-to-end latency (ms)", "output tokens / s")
 
 
 def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = None):
@@ -77,16 +84,12 @@ def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for arm, df in requests.items():
         m = df[(df["phase"] == "measure") & df["ok"]]
-        for c, g in m.groupby("concurrency"):
+        for point, g in m.groupby("point"):
             v = g["ttft_ms"].sort_values().to_numpy()
             if len(v):
-                ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post", label=f"{arm} c={c}")
-    ax.set_xlabel("TTFT (ms)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title("TTFT distribution (empirical CDF)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out_dir, "ttft_cdf")
+                ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post", label=f"{arm} {point}")
+    return _finish(fig, ax, out_dir, "ttft_cdf", "TTFT distribution (empirical CDF)", "TTFT (ms)",
+                   "fraction of requests")
 
 
 def sizing_bars(frame: pd.DataFrame, out_dir: Path | None = None):
@@ -112,12 +115,8 @@ def predicted_vs_measured(curves: pd.DataFrame, out_dir: Path | None = None):
         line, = ax.plot(g["concurrency"], g["predicted_e2e_ms"], "-", label=f"{arm} model")
         m = g.dropna(subset=["measured_e2e_ms"])
         ax.plot(m["concurrency"], m["measured_e2e_ms"], "o", color=line.get_color(), label=f"{arm} measured")
-    ax.set_xlabel("concurrency (closed loop)")
-    ax.set_ylabel("mean E2E (ms)")
-    ax.set_title("Queueing model (fitted on lightest and heaviest load) vs measurement")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out_dir, "queueing_fit")
+    return _finish(fig, ax, out_dir, "queueing_fit", "Queueing model (fitted on lightest and heaviest load) vs "
+                   "measurement", "concurrency (closed loop)", "mean E2E (ms)")
 
 
 def demand_bars(demand: dict, out_dir: Path | None = None, name: str = "demand_map"):

@@ -199,12 +199,14 @@ def point_validity(s: dict) -> dict:
                 "littles_law_concurrency": s.get("littles_law_concurrency"),
                 "valid": held is not None and abs(held - s["concurrency"]) <= 0.1 * s["concurrency"]}
     lag = s.get("schedule_lag_ms_p99")
-    out = {"configured_rate_rps": s.get("rate"), "achieved_rate_rps": s.get("achieved_rate_rps"),
+    out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
+           "achieved_rate_rps": s.get("achieved_rate_rps"),
            "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
            "littles_law_concurrency": s.get("littles_law_concurrency")}
     ok = lag is not None and lag <= MAX_P99_LAG_MS
-    if s.get("rate") and s.get("achieved_rate_rps"):
-        ok = ok and abs(s["achieved_rate_rps"] - s["rate"]) <= RATE_TOLERANCE * s["rate"]
+    want = s.get("scheduled_rate_rps")
+    if want and s.get("achieved_rate_rps"):
+        ok = ok and abs(s["achieved_rate_rps"] - want) <= RATE_TOLERANCE * want
     out["valid"] = ok
     return out
 
