@@ -169,3 +169,30 @@ arms:
     finally:
         import shutil
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_a_model_given_by_path_goes_through_the_same_code(real_engines, tmp_path):
+    """Any Hugging Face directory or GGUF file by path: here the embedded model's own files."""
+    path = tmp_path / "bypath.yaml"
+    path.write_text(f"""
+name: e2e-by-path
+model: {{name: by-path, source: path, hf_path: "{real_engines.hf_dir}", gguf_path: "{real_engines.gguf}"}}
+protocol:
+  stages: [sizing, canaries]
+  workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 8}}
+  context_length: 512
+arms:
+  - name: llama
+    engine: {{kind: llama_cpp, parallel: 1}}
+""")
+    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
+    try:
+        results = json.loads((run_dir / "arms" / "llama" / "results.json").read_text())
+        assert results["canaries"]["verdict"] == "PASS"
+        assert results["sizing"]["geometry"]["parameters"] == 134_515_008
+        assert results["sizing"]["kv_bytes_per_token"] == 23_040
+        engine = json.loads((run_dir / "arms" / "llama" / "engine.json").read_text())
+        assert engine["model"]["name"] == "by-path" and engine["model"]["gguf"].startswith("$STACKBOOK_CACHE/")
+    finally:
+        import shutil
+        shutil.rmtree(run_dir, ignore_errors=True)

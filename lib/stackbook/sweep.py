@@ -233,7 +233,11 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "timeout": errors.get("timeout", 0), "transport": errors.get("transport", 0),
                          "engine_died": errors.get("engine_died", 0), "http_error": errors.get("http_error", 0),
                          "malformed_stream": errors.get("malformed_stream", 0),
-                         "length_truncated": short},
+                         "length_truncated": short,
+                         "not_checked_in_sweep": {
+                             "schema_or_tool_failure": "the sweep's synthetic prompts ask for free text",
+                             "completed_but_wrong": "the sweep's prompts have no expected answer: "
+                                                    "correctness is the canaries' job"}},
         "length_control": {"requested_output_tokens": protocol.workload.output_tokens,
                            "completed_requests": completed, "shorter_than_requested": short,
                            "honoured": short == 0},
