@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import socket
 from pathlib import Path
@@ -459,10 +458,6 @@ def load_campaign(path: str | os.PathLike) -> Campaign:
         raise CampaignError(f"{shown}: YAML syntax error{where}: {problem}. Fix: check indentation "
                             "and that every 'key: value' has a space after the colon") from None
     return parse_campaign(data, shown)
-
-
-def campaign_hash(campaign: Campaign) -> str:
-    return hashlib.sha256(yaml.safe_dump(campaign.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

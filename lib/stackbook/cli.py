@@ -163,9 +163,5 @@ def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (
         typer.echo(f"  {row}")
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
-
-
 if __name__ == "__main__":
     sys.exit(app())

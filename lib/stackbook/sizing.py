@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -153,9 +153,6 @@ def this_cpu(measure_bandwidth: bool = True) -> Accelerator:
     return Accelerator("this-cpu", f"this CPU ({os.cpu_count()} cores)", float(psutil.virtual_memory().total),
                        bw, None, "measured at run time: psutil total memory, numpy copy bandwidth")
 
-
-def as_dict(obj) -> dict:
-    return asdict(obj)
 
 
 # --------------------------------------------------------------------------- whole models
