@@ -32,9 +32,9 @@ from stackbook.loadgen import Target, run_closed_loop, run_open_loop
 from stackbook.metrics import request_metrics
 from stackbook.models import vllm_python
 from stackbook.paths import REPO_ROOT
-from stackbook.selftest import WordTokenizer, start_server
+from stackbook.selftest import start_server
 from stackbook.telemetry import scrape_metrics
-from stackbook.workload import PromptSpec, client_tokenizer, synthetic_prompts
+from stackbook.workload import ApproximateTokenizer, PromptSpec, client_tokenizer, synthetic_prompts
 
 MAX_LAG_MS = 5.0
 RATES = [50, 100, 200, 300, 400, 600]
@@ -92,7 +92,7 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
     proc, url = start_server()
     out: dict = {"ladder": []}
     try:
-        tok = WordTokenizer()
+        tok = ApproximateTokenizer()
         t = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=60)
         held = {"stackbook": 0, "vllm bench serve": 0}
         for rate in RATES:

@@ -8,10 +8,9 @@ from stackbook import arrivals
 from stackbook.calibration import CalibrationServer
 from stackbook.loadgen import Target, run_closed_loop, run_open_loop
 from stackbook.records import RecordWriter, read_records
-from stackbook.selftest import WordTokenizer
-from stackbook.workload import PromptSpec
+from stackbook.workload import ApproximateTokenizer, PromptSpec
 
-TOK = WordTokenizer()
+TOK = ApproximateTokenizer()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ same bf16 weights are written to a GGUF by llama.cpp's own converter (for llama-
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -16,6 +17,8 @@ import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+import yaml
 
 from .paths import cache_dir, resolve_symbolic, symbolic
 
@@ -338,7 +341,6 @@ def geometry_from_gguf(path: str | os.PathLike) -> ModelGeometry:
 
 @lru_cache(maxsize=1)
 def model_catalog() -> dict[str, dict]:
-    import yaml
     return yaml.safe_load((Path(__file__).with_name("data") / "models.yaml").read_text())
 
 
@@ -356,7 +358,6 @@ def geometry_for(model: str | os.PathLike) -> ModelGeometry:
         return geometry_from_gguf(p)
     if p.exists():
         return geometry_from_hf_config(p)
-    import difflib
     close = difflib.get_close_matches(key, list(cat), n=3, cutoff=0.4)
     raise KeyError(f"unknown model {key!r}: not in the catalog and no such path. Close matches: "
                    f"{close or 'none'}. Catalog: {', '.join(sorted(cat))}")

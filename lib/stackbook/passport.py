@@ -4,9 +4,13 @@ A field not known says so, with the reason; nothing is left silently blank.
 """
 from __future__ import annotations
 
+import json
+import os
 import platform
 import subprocess
 from pathlib import Path
+
+import psutil
 
 from . import __version__
 from .paths import REPO_ROOT
@@ -37,8 +41,6 @@ def host_identity() -> dict:
                 break
     except OSError:
         pass
-    import os
-    import psutil
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
             "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
             "accelerator": "none (CPU)", "driver": "not applicable: no GPU"}
@@ -120,7 +122,6 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:,.2f}"
     if isinstance(v, (dict, list)):
-        import json
         return "`" + json.dumps(v, default=str) + "`"
     return str(v)
 

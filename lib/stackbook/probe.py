@@ -22,7 +22,7 @@ def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:
 
 def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = None) -> dict:
     """Streaming usage, output-length control, tokens per chunk, metrics, cache reset, context."""
-    n = 24  # keep in step with the key name below
+    n = 24
     out: dict = {}
     fields = adapter.output_length_fields(n)
     rec = _stream_once(target, tokenizer, fields)
@@ -30,7 +30,8 @@ def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = N
     # "Say hi." ends in a few tokens on its own: only a honoured length control gives exactly n.
     got = rec["output_tokens_server"] if rec["output_tokens_server"] is not None else rec["output_tokens_client"]
     out["output_length_honoured"] = got == n
-    out["output_tokens_for_requested_24"] = got
+    out["output_tokens_requested"] = n
+    out["output_tokens_received"] = got
     out["length_fields_sent"] = sorted(k for k in fields if k != "max_tokens")
     chunks = rec["chunk_tokens"]
     out["tokens_per_chunk_mean"] = round(sum(chunks) / len(chunks), 2) if chunks else None

@@ -17,18 +17,9 @@ import numpy as np
 from .campaign import free_port
 from .loadgen import Target, run_closed_loop, run_open_loop
 from .arrivals import poisson_schedule
-from .workload import PromptSpec
+from .workload import ApproximateTokenizer, PromptSpec
 
 MAX_LAG_MS = 5.0
-
-
-class WordTokenizer:
-    """Counts whitespace-separated words: the calibration server streams one word per token."""
-
-    def encode(self, text, add_special_tokens=False):
-        class Encoding:
-            ids = text.split()
-        return Encoding()
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
@@ -57,7 +48,7 @@ def _base(point: str, c: int = 0) -> dict:
 
 
 def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> dict:
-    tok = WordTokenizer()
+    tok = ApproximateTokenizer()
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
     floor = run_closed_loop(target, _prompts(30 if quick else 100), tok, concurrency=1, warmup=5, writer=None,
                             base=_base("floor", 1))

@@ -13,7 +13,7 @@ from .models import artifacts_for
 from .paths import resolve_symbolic
 from .records import RecordWriter, read_records
 from .telemetry import RssSampler, metrics_delta, scrape_metrics
-from .workload import client_tokenizer, synthetic_prompts
+from .workload import ApproximateTokenizer, client_tokenizer, synthetic_prompts
 
 MAX_P99_LAG_MS = 5.0
 RATE_TOLERANCE = 0.05
@@ -31,22 +31,6 @@ def check_engine(session, name: str, records: list | None = None) -> None:
         if measured and all(r.error_class in ("timeout", "transport", "engine_died") for r in measured):
             raise EngineFailure(f"every request of point {name} failed ({measured[0].error_class}): the engine "
                                 "is not answering")
-
-
-class ApproximateTokenizer:
-    """Counts words and punctuation: for endpoints whose tokenizer is not available locally.
-    Client token counts are then approximate (the server's usage counts remain exact)."""
-    approximate = True
-
-    def encode(self, text, add_special_tokens=False):
-        import re
-
-        class Encoding:
-            ids = re.findall(r"\w+|[^\w\s]", text)
-        return Encoding()
-
-    def decode(self, ids):
-        return " ".join(ids)
 
 
 def tokenizer_for(session):
@@ -260,9 +244,9 @@ def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
                         "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
         if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
             v = load_validity[name]
-            out.append({"point": name, "rule": "on_invalid_load", "detail": json_safe(v)})
+            out.append({"point": name, "rule": "on_invalid_load", "detail": describe_validity(v)})
     return out
 
 
-def json_safe(v: dict) -> str:
+def describe_validity(v: dict) -> str:
     return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +19,24 @@ class PromptSpec:
     messages: list
     prompt_tokens_client: int
     output_tokens: int | None = None   # None: the protocol's fixed output length
+
+
+_WORDS_AND_PUNCTUATION = re.compile(r"\w+|[^\w\s]")
+
+
+class ApproximateTokenizer:
+    """Counts words and punctuation: for endpoints whose tokenizer is not available locally, and
+    for the calibration server (one word per streamed token). Client token counts are then
+    approximate; the server's usage counts remain exact."""
+    approximate = True
+
+    def encode(self, text, add_special_tokens=False):
+        class Encoding:
+            ids = _WORDS_AND_PUNCTUATION.findall(text)
+        return Encoding()
+
+    def decode(self, ids):
+        return " ".join(ids)
 
 
 @lru_cache(maxsize=8)
