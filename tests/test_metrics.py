@@ -2,7 +2,7 @@
 import pytest
 
 from stackbook.campaign import Slo
-from stackbook.metrics import point_summary, request_metrics
+from stackbook.metrics import peer_definitions, point_summary, request_metrics
 from stackbook.records import RecordWriter, RequestRecord, read_records
 
 
@@ -58,3 +58,44 @@ def test_records_survive_a_torn_last_line(tmp_path):
         f.write('{"run_id": "r", "arm": "a", "poi')           # a crash mid-write
     got = read_records(path)
     assert [r.request_index for r in got] == [0, 1]
+
+
+def test_the_same_requests_under_each_tools_definitions():
+    """Two requests, chunks of two tokens in the second: every tool's label computed by hand."""
+    a = rec(0, sent=0.0, first=0.2, end=0.6, n=5, chunks=[0.2, 0.3, 0.4, 0.5, 0.6])
+    a.first_event_s = 0.15                      # a role-only chunk came first
+    b = rec(1, sent=1.0, first=1.1, end=1.5, n=5, chunks=[1.1, 1.3, 1.5])
+    b.chunk_tokens = [1, 2, 2]
+    b.output_tokens_client = 4                  # the client tokenizer counts one fewer
+    t = peer_definitions([a, b])
+    v = lambda tool, label, stat="mean": t.loc[(tool, label), stat]  # noqa: E731
+    assert v("stackbook", "TTFT") == pytest.approx(150)                  # (200 + 100) / 2
+    assert v("vllm bench serve", "TTFT") == pytest.approx(125)           # (150 + 100) / 2: first event
+    # chunk gaps pooled: 4 x 100 from a, 2 x 200 from b
+    assert v("vllm bench serve", "ITL") == pytest.approx(800 / 6)
+    assert v("AIPerf", "ICL") == pytest.approx(800 / 6)
+    assert v("stackbook", "TPOT") == pytest.approx((100 + 100) / 2)     # (400/4, 400/4)
+    # GuideLLM ITL (last - first)/(N - 1): a 400/4 = 100, b 400/4 = 100
+    assert v("GuideLLM", "ITL") == pytest.approx(100)
+    # GuideLLM TPOT includes the first token: a 600/5 = 120, b 500/5 = 100
+    assert v("GuideLLM", "TPOT") == pytest.approx(110)
+    # AIPerf ITL divides by the client's count: a 400/4 = 100, b 400/3
+    assert v("AIPerf", "ITL") == pytest.approx((100 + 400 / 3) / 2)
+    assert v("vllm bench serve", "TTFT", "p50") == pytest.approx(125)
+
+
+def test_weighted_percentiles_weight_by_tokens():
+    """GuideLLM weights each request's ITL by its N - 1 tokens: the long request dominates p50."""
+    short = rec(0, sent=0.0, first=0.1, end=0.2, n=2, chunks=[0.1, 0.2])          # ITL 100, weight 1
+    long = rec(1, sent=0.0, first=0.1, end=1.1, n=51, chunks=[0.1 + i * 0.02 for i in range(51)])  # ITL 20, weight 50
+    t = peer_definitions([short, long])
+    assert t.loc[("GuideLLM", "ITL"), "p50"] == pytest.approx(20)
+    assert t.loc[("GuideLLM", "ITL"), "mean"] == pytest.approx((100 + 20 * 50) / 51)
+
+
+def test_length_control_ignores_requests_that_may_end_early():
+    free = rec(0, 0.0, 0.1, 0.3, 3, [0.1, 0.2, 0.3])
+    free.length_controlled = False
+    forced = rec(1, 0.0, 0.1, 0.3, 3, [0.1, 0.2, 0.3])
+    s = point_summary([free, forced], Slo())
+    assert s["length_not_honoured"] == 1

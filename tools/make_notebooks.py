@@ -126,17 +126,25 @@ one), whether metrics and a prefix-cache reset are available, and the context ac
 sweep = nb([
     new_markdown_cell("""# 30 · Load sweep: latency and throughput as load grows
 
-A closed loop of N clients, each sending its next request the moment its previous reply ends,
-for each concurrency level in the protocol. Every request streams; the client stamps each chunk's
-arrival, so the figures below can be recomputed under any definition. Warm-up requests run first
-at the same concurrency and are recorded but excluded.
+Load arrives as the protocol says: a closed loop of N clients (each sends its next request the
+moment its previous reply ends), or an open loop that sends on a schedule (constant, Poisson,
+gamma or a replayed trace) whatever the replies are doing. Every request streams; the client
+stamps the arrival of each chunk's bytes, so the figures below can be recomputed under any
+definition. Warm-up and cool-down requests run at the same load and are recorded but excluded.
 
-Names used: **TTFT** (first content chunk after sending), **TPOT** ((E2E − TTFT) / (N − 1)),
-**chunk ITL** (gap between chunks), **E2E** (sent to last byte). **Goodput** counts only requests
-that met every SLO bound, and failed requests stay in its denominator. Raw records are appended to
-`requests.jsonl` as each request completes, so an interruption loses nothing measured."""),
+Names used: **TTFT** (first content chunk after sending), **TPOT** ((E2E − TTFT) / (N − 1), N from
+the server's usage), **chunk ITL** (gap between chunks), **E2E** (sent to last byte), **normalized
+E2E** (E2E / N). **Goodput** counts only requests that met every SLO bound, and failed requests
+stay in its denominator. Raw records are appended to `requests.jsonl` as each request completes,
+so an interruption loses nothing measured."""),
     params(ARM_PARAMS),
     new_code_cell(OPEN),
+    new_markdown_cell("""## The workload
+
+What every request of this arm looked like, and what the prefix cache held when each point
+began. The cache state is part of the protocol: a cache left warm by the previous point can make
+a later point look several times faster than it is."""),
+    new_code_cell('''workbook.workload_table(session)'''),
     new_code_cell('''sweep = workbook.arm_sweep(session, run_id=run_id, progress=endpoint is None)
 display(Markdown(f"Label: **{sweep['label']}** · peak engine memory {sweep['peak_engine_rss_gib']} GiB · "
                  f"errors {sweep['error_counts']}"))
@@ -144,19 +152,35 @@ workbook.points_table(sweep)'''),
     new_markdown_cell("""## Was the load what the protocol asked for?
 
 For a closed loop, Little's law (requests in flight = throughput × mean E2E) must come back close to
-the configured concurrency; a point where it does not means the client failed to keep its clients
-busy, and is marked invalid rather than reported as the engine's number. Output length is checked
-too: every request was asked for exactly the protocol's output tokens."""),
+the configured concurrency; for an open loop, the achieved rate must match the schedule and no send
+may lag its deadline by more than 5 ms at p99. A point that fails is the client's number, not the
+engine's: it is marked invalid and discarded by the preregistered rule. Output length is checked
+too: each request asked for a stated number of tokens, and shorter replies are counted."""),
     new_code_cell('''display(pd.DataFrame(sweep["load_validity"]).T)
 pd.Series(sweep["length_control"]).to_frame("value")'''),
+    new_markdown_cell("""## Prefix cache and accelerator, per point
+
+The flush (and priming, for a warm cache) done before each point, then what the cache served:
+the engine's own hit counters where it exports them, and the cached prompt tokens its replies
+reported. GPU memory, power and utilisation come from NVML when a GPU is present."""),
+    new_code_cell('''display(workbook.prefix_cache_table(sweep))
+pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")'''),
     new_markdown_cell("## What the engine itself counted during each point (its Prometheus `/metrics`)"),
     new_code_cell('''pd.DataFrame(sweep["telemetry"]).round(3)'''),
+    new_markdown_cell("""## The same requests under other tools' definitions
+
+The same label means different numbers in different tools: vLLM's ITL is a gap between stream
+events, GuideLLM's and AIPerf's ITL is a per-request average, and GuideLLM's TPOT counts the first
+token. Computed here from this arm's raw records, so a figure quoted from another tool can be
+matched to the right row (milliseconds)."""),
+    new_code_cell('''workbook.peer_definitions_table(session)'''),
     new_markdown_cell("## Per-request view"),
     new_code_cell('''from stackbook import plots
 requests = workbook.arm_requests(session)
 m = requests[requests["phase"] == "measure"].copy()
 m["arm"], m["label"] = session.arm.name, sweep["label"]
-plots.ttft_distribution({session.arm.name: requests});'''),
+plots.ttft_distribution({session.arm.name: requests})
+plots.length_histograms(m);'''),
     new_code_cell('''m.groupby("concurrency")[["ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"]].describe().T.round(1)'''),
     new_markdown_cell("## The passport\n\nIdentity, protocol, validity and results for this arm, written to `passport.json` and `passport.md`."),
     new_code_cell('''display(Markdown((session.arm_dir / "passport.md").read_text()))'''),

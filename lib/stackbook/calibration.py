@@ -15,7 +15,13 @@ import os
 import threading
 import time
 
+import uvloop
+
 MODES = ("ok", "http_429", "http_503", "malformed_sse", "invalid_json", "truncated", "error_event", "slow_headers")
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 class CalibrationServer:
@@ -117,38 +123,40 @@ class CalibrationServer:
                 "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}).encode())
             await writer.drain()
             return True
+        # Chunked and kept alive, as the engines' HTTP servers stream.
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Connection: close\r\n\r\n")
+                     b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
+        model = req.get("model")
+        token = _chunk(b"data: " + json.dumps(
+            {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+             "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}).encode() + b"\n\n")
         for i in range(n):
             if mode == "truncated" and i == n // 2:
                 await writer.drain()
                 return False
             if mode == "malformed_sse" and i == n // 2:
-                writer.write(b"this is not an SSE line\n\ndata: {broken\n\n")
+                writer.write(_chunk(b"this is not an SSE line\n\ndata: {broken\n\n"))
                 await writer.drain()
                 return False
             if mode == "invalid_json" and i == n // 2:
-                writer.write(b'data: {"choices": [{"delta": {"content": "tok "}\n\n')
+                writer.write(_chunk(b'data: {"choices": [{"delta": {"content": "tok "}\n\n'))
                 continue
             if mode == "error_event" and i == n // 2:
-                writer.write(b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n')
+                writer.write(_chunk(b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n'))
                 await writer.drain()
                 return False
-            chunk = {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": req.get("model"),
-                     "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}
-            writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            writer.write(token)
             self.tokens_streamed += 1
             await writer.drain()
-        end = {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": req.get("model"),
-               "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-        writer.write(b"data: " + json.dumps(end).encode() + b"\n\n")
+        tail = [{"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+                 "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}]
         if (req.get("stream_options") or {}).get("include_usage"):
-            usage = {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": req.get("model"),
-                     "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}
-            writer.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
-        writer.write(b"data: [DONE]\n\n")
+            tail.append({"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
+        writer.write(_chunk(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in tail)
+                            + b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
-        return False
+        return True
 
     # -- lifecycle --------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -207,7 +215,7 @@ def main() -> None:
     key = os.environ.get(a.api_key_env) if a.api_key_env else None
     server = CalibrationServer(a.host, a.port, key)
     print(f"calibration server on {a.host}:{a.port or '(free port)'}", flush=True)
-    asyncio.run(server.serve())
+    uvloop.run(server.serve())
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .paths import resolve_symbolic
 
@@ -54,13 +54,110 @@ class Precision(Strict):
     state: Literal["fp32", "bf16", "none"] = "none"
 
 
+class FixedLength(Strict):
+    kind: Literal["fixed"]
+    tokens: int = Field(gt=0)
+
+
+class UniformLength(Strict):
+    kind: Literal["uniform"]
+    min: int = Field(gt=0)
+    max: int = Field(gt=0)
+
+
+class NormalLength(Strict):
+    """Rounded and clipped to [min, max]."""
+    kind: Literal["normal"]
+    mean: float = Field(gt=0)
+    std: float = Field(ge=0)
+    min: int = Field(1, gt=0)
+    max: int = Field(gt=0, description="an upper bound is required: it decides whether requests fit the context")
+
+
+class LognormalLength(Strict):
+    """Long-tailed, as real prompt and answer lengths are; sigma is that of log(length)."""
+    kind: Literal["lognormal"]
+    median: float = Field(gt=0)
+    sigma: float = Field(gt=0)
+    min: int = Field(1, gt=0)
+    max: int = Field(gt=0, description="an upper bound is required: it decides whether requests fit the context")
+
+
+class EmpiricalLength(Strict):
+    """Lengths drawn (with replacement) from observed ones: a CSV or JSONL file and its column,
+    or a plain text file with one number per line."""
+    kind: Literal["empirical"]
+    path: str
+    column: str | None = None
+
+    @model_validator(mode="after")
+    def _readable(self) -> "EmpiricalLength":
+        from .lengths import read_empirical
+        read_empirical(self.path, self.column)  # raises with the file, the column and the fix
+        return self
+
+
+def _plain_number_is_fixed(v):
+    return {"kind": "fixed", "tokens": v} if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+LengthDistribution = Annotated[Union[FixedLength, UniformLength, NormalLength, LognormalLength, EmpiricalLength],
+                               Field(discriminator="kind")]
+# A plain number means a fixed length.
+Length = Annotated[LengthDistribution, BeforeValidator(_plain_number_is_fixed)]
+
+
+class SharedPrefix(Strict):
+    """Prompts in `groups` groups; every prompt of a group opens with the same `tokens` tokens
+    (a long system prompt or document that many requests share): what prefix caching serves."""
+    groups: int = Field(1, gt=0)
+    tokens: int = Field(gt=0)
+
+
+class Conversation(Strict):
+    """Multi-turn chats: each turn sends the whole history, including the model's real replies."""
+    turns: int = Field(gt=1)
+
+
 class SyntheticWorkload(Strict):
-    """Prompts of a fixed token length built from a seeded text, outputs of a fixed length."""
+    """Seeded synthetic prompts: lengths fixed or drawn from distributions, optionally sharing
+    prefixes, running as multi-turn conversations, or asking for JSON under a schema."""
     kind: Literal["synthetic"] = "synthetic"
-    prompt_tokens: int = Field(128, gt=0)
-    output_tokens: int = Field(64, gt=0)
+    prompt_tokens: Length = Field(128, description="tokens of user content per request (per turn)")
+    output_tokens: Length = Field(64, description="tokens to generate per request")
     system_prompt: str | None = None
+    shared_prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+    response_format: Literal["text", "json_schema"] = Field(
+        "text", description="json_schema: every request asks for JSON under a fixed schema, checked on arrival")
     version: str = "synthetic-v1"
+
+    @field_validator("prompt_tokens", "output_tokens")
+    @classmethod
+    def _bounded(cls, v):
+        if isinstance(v, (UniformLength, NormalLength, LognormalLength)) and v.min > v.max:
+            raise ValueError(f"min ({v.min}) is above max ({v.max}); swap them")
+        return v
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> "SyntheticWorkload":
+        from .lengths import length_bounds
+        if self.shared_prefix and length_bounds(self.prompt_tokens)[0] < self.shared_prefix.tokens + 16:
+            raise ValueError(f"shared_prefix.tokens ({self.shared_prefix.tokens}) leaves no room for each prompt's "
+                             f"own text: every prompt must be at least 16 tokens longer than the shared prefix; "
+                             "raise prompt_tokens or shorten the prefix")
+        return self
+
+    def max_request_tokens(self) -> int:
+        """The longest request the workload can make (prompt, history and output), for the context check."""
+        from .lengths import length_bounds
+        prompt, out = length_bounds(self.prompt_tokens)[1], length_bounds(self.output_tokens)[1]
+        turns = self.conversation.turns if self.conversation else 1
+        return turns * (prompt + out)
+
+    def mean_output_tokens(self) -> float:
+        from .lengths import length_mean
+        return length_mean(self.output_tokens)
 
 
 Workload = Annotated[Union[SyntheticWorkload], Field(discriminator="kind")]
@@ -182,12 +279,13 @@ class Protocol(Strict):
             if longest > self.context_length:
                 raise ValueError(f"the trace has a request of {longest} tokens but context_length is "
                                  f"{self.context_length}; raise context_length")
-        need = w.prompt_tokens + w.output_tokens
+        need = w.max_request_tokens()
         if need > self.context_length:
+            what = "its last turn" if w.conversation else "its longest request"
             raise ValueError(
-                f"workload needs {need} tokens per request (prompt {w.prompt_tokens} + output "
-                f"{w.output_tokens}) but context_length is {self.context_length}; raise "
-                "context_length or shorten the workload")
+                f"workload needs up to {need} tokens for {what} (prompt + output"
+                f"{', times turns' if w.conversation else ''}) but context_length is {self.context_length}; "
+                "raise context_length or shorten the workload (lower the length bounds)")
         if len(self.seeds) < self.repetitions:
             raise ValueError(f"{self.repetitions} repetitions need at least as many seeds, got {self.seeds}")
         return self

@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import json
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import httpx
+import jsonschema
+import uvloop
 
+from .http_stream import StreamClient
 from .records import RecordWriter, RequestRecord
 from .workload import PromptSpec, count_tokens
 
@@ -32,12 +37,34 @@ class Target:
 
 
 def request_body(target: Target, messages: list, stream: bool = True, output_tokens: int | None = None,
-                 **extra) -> dict:
-    body = {"model": target.model, "messages": messages, "stream": stream,
-            **target.sampling, **target.fields_for(output_tokens), **extra}
+                 schema: dict | None = None, **extra) -> dict:
+    """The chat request. With a schema the reply is JSON that ends where the object closes, so only
+    max_tokens bounds it (forcing the length would fight the grammar)."""
+    if schema is not None:
+        n = output_tokens or target.length_fields.get("max_tokens")
+        lengths = {"max_tokens": n, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
+    else:
+        lengths = target.fields_for(output_tokens)
+    body = {"model": target.model, "messages": messages, "stream": stream, **target.sampling, **lengths, **extra}
     if stream:
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+@lru_cache(maxsize=8)
+def _validator(schema_json: str):
+    return jsonschema.Draft202012Validator(json.loads(schema_json))
+
+
+def schema_problem(text: str, schema: dict) -> str | None:
+    """Why the reply is not JSON under the schema, or None when it is."""
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
+        return f"the reply is not JSON ({err.msg} at {err.pos}): {text[:120]!r}"
+    errors = sorted(_validator(json.dumps(schema, sort_keys=True)).iter_errors(doc), key=lambda e: e.path)
+    return f"the reply breaks the schema: {errors[0].message[:200]}" if errors else None
 
 
 def classify_status(status: int) -> str:
@@ -61,76 +88,115 @@ def collector_paused():
         gc.collect()
 
 
-async def stream_chat(client: httpx.AsyncClient, target: Target, prompt: PromptSpec, tokenizer, *,
-                      base: dict, t0: float, scheduled_s: float) -> RequestRecord:
-    """Send one streaming chat request; time every SSE chunk against the perf counter."""
-    body = request_body(target, prompt.messages, output_tokens=prompt.output_tokens)
-    rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
-               prompt_tokens_client=prompt.prompt_tokens_client,
-               output_tokens_requested=body.get("max_tokens", 0))
+def _parse_events(events: list[tuple[float, bytes]], t0: float, tokenizer) -> dict:
+    """Decode the SSE payloads of one reply (after it ended, off the receiving path)."""
     chunk_times: list[float] = []
-    chunk_tokens: list[int] = []
     parts: list[str] = []
     usage: dict = {}
     finish = None
-    status = None
+    first_event = None
     error_class, error = "none", None
-    sent = time.perf_counter() - t0
+    for at, data in events:
+        if data == b"[DONE]":
+            break
+        try:
+            event = json.loads(data)
+        except ValueError:
+            error_class, error = "malformed_stream", f"invalid JSON in a stream chunk: {data[:200]!r}"
+            break
+        if not isinstance(event, dict):
+            error_class, error = "malformed_stream", f"a stream chunk that is not an object: {data[:200]!r}"
+            break
+        if "error" in event:
+            err = event["error"] if isinstance(event["error"], dict) else {"message": event["error"]}
+            code = err.get("code")
+            # Some servers reject inside an open stream instead of with HTTP 429/503.
+            rejected = code in (429, 503, "429", "503", "rate_limit_exceeded", "overloaded")
+            error_class = "admission_rejected" if rejected else "http_error"
+            error = f"error event in the stream: {str(err)[:400]}"
+            break
+        if event.get("usage"):
+            usage = event["usage"]
+        if first_event is None and event.get("choices"):
+            first_event = at - t0
+        for choice in event.get("choices") or []:
+            delta = choice.get("delta") or {}
+            piece = delta.get("content") or delta.get("reasoning_content") or ""
+            if piece:
+                chunk_times.append(at - t0)
+                parts.append(piece)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    return {"chunk_times": chunk_times, "chunk_tokens": [count_tokens(tokenizer, p) for p in parts],
+            "text": "".join(parts), "usage": usage, "finish": finish, "error_class": error_class, "error": error,
+            "first_event": first_event}
+
+
+async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, *,
+                      base: dict, t0: float, scheduled_s: float, messages: list | None = None,
+                      output_tokens: int | None = None, prompt_tokens_client: int | None = None,
+                      turn: int = 0) -> RequestRecord:
+    """Send one streaming chat request; every SSE chunk is timed by the arrival of its bytes.
+    `messages` and the lengths override the prompt's own (later turns of a conversation)."""
+    n_out = output_tokens if output_tokens is not None else prompt.output_tokens
+    body = request_body(target, messages or prompt.messages, output_tokens=n_out, schema=prompt.schema)
+    rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
+               prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None else prompt.prompt_tokens_client,
+               output_tokens_requested=body.get("max_tokens", 0), length_controlled=prompt.schema is None,
+               prefix_group=prompt.group, turn=turn,
+               conversation=prompt.index if prompt.follow_ups else None)
+    payload = json.dumps(body).encode()
     sent_unix = time.time()
-    try:
-        async with client.stream("POST", target.base_url + "/v1/chat/completions", json=body,
-                                 headers=target.headers, timeout=target.timeout_s) as resp:
-            status = resp.status_code
-            if status != 200:
-                text = (await resp.aread()).decode(errors="replace")[:500]
-                error_class, error = classify_status(status), f"HTTP {status}: {text}"
-            else:
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    now = time.perf_counter() - t0
-                    try:
-                        event = json.loads(data)
-                    except json.JSONDecodeError:
-                        error_class, error = "malformed_stream", f"invalid JSON in a stream chunk: {data[:200]}"
-                        break
-                    if "error" in event:
-                        err = event["error"] if isinstance(event["error"], dict) else {"message": event["error"]}
-                        code = err.get("code")
-                        # Some servers reject inside an open stream instead of with HTTP 429/503.
-                        rejected = code in (429, 503, "429", "503", "rate_limit_exceeded", "overloaded")
-                        error_class = "admission_rejected" if rejected else "http_error"
-                        error = f"error event in the stream: {str(err)[:400]}"
-                        break
-                    if event.get("usage"):
-                        usage = event["usage"]
-                    for choice in event.get("choices") or []:
-                        delta = choice.get("delta") or {}
-                        piece = delta.get("content") or delta.get("reasoning_content") or ""
-                        if piece:
-                            chunk_times.append(now)
-                            chunk_tokens.append(count_tokens(tokenizer, piece))
-                            parts.append(piece)
-                        if choice.get("finish_reason"):
-                            finish = choice["finish_reason"]
-    except httpx.TimeoutException as err:
-        error_class, error = "timeout", f"{type(err).__name__} after {target.timeout_s:.0f} s"
-    except (httpx.TransportError, httpx.StreamError) as err:
-        error_class, error = "transport", f"{type(err).__name__}: {err}"[:500]
+    sent = time.perf_counter() - t0
+    reply = await client.post("/v1/chat/completions", payload, target.timeout_s, target.headers)
     end = time.perf_counter() - t0
-    if error_class == "none" and finish is None:
-        error_class, error = "transport", "stream cut before a finish_reason (connection closed early)"
-    text = "".join(parts)
+    status = reply.status
+    parsed = {"chunk_times": [], "chunk_tokens": [], "text": "", "usage": {}, "finish": None,
+              "error_class": "none", "error": None, "first_event": None}
+    error_class, error = reply.error_class, reply.error
+    if status is not None and status != 200:
+        error_class = classify_status(status)
+        error = f"HTTP {status}: {reply.body.decode(errors='replace')[:500]}"
+    elif status == 200:
+        parsed = _parse_events(reply.events, t0, tokenizer)
+        if parsed["error_class"] != "none":
+            error_class, error = parsed["error_class"], parsed["error"]
+        elif error_class == "none" and parsed["finish"] is None:
+            error_class, error = "transport", "stream cut before a finish_reason (connection closed early)"
+        elif error_class == "none" and prompt.schema is not None:
+            problem = schema_problem(parsed["text"], prompt.schema)
+            if problem:
+                error_class, error = "schema_failure", problem
+    usage = parsed["usage"]
     details = usage.get("prompt_tokens_details") or {}
+    chunk_times = parsed["chunk_times"]
     return RequestRecord(
         **rec, sent_s=sent, sent_unix=sent_unix, first_token_s=chunk_times[0] if chunk_times else None,
-        end_s=end, chunk_times_s=chunk_times, chunk_tokens=chunk_tokens,
+        first_event_s=parsed["first_event"], end_s=end, chunk_times_s=chunk_times, chunk_tokens=parsed["chunk_tokens"],
         prompt_tokens_server=usage.get("prompt_tokens"), output_tokens_server=usage.get("completion_tokens"),
-        output_tokens_client=count_tokens(tokenizer, text), cached_prompt_tokens=details.get("cached_tokens"),
-        finish_reason=finish, status=status, error_class=error_class, error=error, output_text=text)
+        output_tokens_client=count_tokens(tokenizer, parsed["text"]), cached_prompt_tokens=details.get("cached_tokens"),
+        finish_reason=parsed["finish"], status=status, error_class=error_class, error=error,
+        output_text=parsed["text"])
+
+
+async def run_prompt(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, *, base: dict,
+                     t0: float, scheduled_s: float, file) -> None:
+    """One request, or a whole conversation: each later turn carries the history with the
+    model's actual replies, and is sent when the previous turn has ended (a user who waits for
+    the answer). Every turn is filed as it completes; a failed turn ends the conversation."""
+    rec = await stream_chat(client, target, prompt, tokenizer, base=base, t0=t0, scheduled_s=scheduled_s)
+    file(rec)
+    messages = list(prompt.messages)
+    history_tokens = prompt.prompt_tokens_client
+    for turn, (content, n_user, n_out) in enumerate(prompt.follow_ups, start=1):
+        if not rec.ok:
+            return
+        messages += [{"role": "assistant", "content": rec.output_text}, {"role": "user", "content": content}]
+        history_tokens += rec.output_tokens_client + n_user
+        rec = await stream_chat(client, target, prompt, tokenizer, base=base, t0=t0,
+                                scheduled_s=time.perf_counter() - t0, messages=messages, output_tokens=n_out,
+                                prompt_tokens_client=history_tokens, turn=turn)
+        file(rec)
 
 
 def keep(rec: RequestRecord, out: list, writer: RecordWriter | None, progress, alive) -> None:
@@ -158,9 +224,8 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
     for i, p in enumerate(prompts):
         queue.put_nowait((i, p))
     out: list[RequestRecord] = []
-    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     t0 = time.perf_counter()
-    async with httpx.AsyncClient(limits=limits, timeout=target.timeout_s) as client:
+    async with StreamClient(target.base_url) as client:
 
         async def worker() -> None:
             while True:
@@ -169,9 +234,9 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
                 except asyncio.QueueEmpty:
                     return
                 phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
-                rec = await stream_chat(client, target, p, tokenizer, base=dict(base, phase=phase),
-                                        t0=t0, scheduled_s=time.perf_counter() - t0)
-                keep(rec, out, writer, progress, alive)
+                await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0,
+                                 scheduled_s=time.perf_counter() - t0,
+                                 file=lambda rec: keep(rec, out, writer, progress, alive))
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return out
@@ -186,34 +251,39 @@ async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, sch
     deadline is in the record (sent_s - scheduled_s).
     """
     out: list[RequestRecord] = []
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    async with httpx.AsyncClient(limits=limits, timeout=target.timeout_s) as client:
+    async with StreamClient(target.base_url) as client:
         t0 = time.perf_counter()
 
         async def one(i: int, p: PromptSpec, at: float) -> None:
             phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
-            rec = await stream_chat(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0, scheduled_s=at)
-            keep(rec, out, writer, progress, alive)
+            await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0, scheduled_s=at,
+                             file=lambda rec: keep(rec, out, writer, progress, alive))
 
         tasks = []
         for i, (p, at) in enumerate(zip(prompts, schedule)):
-            delay = at - (time.perf_counter() - t0)
-            if delay > 0:
+            # The loop's timers have millisecond resolution and may wake early: sleep until
+            # the deadline has truly passed (never send early).
+            while (delay := at - (time.perf_counter() - t0)) > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(i, p, at)))
         await asyncio.gather(*tasks)
     return out
 
 
+def _run_on_fast_loop(coro):
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
 def run_sync(coro):
-    """Run a coroutine to completion; works inside a Jupyter kernel's running event loop too."""
+    """Run a coroutine to completion on its own uvloop event loop; inside a Jupyter kernel (whose
+    loop is already running) it runs on a worker thread."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
+        return _run_on_fast_loop(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(_run_on_fast_loop, coro).result()
 
 
 def run_closed_loop(*args, **kwargs) -> list[RequestRecord]:

@@ -32,7 +32,8 @@ def request_metrics(r: RequestRecord) -> dict:
             "request_index": r.request_index, "ok": r.ok, "error_class": r.error_class,
             "ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "norm_e2e_ms": e2e / n if n else None,
             "itl_ms": itl, "output_tokens": n, "output_tokens_client": r.output_tokens_client,
-            "output_tokens_requested": r.output_tokens_requested,
+            "output_tokens_requested": r.output_tokens_requested, "length_controlled": r.length_controlled,
+            "turn": r.turn,
             "prompt_tokens": r.prompt_tokens_server if r.prompt_tokens_server is not None else r.prompt_tokens_client,
             "cached_prompt_tokens": r.cached_prompt_tokens, "finish_reason": r.finish_reason,
             "sent_s": r.sent_s, "end_s": r.end_s}
@@ -127,7 +128,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     # Per-stream decode rate: what one user sees once tokens flow.
     rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]
     out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)
-    short = [x for x in ok if x["output_tokens"] < x["output_tokens_requested"]]
+    short = [x for x in ok if x["length_controlled"] and x["output_tokens"] < x["output_tokens_requested"]]
     out["length_not_honoured"] = len(short)
     # Little's law: requests in flight = completion rate x mean time in system. Both sides are
     # measured independently here; they must agree, and for a closed loop they must also come
@@ -136,3 +137,71 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
         out["littles_law_concurrency"] = out["request_throughput_rps"] * out["e2e_ms_mean"] / 1000
     return out
 
+
+
+# --------------------------------------------------------------------------- peer definitions
+
+def peer_definitions(records: list[RequestRecord]) -> pd.DataFrame:
+    """The same measured requests under each tool's own definitions, side by side.
+
+    The label "ITL" or "TPOT" means different numbers in different tools; this table shows by
+    how much on this run. Definitions (from each tool's source, see the research notes):
+    - vLLM bench serve: TTFT at the first SSE event with a choice (even an empty role chunk);
+      ITL = every gap between SSE events, pooled over requests; TPOT = (E2E - TTFT)/(N - 1),
+      N from server usage.
+    - GuideLLM: TTFT at the first content; its ITL = (last token - first token)/(N - 1) per
+      request, weighted by N - 1; its TPOT = (last token - start)/N, first token included.
+    - AIPerf: TTFT at the first non-empty content; its ITL = (E2E - TTFT)/(OSL - 1) per request,
+      OSL from the client tokenizer; per-chunk gaps are its ICL.
+    """
+    rows = {"stackbook": {}, "vllm bench serve": {}, "GuideLLM": {}, "AIPerf": {}}
+    ttft_vllm, ttft, itl_chunks, tpot_server, guide_itl, guide_w, guide_tpot, aiperf_itl = ([] for _ in range(8))
+    for r in records:
+        if r.phase != "measure" or not r.ok or r.first_token_s is None:
+            continue
+        n_server = output_tokens(r)
+        e2e = r.end_s - r.sent_s
+        first = r.first_token_s - r.sent_s
+        ttft.append(first * 1000)
+        ttft_vllm.append(((r.first_event_s if r.first_event_s is not None else r.first_token_s) - r.sent_s) * 1000)
+        itl_chunks.extend(np.diff(r.chunk_times_s) * 1000)
+        last = r.chunk_times_s[-1] - r.sent_s
+        if n_server > 1:
+            tpot_server.append((e2e - first) / (n_server - 1) * 1000)
+            guide_itl.append((last - first) / (n_server - 1) * 1000)
+            guide_w.append(n_server - 1)
+        if n_server:
+            guide_tpot.append(last / n_server * 1000)
+        if r.output_tokens_client > 1:
+            aiperf_itl.append((e2e - first) / (r.output_tokens_client - 1) * 1000)
+
+    def put(tool, label, values, definition, weights=None):
+        v = np.asarray(values, float)
+        if v.size == 0:
+            rows[tool][label] = {"definition": definition, "p50": None, "mean": None, "p99": None}
+            return
+        if weights is not None:
+            w = np.asarray(weights, float)
+            order = np.argsort(v)
+            cdf = np.cumsum(w[order]) / w.sum()
+            pick = lambda q: float(v[order][np.searchsorted(cdf, q)])  # noqa: E731 - inverse weighted CDF
+            rows[tool][label] = {"definition": definition, "p50": pick(0.5), "mean": float(np.average(v, weights=w)),
+                                 "p99": pick(0.99)}
+        else:
+            rows[tool][label] = {"definition": definition, "p50": float(np.percentile(v, 50)),
+                                 "mean": float(v.mean()), "p99": float(np.percentile(v, 99))}
+
+    put("stackbook", "TTFT", ttft, "first content chunk - sent")
+    put("stackbook", "chunk ITL", itl_chunks, "gap between content chunks, pooled")
+    put("stackbook", "TPOT", tpot_server, "(E2E - TTFT)/(N - 1), N = server usage")
+    put("vllm bench serve", "TTFT", ttft_vllm, "first SSE event with a choice - sent")
+    put("vllm bench serve", "ITL", itl_chunks, "gap between SSE events, pooled")
+    put("vllm bench serve", "TPOT", tpot_server, "(E2E - TTFT)/(N - 1), N = server usage")
+    put("GuideLLM", "TTFT", ttft, "first content - start")
+    put("GuideLLM", "ITL", guide_itl, "(last - first token)/(N - 1), weighted by N - 1", weights=guide_w)
+    put("GuideLLM", "TPOT", guide_tpot, "(last token - start)/N, first token included")
+    put("AIPerf", "TTFT", ttft, "first non-empty content - start")
+    put("AIPerf", "ITL", aiperf_itl, "(E2E - TTFT)/(OSL - 1), OSL = client tokenizer")
+    put("AIPerf", "ICL", itl_chunks, "gap between chunks, pooled")
+    frame = pd.DataFrame([{"tool": tool, "label": label, **vals} for tool, d in rows.items() for label, vals in d.items()])
+    return frame.set_index(["tool", "label"])

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 
 from . import __version__
+from .lengths import describe_length
 from .paths import REPO_ROOT
 from .store import read_json, write_json_atomic
 
@@ -69,8 +70,12 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
     proto = {
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
-        "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
-        "output_budget_tokens": protocol.workload.output_tokens,
+        "decoding": protocol.decoding.resolved() | {
+            "preset": protocol.decoding.preset,
+            "seed_per_request": "sent" if protocol.decoding.resolved()["temperature"] > 0 else
+            "not sent: greedy decoding does not sample (the seed goes to the engine's launch)"},
+        "output_budget_tokens": describe_length(protocol.workload.output_tokens),
+        "prompt_tokens": describe_length(protocol.workload.prompt_tokens),
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,
@@ -99,6 +104,8 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
         "wrong_output_counts": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
+        "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),
+        "gpu_telemetry": (sweep or {}).get("gpu_telemetry") or unknown("the sweep did not run"),
         "engine_restarts": engine.get("restarts", 0),
     }
     if sweep:

@@ -92,6 +92,21 @@ def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = 
                    "fraction of requests")
 
 
+def length_histograms(m: pd.DataFrame, out_dir: Path | None = None):
+    """Prompt and output lengths the engine reported, over the measured requests."""
+    ok = m[m["ok"]]
+    if ok.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, col, title in ((axes[0], "prompt_tokens", "prompt tokens (server)"),
+                           (axes[1], "output_tokens", "output tokens (server)")):
+        ax.hist(ok[col].dropna(), bins=min(30, max(5, ok[col].nunique())), color="#4c72b0")
+        ax.set_title(title)
+        ax.set_ylabel("requests")
+    fig.tight_layout()
+    return _save(fig, out_dir, "lengths")
+
+
 def sizing_bars(frame: pd.DataFrame, out_dir: Path | None = None):
     """Live sequences per arm: the arithmetic against each engine's accounting of the same pool."""
     if frame.empty:

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 ErrorClass = Literal["none", "admission_rejected", "timeout", "transport", "http_error",
-                     "malformed_stream", "length_truncated", "engine_died"]
+                     "malformed_stream", "length_truncated", "schema_failure", "engine_died"]
 
 
 class RequestRecord(BaseModel):
@@ -22,9 +24,13 @@ class RequestRecord(BaseModel):
     attempt: int = 0
     concurrency: int
     request_index: int
+    conversation: int | None = Field(None, description="multi-turn workloads: the conversation this turn belongs to")
+    turn: int = 0
+    prefix_group: int | None = None
     scheduled_s: float = Field(description="when the schedule said to send, relative to point start")
     sent_s: float
     first_token_s: float | None = None
+    first_event_s: float | None = Field(None, description="first SSE event with a choice, even an empty one")
     end_s: float
     sent_unix: float
     chunk_times_s: list[float] = Field(default_factory=list)
@@ -35,6 +41,7 @@ class RequestRecord(BaseModel):
     output_tokens_client: int = 0
     cached_prompt_tokens: int | None = None
     output_tokens_requested: int
+    length_controlled: bool = Field(True, description="False where the output may end early by design (JSON)")
     finish_reason: str | None = None
     status: int | None = None
     error_class: ErrorClass = "none"
@@ -47,19 +54,37 @@ class RequestRecord(BaseModel):
 
 
 class RecordWriter:
-    """Append-only JSONL writer: one line per completed request, flushed and fsynced."""
+    """Append-only JSONL writer: one line per completed request, written, flushed and fsynced by
+    a background thread within milliseconds of completion, so a slow disk never stalls the
+    event loop that times the requests. `close` writes whatever is still queued."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = open(self.path, "a", encoding="utf-8")
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._drain, name="record-writer", daemon=True)
+        self._thread.start()
 
     def write(self, record: RequestRecord) -> None:
-        self._f.write(record.model_dump_json() + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self._queue.put(record.model_dump_json() + "\n")
+
+    def _drain(self) -> None:
+        while True:
+            lines = [self._queue.get()]
+            while not self._queue.empty():
+                lines.append(self._queue.get_nowait())
+            done = lines[-1] is None
+            self._f.write("".join(x for x in lines if x is not None))
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            if done:
+                return
 
     def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
         self._f.close()
 
     def __enter__(self):

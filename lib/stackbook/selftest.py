@@ -62,7 +62,7 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
     wall = time.perf_counter() - t0
     events = sum(len(r.chunk_times_s) for r in recs)
     held, ladder = 0.0, []
-    for rate in rates or ([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 800, 1600]):
+    for rate in rates or ([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 800, 1200, 1600, 2400, 3200]):
         count = int(max(60, rate * (1.5 if quick else 3)))
         sched = poisson_schedule(rate, count, seed=int(rate))
         recs = run_open_loop(target, _prompts(count), tok, schedule=sched, warmup=0, writer=None, base=_base(f"rate{rate}"))

@@ -13,6 +13,7 @@ import psutil
 
 from .campaign import Arm, Campaign, Protocol, load_campaign
 from .engines import EngineAdapter, adapter_for
+from .lengths import length_bounds
 from .loadgen import Target
 from .paths import REPO_ROOT
 from .passport import host_identity
@@ -69,7 +70,7 @@ class ArmSession:
     def target(self) -> Target:
         d = self.protocol.decoding.resolved()
         return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
-                      self.adapter.output_length_fields(self.protocol.workload.output_tokens),
+                      self.adapter.output_length_fields(length_bounds(self.protocol.workload.output_tokens)[1]),
                       self.adapter.headers(), self.protocol.request_timeout_s)
 
     def engine_alive(self) -> bool:

@@ -7,12 +7,14 @@ import time
 from tqdm import tqdm
 
 from .arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
+from .lengths import describe_length
 from .loadgen import run_closed_loop, run_open_loop
 from .metrics import point_summary
 from .models import artifacts_for
 from .paths import resolve_symbolic
+from .prefix_cache import cache_counters, prepare_point
 from .records import RecordWriter, read_records
-from .telemetry import RssSampler, metrics_delta, scrape_metrics
+from .telemetry import GpuSampler, RssSampler, metrics_delta, scrape_metrics
 from .workload import ApproximateTokenizer, client_tokenizer, synthetic_prompts
 
 MAX_P99_LAG_MS = 5.0
@@ -64,7 +66,13 @@ def cooldown_requests(protocol, level: dict) -> int:
     return 0
 
 
+def turns_of(protocol) -> int:
+    c = protocol.workload.conversation
+    return c.turns if c else 1
+
+
 def requests_at(protocol, level: dict | int) -> int:
+    """Prompts (conversations, in a multi-turn workload) sent at this load level."""
     if isinstance(level, int):
         level = {"level": f"c{level}", "concurrency": level}
     if "trace" in level:
@@ -97,28 +105,31 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     records_path = session.arm_dir / "requests.jsonl"
     levels = load_levels(protocol)
     expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
+    turns = turns_of(protocol)
     attempts = latest_attempts(read_records(records_path))
-    total = sum(expected.values())
+    total = sum(expected.values()) * turns
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
     alive = session.engine_alive
     telemetry: dict[str, dict] = {}
+    cache: dict[str, dict] = {}
     client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
-    with RssSampler(pid) as rss, RecordWriter(records_path) as writer:
+    with RssSampler(pid) as rss, GpuSampler() as gpu, RecordWriter(records_path) as writer:
         for rep in range(protocol.repetitions):
             seed = protocol.seeds[rep]
             for lv in levels:
                 name = point_name(lv, rep)
                 n = expected[name]
                 attempt, done = attempts.get(name, (-1, 0))
-                if done >= n:
-                    bar.update(n)
+                if done >= n * turns:
+                    bar.update(n * turns)
                     continue
                 # A point cut short is run again from its start as a new attempt; the records of
                 # the cut attempt stay on disk but never enter the metrics.
                 check_engine(session, name)
                 base = {"run_id": run_id, "arm": session.arm.name, "point": name, "repetition": rep,
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
+                cache[name] = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 if "trace" in lv:
@@ -143,7 +154,9 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
+                cache[name].update(cache_counters(telemetry[name], recs))
         peak = rss.peak_bytes
+        gpu_summary = gpu.summary()
     bar.close()
     records = read_records(records_path, latest_attempt=True)
     points: dict[str, dict] = {}
@@ -154,8 +167,13 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
             s["client_cpu_fraction"] = client_cpu.get(name)
+            if name in cache:
+                s["prefix_cache"] = cache[name]
             points[name] = s
-    return summarize_sweep(points, telemetry, peak, protocol)
+    out = summarize_sweep(points, telemetry, peak, protocol)
+    out["gpu_telemetry"] = gpu_summary
+    out["prefix_cache"] = {"state": protocol.prefix_cache, "points": cache}
+    return out
 
 
 def latest_attempts(records) -> dict[str, tuple[int, int]]:
@@ -201,6 +219,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
         for k, v in s.get("errors", {}).items():
             errors[k] = errors.get(k, 0) + v
     short = sum(s.get("length_not_honoured", 0) for s in points.values())
+    as_json = protocol.workload.response_format == "json_schema"
     completed = sum(s.get("completed", 0) for s in points.values())
     load_validity = {name: point_validity(s) for name, s in points.items()}
     discards = apply_discard_rules(points, load_validity, protocol.discard_rules)
@@ -218,13 +237,16 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "engine_died": errors.get("engine_died", 0), "http_error": errors.get("http_error", 0),
                          "malformed_stream": errors.get("malformed_stream", 0),
                          "length_truncated": short,
+                         "schema_failure": errors.get("schema_failure", 0) if as_json else
+                         "not checked: this workload asks for free text (response_format: text)",
                          "not_checked_in_sweep": {
-                             "schema_or_tool_failure": "the sweep's synthetic prompts ask for free text",
                              "completed_but_wrong": "the sweep's prompts have no expected answer: "
                                                     "correctness is the canaries' job"}},
-        "length_control": {"requested_output_tokens": protocol.workload.output_tokens,
+        "length_control": {"requested_output_tokens": describe_length(protocol.workload.output_tokens),
+                           "controlled": not as_json,
                            "completed_requests": completed, "shorter_than_requested": short,
-                           "honoured": short == 0},
+                           "honoured": short == 0 if not as_json else
+                           "not forced: JSON replies end where the object closes"},
         "load_validity": load_validity,
         "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }

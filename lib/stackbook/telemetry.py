@@ -55,6 +55,79 @@ class RssSampler:
             self._thread.join(2)
 
 
+class GpuSampler:
+    """GPU memory, power and utilisation through NVML (pynvml), sampled in a thread beside the
+    load. Where there is no NVIDIA driver it records why it is absent instead of guessing."""
+
+    def __init__(self, interval_s: float = 0.5):
+        self.interval_s = interval_s
+        self.samples: list[dict] = []
+        self.absent: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._nvml = None
+        self._handles: list = []
+
+    def _open(self) -> None:
+        try:
+            import pynvml
+        except ImportError:
+            self.absent = "pynvml is not installed"
+            return
+        try:
+            pynvml.nvmlInit()
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        except pynvml.NVMLError as err:
+            self.absent = f"no NVIDIA GPU here (NVML: {err})"
+            return
+        self._nvml = pynvml
+        if not self._handles:
+            self.absent = "NVML found no GPU"
+
+    def _run(self) -> None:
+        nv = self._nvml
+        while not self._stop.is_set():
+            t = time.time()
+            for i, h in enumerate(self._handles):
+                try:
+                    mem = nv.nvmlDeviceGetMemoryInfo(h)
+                    util = nv.nvmlDeviceGetUtilizationRates(h)
+                    power = nv.nvmlDeviceGetPowerUsage(h) / 1000
+                except nv.NVMLError:
+                    continue
+                self.samples.append({"t": t, "gpu": i, "memory_used_gib": mem.used / 2**30,
+                                     "utilization_pct": util.gpu, "power_w": power})
+            self._stop.wait(self.interval_s)
+
+    def summary(self) -> dict:
+        if self.absent:
+            return {"nvml": "absent", "reason": self.absent}
+        out: dict = {"nvml": "present", "samples": len(self.samples), "gpus": {}}
+        for i in sorted({s["gpu"] for s in self.samples}):
+            mine = [s for s in self.samples if s["gpu"] == i]
+            out["gpus"][i] = {"memory_used_gib_peak": round(max(s["memory_used_gib"] for s in mine), 3),
+                              "power_w_mean": round(sum(s["power_w"] for s in mine) / len(mine), 1),
+                              "power_w_peak": round(max(s["power_w"] for s in mine), 1),
+                              "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1)}
+        return out
+
+    def __enter__(self):
+        self._open()
+        if self._nvml and self._handles:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2)
+        if self._nvml:
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError:
+                pass
+
+
 def scrape_metrics(base_url: str, path: str | None = "/metrics", headers: dict | None = None) -> dict[str, float]:
     """Flatten the engine's Prometheus exposition into {'name{label=value}': value}."""
     if not path:

@@ -8,8 +8,9 @@ from . import sizing
 from .canaries import load_suite, run_suite, verdict
 from .models import geometry_for
 from .passport import write_passport
+from .lengths import describe_length
+from .metrics import peer_definitions, requests_frame
 from .records import read_records
-from .metrics import requests_frame
 from .store import read_json, update_results
 from .sweep import run_sweep
 
@@ -192,3 +193,34 @@ def points_table(sweep: dict) -> pd.DataFrame:
 
 def arm_requests(session) -> pd.DataFrame:
     return requests_frame(read_records(session.arm_dir / "requests.jsonl"))
+
+
+def workload_table(session) -> pd.DataFrame:
+    """The workload and load shape every request of this arm followed, in words."""
+    p = session.protocol
+    w = p.workload
+    rows = {
+        "prompt tokens (user content per request or turn)": describe_length(w.prompt_tokens),
+        "output tokens": describe_length(w.output_tokens),
+        "shared prefix": (f"{w.shared_prefix.groups} group(s) of {w.shared_prefix.tokens} tokens"
+                          if w.shared_prefix else "none: prompts share only the chat template"),
+        "conversation": f"{w.conversation.turns} turns, full history each turn" if w.conversation else "single turn",
+        "reply format": ("JSON under a fixed schema, checked per request" if w.response_format == "json_schema"
+                         else "free text, length forced where the engine allows"),
+        "system prompt": w.system_prompt or "none",
+        "arrival": p.arrival.model_dump(),
+        "prefix cache": {"cold": "flushed before every point", "warm": "flushed, then primed, before every point"}[
+            p.prefix_cache],
+        "decoding": p.decoding.resolved() | {"preset": p.decoding.preset},
+    }
+    return pd.Series(rows, dtype=object).to_frame("protocol")
+
+
+def prefix_cache_table(sweep: dict) -> pd.DataFrame:
+    return pd.DataFrame(sweep["prefix_cache"]["points"]).T
+
+
+def peer_definitions_table(session) -> pd.DataFrame:
+    """This arm's measured requests under vLLM's, GuideLLM's and AIPerf's definitions."""
+    records = read_records(session.arm_dir / "requests.jsonl", latest_attempt=True)
+    return peer_definitions(records).round(2)

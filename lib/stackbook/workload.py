@@ -13,12 +13,25 @@ _WORDS = ("river mountain signal harbor lantern orchard meadow copper violet eng
           "anchor quartz willow timber mosaic canvas valley breeze puzzle summit orbit meadowlark").split()
 
 
+# The schema every `response_format: json_schema` request carries; small enough for any model.
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"words": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5},
+                   "count": {"type": "integer"}},
+    "required": ["words", "count"],
+    "additionalProperties": False,
+}
+
+
 @dataclass(frozen=True)
 class PromptSpec:
     index: int
     messages: list
     prompt_tokens_client: int
     output_tokens: int | None = None   # None: the protocol's fixed output length
+    group: int | None = None           # shared-prefix group
+    follow_ups: tuple = ()             # conversations: (user content, its tokens, output tokens) per later turn
+    schema: dict | None = None         # the reply must be JSON under this schema
 
 
 _WORDS_AND_PUNCTUATION = re.compile(r"\w+|[^\w\s]")
@@ -70,23 +83,65 @@ def text_of_tokens(tokenizer, n_tokens: int, rng: random.Random) -> str:
 
 def synthetic_prompts(workload, tokenizer, count: int, seed: int,
                       lengths: list[tuple[int, int]] | None = None) -> list[PromptSpec]:
-    """`count` distinct prompts of workload.prompt_tokens tokens each (user content only).
+    """`count` distinct prompts (conversations, when the workload has turns) built from a seed.
 
-    Each prompt starts with its own random words, so no two share a prefix beyond the chat
-    template: prefix caching cannot turn this into a cache benchmark by accident.
+    Lengths come from `lengths` (a trace) or are drawn from the workload's distributions. Each
+    prompt's own text is random words, so prompts share nothing beyond the chat template and, when
+    asked for, their group's prefix: prefix caching helps exactly where the workload says it should.
     """
+    from .lengths import sample_lengths
+
     rng = random.Random(f"{workload.version}:{seed}")
-    instruction = "Continue this list of words with more words:"
+    as_json = workload.response_format == "json_schema"
+    instruction = ('Reply with a JSON object: "words" holds the first five words above, "count" how many.'
+                   if as_json else "Continue this list of words with more words:")
     overhead = count_tokens(tokenizer, instruction) + 1
+    turns = workload.conversation.turns if workload.conversation else 1
+    if lengths is None:
+        n = count * turns
+        lengths = list(zip(sample_lengths(workload.prompt_tokens, n, seed=hash_seed(workload.version, seed, "prompt")),
+                           sample_lengths(workload.output_tokens, n, seed=hash_seed(workload.version, seed, "output"))))
+    else:
+        lengths = [lengths[i] for i in range(count) for _ in range(turns)]
+    prefix_spec = workload.shared_prefix
+    prefixes = [text_of_tokens(tokenizer, prefix_spec.tokens, random.Random(f"{workload.version}:prefix:{g}"))
+                for g in range(prefix_spec.groups)] if prefix_spec else []
+
+    def user_content(n_prompt: int, group: int | None) -> str:
+        own = n_prompt - overhead - (prefix_spec.tokens + 1 if group is not None else 0)
+        if own <= 0:
+            raise ValueError(f"a prompt of {n_prompt} tokens is too small for the synthetic workload; use at least "
+                             f"{overhead + 16 + (prefix_spec.tokens if prefix_spec else 0)}")
+        body = text_of_tokens(tokenizer, own, rng)
+        return (f"{prefixes[group]}\n" if group is not None else "") + f"{body}\n{instruction}"
+
     prompts = []
     for i in range(count):
-        n_prompt, n_out = lengths[i] if lengths else (workload.prompt_tokens, None)
-        budget = n_prompt - overhead
-        if budget <= 0:
-            raise ValueError(f"a prompt of {n_prompt} tokens is too small for the synthetic workload; use at least 16")
-        body = text_of_tokens(tokenizer, budget, rng)
-        content = f"{body}\n{instruction}"
+        group = rng.randrange(prefix_spec.groups) if prefix_spec else None
+        n_prompt, n_out = lengths[i * turns]
+        content = user_content(n_prompt, group)
         messages = ([{"role": "system", "content": workload.system_prompt}] if workload.system_prompt else [])
         messages.append({"role": "user", "content": content})
-        prompts.append(PromptSpec(i, messages, count_tokens(tokenizer, content), n_out))
+        follow = []
+        for t in range(1, turns):
+            p_t, o_t = lengths[i * turns + t]
+            c_t = user_content(p_t, None)
+            follow.append((c_t, count_tokens(tokenizer, c_t), o_t))
+        prompts.append(PromptSpec(i, messages, count_tokens(tokenizer, content), n_out, group, tuple(follow),
+                                  ANSWER_SCHEMA if as_json else None))
     return prompts
+
+
+def hash_seed(*parts) -> int:
+    """A stable integer seed from several parts (Python's hash() changes between processes)."""
+    import hashlib
+    return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:8], "little")
+
+
+def shared_prefix_texts(workload, tokenizer) -> list[str]:
+    """The group prefixes alone, as user messages would open: what priming a warm cache sends."""
+    spec = workload.shared_prefix
+    if not spec:
+        return []
+    return [text_of_tokens(tokenizer, spec.tokens, random.Random(f"{workload.version}:prefix:{g}"))
+            for g in range(spec.groups)]

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import tempfile
 from pathlib import Path
 
 import httpx
 
 from ..models import LLAMA_CPP_VERSION, engine_dir, file_sha256
 from ..paths import symbolic
-from .base import EngineAdapter, parse_int
+from .base import EngineAdapter, parse_int, request_seed
 
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
@@ -39,19 +40,23 @@ class LlamaCppAdapter(EngineAdapter):
         if kv is None:
             raise ValueError(f"llama_cpp has no KV cache type for protocol.precision.kv_cache="
                              f"{self.protocol.precision.kv_cache!r}; use one of {sorted(CACHE_TYPES)}")
+        slots_dir = Path(tempfile.gettempdir()) / "stackbook-llama-slots"
+        slots_dir.mkdir(exist_ok=True)
         return [str(self.binary), "-m", str(self.artifacts.gguf), "--alias", self.served_name,
                 "--host", self.spec.host, "--port", str(self.port),
                 "-c", str(self.total_context), "--parallel", str(self.spec.parallel),
                 "--threads", str(self.spec.threads), "--threads-batch", str(self.spec.threads),
                 "--cache-type-k", kv, "--cache-type-v", kv,
                 "--metrics", "--slots", "--jinja", "--no-webui", "-lv", "4",
+                # enables the slot actions, among them erase (the prefix-cache flush); nothing is saved
+                "--slot-save-path", f"{slots_dir}/",
                 *self.spec.extra_args]
 
     def sampling_fields(self, decoding: dict) -> dict:
         # llama-server applies top_k 40, min_p 0.05 and repeat_penalty unless told otherwise.
         return {"temperature": decoding["temperature"], "top_p": decoding["top_p"],
                 "top_k": decoding["top_k"], "min_p": decoding["min_p"],
-                "repeat_penalty": decoding["repetition_penalty"], "seed": decoding["seed"]}
+                "repeat_penalty": decoding["repetition_penalty"], **request_seed(decoding)}
 
     def output_length_fields(self, n: int) -> dict:
         return {"max_tokens": n, "ignore_eos": True}
@@ -64,8 +69,12 @@ class LlamaCppAdapter(EngineAdapter):
                 codes.append(client.post(f"{self.base_url}/slots/{i}?action=erase").status_code)
             except httpx.HTTPError:
                 codes.append(0)
-        return f"erased {codes.count(200)}/{slots} slots (POST /slots/N?action=erase)" if 200 in codes \
-            else f"not available (HTTP {sorted(set(codes))})"
+        if 200 not in codes:
+            return f"not available (HTTP {sorted(set(codes))})"
+        # The host-memory prompt cache (--cache-ram) has no flush over HTTP; the replies'
+        # cached_tokens show whether it served anything.
+        return (f"erased {codes.count(200)}/{slots} slots (POST /slots/N?action=erase); "
+                "the host-memory prompt cache cannot be flushed over HTTP")
 
     def props(self) -> dict:
         try:

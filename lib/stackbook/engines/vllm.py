@@ -62,7 +62,9 @@ class VllmAdapter(EngineAdapter):
                 "--max-model-len", str(self.protocol.context_length),
                 "--dtype", {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(
                     self.protocol.precision.weights, "auto"),
-                "--seed", str(d["seed"]), "--generation-config", "vllm"]
+                "--seed", str(d["seed"]), "--generation-config", "vllm",
+                # usage.prompt_tokens_details.cached_tokens: prefix-cache hits per request
+                "--enable-prompt-tokens-details"]
 
     def command(self) -> list[str]:
         s = self.spec

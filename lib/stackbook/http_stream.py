@@ -1,0 +1,245 @@
+"""A lean HTTP/1.1 client for streamed responses, built for the load generator.
+
+General-purpose clients spend hundreds of microseconds of Python per request; at a few hundred
+requests per second that time becomes schedule lag and inflated latencies that belong to the
+client, not the engine. This one parses with llhttp (through httptools), keeps connections
+alive, and does nothing per received segment except stamp its arrival time and keep the bytes:
+server-sent events are split into (arrival time, payload) pairs and decoded after the reply ends.
+"""
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httptools
+
+
+@dataclass
+class StreamedReply:
+    """What came back for one request. `events` holds each SSE `data:` payload with the
+    perf_counter time at which the bytes carrying its end arrived."""
+    status: int | None = None
+    events: list[tuple[float, bytes]] = field(default_factory=list)
+    body: bytes = b""
+    error_class: str = "none"
+    error: str | None = None
+    complete: bool = False
+
+
+class _Exchange:
+    """One request in flight on one connection."""
+    __slots__ = ("reply", "future", "partial", "event_stream", "got_bytes", "body_parts")
+
+    def __init__(self, future: asyncio.Future):
+        self.reply = StreamedReply()
+        self.future = future
+        self.partial = b""
+        self.event_stream = True
+        self.got_bytes = False
+        self.body_parts: list[bytes] = []
+
+    def finish(self, error_class: str = "none", error: str | None = None) -> None:
+        if self.future.done():
+            return
+        r = self.reply
+        if self.partial and self.event_stream:
+            self._lines(b"\n", time.perf_counter())
+        r.body = b"".join(self.body_parts)
+        if error_class != "none":
+            r.error_class, r.error = error_class, error
+        self.future.set_result(r)
+
+    def _lines(self, data: bytes, now: float) -> None:
+        buf = self.partial + data
+        *lines, self.partial = buf.split(b"\n")
+        events = self.reply.events
+        for line in lines:
+            if line.startswith(b"data:"):
+                events.append((now, line[5:].strip()))
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, pool: "StreamClient", key: tuple):
+        self.pool, self.key = pool, key
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.exchange: _Exchange | None = None
+        self.now = 0.0
+        self.closed = False
+        self.reused = False
+        self.headers_done = False
+        self._framed = False
+        self._ctype = b""
+
+    # -- transport callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.now = time.perf_counter()
+        ex = self.exchange
+        if ex is None:
+            return
+        ex.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail("malformed_stream", "the server switched protocols")
+        except httptools.HttpParserError as err:
+            self._fail("malformed_stream", f"invalid HTTP from the server: {err}")
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.pool._all.discard(self)
+        ex, self.exchange = self.exchange, None
+        if ex is None or ex.future.done():
+            return
+        if self.headers_done and self.parser.get_status_code() and not self._framed:
+            ex.finish()  # a body that runs until the connection closes has ended
+        elif not ex.got_bytes and self.reused:
+            ex.finish("retry", "a kept-alive connection was closed by the server before it answered")
+        else:
+            ex.finish("transport", f"connection closed before the reply ended ({exc or 'closed by the server'})")
+
+    # -- parser callbacks
+    def on_message_begin(self) -> None:
+        self.headers_done = False
+        self._framed = False
+        self._ctype = b""
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        n = name.lower()
+        if n in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+        elif n == b"content-type":
+            self._ctype = value
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+        ex = self.exchange
+        ex.reply.status = self.parser.get_status_code()
+        ex.event_stream = ex.reply.status == 200 and b"event-stream" in self._ctype
+
+    def on_body(self, body: bytes) -> None:
+        ex = self.exchange
+        if ex.event_stream:
+            ex._lines(body, self.now)
+        else:
+            ex.body_parts.append(body)
+
+    def on_message_complete(self) -> None:
+        ex, self.exchange = self.exchange, None
+        ex.reply.complete = True
+        ex.finish()
+        if self.parser.should_keep_alive() and not self.closed:
+            self.pool._release(self)
+        else:
+            self.transport.close()
+
+    def _fail(self, error_class: str, error: str) -> None:
+        ex, self.exchange = self.exchange, None
+        if ex:
+            ex.finish(error_class, error)
+        self.closed = True
+        self.transport.close()
+
+    def send(self, payload: bytes, ex: _Exchange) -> None:
+        self.exchange = ex
+        self.headers_done = False
+        self._framed = False
+        self.transport.write(payload)
+
+
+class StreamClient:
+    """Keep-alive connections to one server; `post` sends a request and returns its reply once
+    the reply has ended, failed or timed out (never raises for what a server does)."""
+
+    def __init__(self, base_url: str, headers: dict | None = None):
+        u = urlsplit(base_url)
+        if u.scheme not in ("http", "https"):
+            raise ValueError(f"base URL {base_url!r} must start with http:// or https://")
+        self.tls = ssl.create_default_context() if u.scheme == "https" else None
+        self.host, self.port = u.hostname, u.port or (443 if self.tls else 80)
+        self.prefix = u.path.rstrip("/")
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._head = (f"Host: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+                      f"Accept: text/event-stream\r\n{extra}")
+        self._idle: list[_Connection] = []
+        self._all: set[_Connection] = set()
+
+    def _release(self, conn: _Connection) -> None:
+        conn.reused = True
+        self._idle.append(conn)
+
+    async def _connection(self) -> _Connection:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and not conn.transport.is_closing():
+                return conn
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(lambda: _Connection(self, (self.host, self.port)), self.host, self.port,
+                                               ssl=self.tls)
+        self._all.add(conn)
+        return conn
+
+    async def post(self, path: str, body: bytes, timeout_s: float, headers: dict | None = None) -> StreamedReply:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        payload = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._head}{extra}Content-Length: {len(body)}\r\n\r\n"
+                   .encode("latin-1") + body)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        for _ in range(3):
+            fut = loop.create_future()
+            ex = _Exchange(fut)
+            try:
+                conn = await asyncio.wait_for(self._connection(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                ex.finish("timeout", f"no connection within {timeout_s:g} s")
+                return fut.result()
+            except OSError as err:
+                ex.finish("transport", f"{type(err).__name__}: {err}")
+                return fut.result()
+            try:
+                conn.send(payload, ex)
+            except (RuntimeError, OSError):
+                # A kept-alive connection the server has closed, not yet noticed: nothing was
+                # sent, so try again on another connection.
+                conn.closed = True
+                conn.exchange = None
+                self._all.discard(conn)
+                reply = StreamedReply(error_class="retry", error="the kept-alive connection was closed")
+                continue
+            timer = loop.call_at(deadline, self._expire, conn, ex, timeout_s)
+            try:
+                reply = await fut
+            finally:
+                timer.cancel()
+            if reply.error_class != "retry":
+                return reply
+        reply.error_class = "transport"
+        reply.error = f"no usable connection after three tries ({reply.error})"
+        return reply
+
+    @staticmethod
+    def _expire(conn: _Connection, ex: _Exchange, timeout_s: float) -> None:
+        if not ex.future.done():
+            ex.finish("timeout", f"no complete reply after {timeout_s:g} s")
+            conn.exchange = None
+            conn.closed = True
+            conn.transport.close()
+
+    def close(self) -> None:
+        for conn in self._all:
+            if conn.transport and not conn.transport.is_closing():
+                conn.transport.close()
+        self._idle.clear()
+        self._all.clear()
+
+    async def __aenter__(self) -> "StreamClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
