@@ -28,6 +28,7 @@ import numpy as np
 from stackbook.arrivals import constant_schedule
 from stackbook.campaign import load_campaign
 from stackbook.engines import adapter_for
+from stackbook.fidelity import highest_rate_held, ratio, server_lag_ms, verdicts
 from stackbook.loadgen import Target, run_closed_loop, run_open_loop
 from stackbook.metrics import request_metrics
 from stackbook.models import vllm_python
@@ -36,7 +37,6 @@ from stackbook.selftest import start_server
 from stackbook.telemetry import scrape_metrics
 from stackbook.workload import ApproximateTokenizer, PromptSpec, client_tokenizer, synthetic_prompts
 
-MAX_LAG_MS = 5.0
 RATES = [100, 200, 400, 600, 800, 1000, 1200, 1600, 2000]
 OUT = REPO_ROOT / "benchmarks" / "results" / "fidelity.json"
 
@@ -49,14 +49,6 @@ if __name__ == "__main__":
     from vllm.entrypoints.cli.main import main
     sys.exit(main())
 '''
-
-
-def server_lag_ms(arrivals: list[float], rate: float) -> list[float]:
-    """Lag of each arrival behind a constant schedule aligned on its best-fitting start."""
-    a = sorted(arrivals)
-    offsets = [t - i / rate for i, t in enumerate(a)]
-    origin = min(offsets)
-    return [(o - origin) * 1000 for o in offsets]
 
 
 def arrivals(url: str) -> list[float]:
@@ -97,7 +89,6 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
     try:
         tok = ApproximateTokenizer()
         t = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=60)
-        held = {"stackbook": 0, "vllm bench serve": 0}
         for rate in RATES:
             n = max(150, int(rate * 3))
             row = {"rate_rps": rate, "requests": n}
@@ -115,14 +106,11 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
             got = got[-n:]  # the peer sends one test request before its run
             lag = server_lag_ms(got, rate)
             row["vllm_bench_server_lag_p99_ms"] = round(float(np.percentile(lag, 99)), 2)
-            previous = RATES[RATES.index(rate) - 1] if RATES.index(rate) else 0
-            for who, key, errors in (("stackbook", "stackbook_server_lag_p99_ms", "stackbook_errors"),
-                                     ("vllm bench serve", "vllm_bench_server_lag_p99_ms", "vllm_bench_errors")):
-                if row[key] <= MAX_LAG_MS and not row[errors] and held[who] == previous:  # held at every rate up to this one
-                    held[who] = rate
             out["ladder"].append(row)
             print(row, flush=True)
-        out["max_rate_held_rps"] = held
+        out["max_rate_held_rps"] = {
+            "stackbook": highest_rate_held(out["ladder"], "stackbook_server_lag_p99_ms", "stackbook_errors"),
+            "vllm bench serve": highest_rate_held(out["ladder"], "vllm_bench_server_lag_p99_ms", "vllm_bench_errors")}
         # TTFT floor: one request at a time, 100 requests.
         floor = run_closed_loop(t, prompts(100), tok, concurrency=1, warmup=5, writer=None,
                                 base={"run_id": "fidelity", "arm": "calibration", "point": "floor", "concurrency": 1})
@@ -218,10 +206,6 @@ def _r(x, nd):
     return round(x, nd) if x is not None else None
 
 
-def ratio(a, b):
-    return round(a / b, 3) if a and b else None
-
-
 def summarize(cal: dict | None, eng: dict | None) -> dict:
     out = {}
     if cal:
@@ -257,7 +241,7 @@ def main() -> None:
         cal = calibration_part(workdir, hf_dir) if part in ("all", "calibration") else None
         eng = engine_part(workdir) if part in ("all", "engine") else None
     summary = summarize(cal, eng)
-    result = {"calibration_server": cal, "vllm_cpu_engine": eng, "summary": summary,
+    result = {"calibration_server": cal, "vllm_cpu_engine": eng, "summary": summary, "verdicts": verdicts(summary),
               "machine": f"{os.cpu_count()} CPUs; client, server and engine share them",
               "measured_unix": time.time()}
     if part == "all":
@@ -265,7 +249,7 @@ def main() -> None:
         OUT.write_text(json.dumps(result, indent=2) + "\n")
     else:
         print(json.dumps(result, indent=2))
-    print(json.dumps(summary, indent=2))
+    print(json.dumps({"summary": summary, "verdicts": verdicts(summary)}, indent=2))
 
 
 if __name__ == "__main__":

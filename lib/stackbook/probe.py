@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import httpx
 
+from .http_stream import StreamClient
 from .loadgen import Target, run_sync, stream_chat
 from .workload import PromptSpec
 
@@ -12,7 +13,7 @@ def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:
     prompt = PromptSpec(0, [{"role": "user", "content": "Say hi."}], 0)
 
     async def go():
-        async with httpx.AsyncClient(timeout=target.timeout_s) as client:
+        async with StreamClient(target.base_url) as client:
             return await stream_chat(client, t, prompt, tokenizer, base={
                 "run_id": "probe", "arm": "probe", "point": "probe", "phase": "warmup", "concurrency": 1},
                 t0=0.0, scheduled_s=0.0)
