@@ -92,6 +92,30 @@ def test_passports_have_four_parts_and_capacity(run):
     assert vllm["realized"]["kv_tokens"] == vllm["predicted"]["kv_tokens"] == 46_592
 
 
+def test_server_side_truth_per_point(run):
+    """Gauges sampled while the load ran; vLLM's histograms beside the client's figures; the
+    cold cache flushed before each point; replies report cached prompt tokens on both engines."""
+    for arm in ("llama", "vllm"):
+        sweep = json.loads((run / "arms" / arm / "results.json").read_text())["sweep"]
+        for name, p in sweep["points"].items():
+            assert p["engine_gauges_during"]["samples"] >= 1, (arm, name)
+            assert p["prefix_cache"]["state"] == "cold"
+        recs = [r for r in read_records(run / "arms" / arm / "requests.jsonl") if r.phase == "measure"]
+        assert all(r.cached_prompt_tokens is not None for r in recs), arm
+    llama = json.loads((run / "arms" / "llama" / "results.json").read_text())["sweep"]
+    assert llama["points"]["c1-r0"]["engine_reconciliation"] == {"engine_histograms": "not exported by this engine"}
+    assert llama["prefix_cache"]["points"]["c1-r0"]["flush"].startswith("erased 2/2 slots")
+    vllm = json.loads((run / "arms" / "vllm" / "results.json").read_text())["sweep"]
+    for name, p in vllm["points"].items():
+        rec = p["engine_reconciliation"]
+        # the engine saw every request of the point: warm-up, measured and cool-down
+        assert rec["requests_engine"] == rec["requests_client"] == p["requests"] + 1 + (p["concurrency"] - 1)
+        assert 0.9 < rec["tpot_ratio_client_over_engine_itl"] < 1.2
+        assert rec["ttft_ratio_client_over_engine"] >= 0.95  # the client's TTFT includes the front end
+        assert p["prefix_cache"]["flush"].startswith("reset")
+        assert any(k.startswith("vllm:num_requests_running") for k in p["engine_gauges_during"])
+
+
 def test_both_engines_served_the_same_weights_and_template(run):
     ids = [json.loads((run / "arms" / a / "engine.json").read_text()) for a in ("llama", "vllm")]
     assert ids[0]["identity"]["chat_template_sha256"] == ids[1]["identity"]["chat_template_sha256"]

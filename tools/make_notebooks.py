@@ -167,6 +167,13 @@ reported. GPU memory, power and utilisation come from NVML when a GPU is present
 pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")'''),
     new_markdown_cell("## What the engine itself counted during each point (its Prometheus `/metrics`)"),
     new_code_cell('''pd.DataFrame(sweep["telemetry"]).round(3)'''),
+    new_markdown_cell("""## Client against the engine's own clock
+
+While each point ran, a separate process read the engine's gauges (requests running and waiting,
+KV-cache use) once a second. Where the engine keeps latency histograms, their means over the point
+sit beside the client's: the client's TTFT also holds the engine front end's parsing and
+tokenization, so a gap there is that time, not a measurement error."""),
+    new_code_cell('''workbook.engine_truth_table(sweep)'''),
     new_markdown_cell("""## The same requests under other tools' definitions
 
 The same label means different numbers in different tools: vLLM's ITL is a gap between stream

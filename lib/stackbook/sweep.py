@@ -14,7 +14,7 @@ from .models import artifacts_for
 from .paths import resolve_symbolic
 from .prefix_cache import cache_counters, prepare_point
 from .records import RecordWriter, read_records
-from .telemetry import GpuSampler, RssSampler, metrics_delta, scrape_metrics
+from .telemetry import GaugeSampler, GpuSampler, RssSampler, metrics_delta, reconcile_with_engine, scrape_metrics
 from .workload import ApproximateTokenizer, client_tokenizer, synthetic_prompts
 
 MAX_P99_LAG_MS = 5.0
@@ -114,7 +114,10 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     cache: dict[str, dict] = {}
     client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
-    with RssSampler(pid) as rss, GpuSampler() as gpu, RecordWriter(records_path) as writer:
+    during: dict[str, dict] = {}
+    reconciled: dict[str, dict] = {}
+    gauges = GaugeSampler(target.base_url, session.adapter.metrics_path, target.headers)
+    with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer:
         for rep in range(protocol.repetitions):
             seed = protocol.seeds[rep]
             for lv in levels:
@@ -131,7 +134,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
                 cache[name] = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
-                cpu0, wall0 = time.process_time(), time.perf_counter()
+                cpu0, wall0, unix0 = time.process_time(), time.perf_counter(), time.time()
                 if "trace" in lv:
                     trace = read_trace(resolve_symbolic(lv["trace"]))
                     prompts = synthetic_prompts(protocol.workload, tokenizer, len(trace), seed=seed,
@@ -154,6 +157,8 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
+                during[name] = gauges.window(unix0, time.time())
+                reconciled[name] = reconcile_with_engine(telemetry[name], recs)
                 cache[name].update(cache_counters(telemetry[name], recs))
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
@@ -169,6 +174,8 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s["client_cpu_fraction"] = client_cpu.get(name)
             if name in cache:
                 s["prefix_cache"] = cache[name]
+                s["engine_gauges_during"] = during[name]
+                s["engine_reconciliation"] = reconciled[name]
             points[name] = s
     out = summarize_sweep(points, telemetry, peak, protocol)
     out["gpu_telemetry"] = gpu_summary

@@ -1,7 +1,9 @@
 """Server-side evidence gathered beside the load: engine memory and the engine's own metrics."""
 from __future__ import annotations
 
+import multiprocessing
 import os
+import queue
 import threading
 import time
 
@@ -148,7 +150,10 @@ def scrape_metrics(base_url: str, path: str | None = "/metrics", headers: dict |
 
 INTERESTING = ("prefix_cache", "kv_cache_usage", "num_requests_running", "num_requests_waiting",
                "preemptions", "prompt_tokens_total", "generation_tokens_total", "tokens_predicted_total",
-               "prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "kv_cache_usage_ratio")
+               "prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "kv_cache_usage_ratio",
+               "time_to_first_token_seconds", "inter_token_latency_seconds")
+GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "requests_processing",
+          "requests_deferred")
 
 
 def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -160,3 +165,107 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
             continue
         out[key] = value - before.get(key, 0.0) if name.endswith(("_total", "_count", "_sum")) else value
     return out
+
+
+def _gauge(key: str) -> bool:
+    name = key.split("{", 1)[0]
+    return any(word in name for word in GAUGES) and not name.endswith(
+        ("_total", "_count", "_sum", "_bucket", "_created", "_info"))
+
+
+def _sample_gauges(base_url: str, path: str, headers: dict, interval_s: float, stop, out) -> None:
+    while not stop.is_set():
+        t = time.time()
+        values = {k: v for k, v in scrape_metrics(base_url, path, headers).items() if _gauge(k)}
+        if values:
+            out.put((t, values))
+        stop.wait(interval_s)
+
+
+class GaugeSampler:
+    """The engine's gauges (requests running and waiting, KV-cache use) scraped *during* the load,
+    from a separate process: parsing a large /metrics page there never holds up the client's
+    event loop. Samples carry wall-clock times, so each point takes the ones inside its window."""
+
+    def __init__(self, base_url: str, path: str | None, headers: dict | None = None, interval_s: float = 1.0):
+        self.args = (base_url, path, headers or {}, interval_s)
+        self.samples: list[tuple[float, dict]] = []
+        self._proc = None
+
+    def __enter__(self):
+        if self.args[1]:
+            ctx = multiprocessing.get_context("spawn")
+            self._stop, self._queue = ctx.Event(), ctx.Queue()
+            self._proc = ctx.Process(target=_sample_gauges, args=(*self.args, self._stop, self._queue), daemon=True)
+            self._proc.start()
+        return self
+
+    def collect(self) -> None:
+        if self._proc is None:
+            return
+        try:
+            while True:
+                self.samples.append(self._queue.get_nowait())
+        except queue.Empty:
+            pass
+
+    def window(self, start: float, end: float) -> dict:
+        """Mean and peak of each gauge over the samples taken in [start, end] (unix seconds)."""
+        self.collect()
+        inside = [v for t, v in self.samples if start <= t <= end]
+        out: dict = {"samples": len(inside)}
+        for key in sorted({k for v in inside for k in v}):
+            xs = [v[key] for v in inside if key in v]
+            out[key] = {"mean": round(sum(xs) / len(xs), 4), "max": round(max(xs), 4)}
+        return out
+
+    def __exit__(self, *exc):
+        if self._proc is None:
+            return
+        self._stop.set()
+        self.collect()
+        self._proc.join(5)
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self.collect()
+
+
+HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds"}
+
+
+def histogram_mean_ms(delta: dict, suffix: str) -> tuple[float | None, float]:
+    """Mean of an engine histogram over a point (from the _sum and _count increases), in ms."""
+    s = sum(v for k, v in delta.items() if k.split("{", 1)[0].endswith(f"{suffix}_sum"))
+    c = sum(v for k, v in delta.items() if k.split("{", 1)[0].endswith(f"{suffix}_count"))
+    return (s / c * 1000 if c else None), c
+
+
+def reconcile_with_engine(delta: dict, records: list) -> dict:
+    """The client's mean TTFT and TPOT for a point beside the engine's own histogram means over
+    the same requests (warm-up and cool-down included: the engine counts every request). The
+    engine's TTFT starts after its front end has parsed and tokenized the request."""
+    ttft_engine, n_engine = histogram_mean_ms(delta, HISTOGRAMS["ttft"])
+    itl_engine, _ = histogram_mean_ms(delta, HISTOGRAMS["itl"])
+    if ttft_engine is None and itl_engine is None:
+        return {"engine_histograms": "not exported by this engine"}
+    ok = [r for r in records if r.ok and r.first_token_s is not None]
+    ttft = [(r.first_token_s - r.sent_s) * 1000 for r in ok]
+    tpot = [((r.end_s - r.first_token_s) * 1000) / (n - 1) for r in ok
+            if (n := (r.output_tokens_server or r.output_tokens_client)) > 1]
+    client_ttft = sum(ttft) / len(ttft) if ttft else None
+    client_tpot = sum(tpot) / len(tpot) if tpot else None
+    return {
+        "requests_client": len(ok), "requests_engine": int(n_engine),
+        "ttft_ms_client_mean": _round(client_ttft), "ttft_ms_engine_mean": _round(ttft_engine),
+        "ttft_ratio_client_over_engine": _ratio(client_ttft, ttft_engine),
+        "tpot_ms_client_mean": _round(client_tpot), "itl_ms_engine_mean": _round(itl_engine),
+        "tpot_ratio_client_over_engine_itl": _ratio(client_tpot, itl_engine),
+    }
+
+
+def _round(x):
+    return round(x, 3) if x is not None else None
+
+
+def _ratio(a, b):
+    return round(a / b, 4) if a and b else None

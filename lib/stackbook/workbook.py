@@ -224,3 +224,15 @@ def peer_definitions_table(session) -> pd.DataFrame:
     """This arm's measured requests under vLLM's, GuideLLM's and AIPerf's definitions."""
     records = read_records(session.arm_dir / "requests.jsonl", latest_attempt=True)
     return peer_definitions(records).round(2)
+
+
+def engine_truth_table(sweep: dict) -> pd.DataFrame:
+    """Per point: the engine's gauges while the load ran, and its histograms beside the client."""
+    rows = {}
+    for name, p in sweep["points"].items():
+        row = dict(p.get("engine_reconciliation") or {})
+        for key, v in (p.get("engine_gauges_during") or {}).items():
+            if isinstance(v, dict):
+                row[f"{key.split('{', 1)[0]} mean/max"] = f"{v['mean']:g} / {v['max']:g}"
+        rows[name] = row
+    return pd.DataFrame(rows).T

@@ -76,8 +76,12 @@ class VllmAdapter(EngineAdapter):
         return cmd + s.extra_args
 
     def env(self) -> dict[str, str]:
-        return {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-                "VLLM_LOGGING_COLOR": "0", "VLLM_HOST_IP": self.spec.host}
+        env = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "VLLM_LOGGING_COLOR": "0", "VLLM_HOST_IP": self.spec.host}
+        if self.spec.host in ("127.0.0.1", "localhost", "::1"):
+            # exposes POST /reset_prefix_cache, the flush a cold-cache protocol needs; only on loopback
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        return env
 
     def output_length_fields(self, n: int) -> dict:
         return {"max_tokens": n, "min_tokens": n, "ignore_eos": True}
@@ -88,7 +92,7 @@ class VllmAdapter(EngineAdapter):
         except httpx.HTTPError:
             code = 0
         return "reset (POST /reset_prefix_cache)" if code == 200 else \
-            f"not available (HTTP {code}; vLLM offers it with VLLM_SERVER_DEV_MODE=1)"
+            f"not available (HTTP {code}; vLLM offers it with VLLM_SERVER_DEV_MODE=1, set only on loopback)"
 
     def engine_version(self) -> str:
         try:
