@@ -139,7 +139,7 @@ def engine_part(workdir: Path) -> dict:
     dataset.write_text(json.dumps([{"conversations": [{"from": "human", "value": p.messages[-1]["content"]},
                                                       {"from": "gpt", "value": "unused reference answer"}]}
                                    for p in prompts]))
-    sb_rows, vb_runs, engine = [], [], {"stackbook": [], "vllm bench serve": []}
+    sb_rows, vb_runs, engine, flushes = [], [], {"stackbook": [], "vllm bench serve": []}, []
     with adapter:
         target = Target(adapter.base_url, adapter.served_name, adapter.sampling_fields(campaign.protocol.decoding.resolved()),
                         adapter.output_length_fields(out_len), timeout_s=120)
@@ -148,14 +148,14 @@ def engine_part(workdir: Path) -> dict:
                         base={"run_id": "fidelity", "arm": "vllm-cpu", "point": "warm", "concurrency": 1})
         # Alternate the tools (A B A B) so a drift of the machine does not land on one of them.
         for rnd in range(rounds):
-            adapter.reset_prefix_cache(httpx.Client(timeout=10))
+            flushes.append(adapter.reset_prefix_cache(httpx.Client(timeout=10)))
             before = scrape_metrics(adapter.base_url)
             recs = run_closed_loop(target, prompts, tok, concurrency=conc, warmup=0, writer=None,
                                    base={"run_id": "fidelity", "arm": "vllm-cpu", "point": f"c{conc}-{rnd}", "concurrency": conc})
             after = scrape_metrics(adapter.base_url)
             sb_rows += [request_metrics(r) for r in recs if r.ok]
             engine["stackbook"].append((before, after))
-            adapter.reset_prefix_cache(httpx.Client(timeout=10))
+            flushes.append(adapter.reset_prefix_cache(httpx.Client(timeout=10)))
             before = scrape_metrics(adapter.base_url)
             vb_runs.append(vllm_bench(workdir, adapter.base_url, adapter.served_name, hf_dir, n, "inf", in_len, out_len,
                                       max_concurrency=conc, dataset=dataset, tag=f"-r{rnd}"))
@@ -170,7 +170,8 @@ def engine_part(workdir: Path) -> dict:
     vb_mean_ttft = statistics.mean(x for vb in vb_runs for x in vb["ttfts"]) * 1000
     return {
         "workload": {"requests_per_round": n, "rounds": rounds, "concurrency": conc, "prompt_tokens": in_len,
-                     "output_tokens": out_len, "prompts": "the same synthetic prompts for both tools, in the same order"},
+                     "output_tokens": out_len, "prompts": "the same synthetic prompts for both tools, in the same order",
+                     "prefix_cache_before_each_run": flushes},
         "median_ttft_ms": {"stackbook": round(sb_ttft, 1), "vllm bench serve": round(vb_ttft, 1)},
         "median_tpot_ms": {"stackbook": round(sb_tpot, 2), "vllm bench serve": round(vb_tpot, 2)},
         "mean_ttft_ms": {"stackbook": round(statistics.mean(r["ttft_ms"] for r in sb_rows), 1),

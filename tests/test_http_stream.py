@@ -14,6 +14,14 @@ async def serve(handler):
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
 
+async def one_reply(handler):
+    server, url = await serve(handler)
+    async with StreamClient(url) as client:
+        reply = await client.post("/x", b"{}", 5)
+    server.close()
+    return reply
+
+
 async def read_request(reader):
     head = await reader.readuntil(b"\r\n\r\n")
     length = int([h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0])
@@ -61,14 +69,7 @@ def test_events_split_across_segments_are_reassembled_and_timed():
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
-    async def main():
-        server, url = await serve(handler)
-        async with StreamClient(url) as client:
-            reply = await client.post("/x", b"{}", 5)
-        server.close()
-        return reply
-
-    reply = run_sync(main())
+    reply = run_sync(one_reply(handler))
     assert reply.complete and reply.error_class == "none"
     assert [data for _, data in reply.events] == [b'{"a": 1}', b'{"a": 2}', b"[DONE]"]
     times = [t for t, _ in reply.events]
@@ -91,16 +92,9 @@ def test_a_body_until_close_ends_the_reply_and_a_cut_chunked_one_is_an_error():
         await writer.drain()
         writer.close()
 
-    async def main(handler):
-        server, url = await serve(handler)
-        async with StreamClient(url) as client:
-            reply = await client.post("/x", b"{}", 5)
-        server.close()
-        return reply
-
-    whole = run_sync(main(until_close))
+    whole = run_sync(one_reply(until_close))
     assert whole.error_class == "none" and len(whole.events) == 2
-    broken = run_sync(main(cut))
+    broken = run_sync(one_reply(cut))
     assert broken.error_class == "transport" and "before the reply ended" in broken.error
     assert [d for _, d in broken.events] == [b'{"a": 1}']
 

@@ -65,22 +65,24 @@ class UniformLength(Strict):
     max: int = Field(gt=0)
 
 
-class NormalLength(Strict):
-    """Rounded and clipped to [min, max]."""
+class ClippedLength(Strict):
+    """Drawn, rounded and clipped to [min, max]; the upper bound is required because it decides
+    whether every request fits the context."""
+    min: int = Field(1, gt=0)
+    max: int = Field(gt=0)
+
+
+class NormalLength(ClippedLength):
     kind: Literal["normal"]
     mean: float = Field(gt=0)
     std: float = Field(ge=0)
-    min: int = Field(1, gt=0)
-    max: int = Field(gt=0, description="an upper bound is required: it decides whether requests fit the context")
 
 
-class LognormalLength(Strict):
+class LognormalLength(ClippedLength):
     """Long-tailed, as real prompt and answer lengths are; sigma is that of log(length)."""
     kind: Literal["lognormal"]
     median: float = Field(gt=0)
     sigma: float = Field(gt=0)
-    min: int = Field(1, gt=0)
-    max: int = Field(gt=0, description="an upper bound is required: it decides whether requests fit the context")
 
 
 class EmpiricalLength(Strict):

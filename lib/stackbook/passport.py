@@ -70,10 +70,7 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
     proto = {
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
-        "decoding": protocol.decoding.resolved() | {
-            "preset": protocol.decoding.preset,
-            "seed_per_request": "sent" if protocol.decoding.resolved()["temperature"] > 0 else
-            "not sent: greedy decoding does not sample (the seed goes to the engine's launch)"},
+        "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
         "output_budget_tokens": describe_length(protocol.workload.output_tokens),
         "prompt_tokens": describe_length(protocol.workload.prompt_tokens),
         "arrival": protocol.arrival.model_dump(),

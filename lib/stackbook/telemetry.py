@@ -12,7 +12,26 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 
-class RssSampler:
+class _ThreadSampler:
+    """A sampling thread started on entry (when there is something to sample) and stopped on exit."""
+    _stop: threading.Event
+    _thread: threading.Thread
+
+    def _should_run(self) -> bool:
+        return True
+
+    def __enter__(self):
+        if self._should_run():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2)
+
+
+class RssSampler(_ThreadSampler):
     """Samples the resident memory of the engine's whole process group in a thread."""
 
     def __init__(self, pid: int | None, interval_s: float = 0.5):
@@ -46,18 +65,11 @@ class RssSampler:
             self.peak_bytes = max(self.peak_bytes, rss)
             self._stop.wait(self.interval_s)
 
-    def __enter__(self):
-        if self.pid:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(2)
+    def _should_run(self) -> bool:
+        return bool(self.pid)
 
 
-class GpuSampler:
+class GpuSampler(_ThreadSampler):
     """GPU memory, power and utilisation through NVML (pynvml), sampled in a thread beside the
     load. Where there is no NVIDIA driver it records why it is absent instead of guessing."""
 
@@ -113,16 +125,12 @@ class GpuSampler:
                               "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1)}
         return out
 
-    def __enter__(self):
+    def _should_run(self) -> bool:
         self._open()
-        if self._nvml and self._handles:
-            self._thread.start()
-        return self
+        return bool(self._nvml and self._handles)
 
     def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(2)
+        super().__exit__(*exc)
         if self._nvml:
             try:
                 self._nvml.nvmlShutdown()

@@ -19,13 +19,6 @@ class EngineStartError(RuntimeError):
     """The engine did not become ready; the message carries the end of its log."""
 
 
-def request_seed(decoding: dict) -> dict:
-    """A per-request seed only where sampling happens. Greedy decoding does not sample, and a
-    seeded request is not free: vLLM's CPU build spent 170-330 ms more time to first token per
-    seeded request here (benchmarks/fidelity.py found it)."""
-    return {"seed": decoding["seed"]} if decoding["temperature"] > 0 else {}
-
-
 class EngineAdapter:
     kind = "base"
     health_path = "/health"
@@ -64,7 +57,7 @@ class EngineAdapter:
         """Request-body fields for the protocol's decoding settings, in this engine's dialect."""
         return {"temperature": decoding["temperature"], "top_p": decoding["top_p"],
                 "top_k": decoding["top_k"], "min_p": decoding["min_p"],
-                "repetition_penalty": decoding["repetition_penalty"], **request_seed(decoding)}
+                "repetition_penalty": decoding["repetition_penalty"], "seed": decoding["seed"]}
 
     def output_length_fields(self, n: int) -> dict:
         """Fields that make the engine emit exactly n tokens, where it honours them."""

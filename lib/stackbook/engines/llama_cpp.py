@@ -10,7 +10,7 @@ import httpx
 
 from ..models import LLAMA_CPP_VERSION, engine_dir, file_sha256
 from ..paths import symbolic
-from .base import EngineAdapter, parse_int, request_seed
+from .base import EngineAdapter, parse_int
 
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
@@ -56,7 +56,7 @@ class LlamaCppAdapter(EngineAdapter):
         # llama-server applies top_k 40, min_p 0.05 and repeat_penalty unless told otherwise.
         return {"temperature": decoding["temperature"], "top_p": decoding["top_p"],
                 "top_k": decoding["top_k"], "min_p": decoding["min_p"],
-                "repeat_penalty": decoding["repetition_penalty"], **request_seed(decoding)}
+                "repeat_penalty": decoding["repetition_penalty"], "seed": decoding["seed"]}
 
     def output_length_fields(self, n: int) -> dict:
         return {"max_tokens": n, "ignore_eos": True}
