@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import gc
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -78,11 +79,15 @@ def collector_paused():
     """No garbage-collection pauses while a point runs: a full collection can hold the event loop
     for tens of milliseconds, which would show up as schedule lag and inflated latencies. The
     collection runs once the point is over."""
-    was = gc.isenabled()
+    was, interval = gc.isenabled(), sys.getswitchinterval()
     gc.disable()
+    # A busy helper thread (the record writer, a sampler) keeps the interpreter lock for up to
+    # the switch interval, 5 ms by default, before the event loop gets it back: shorten it.
+    sys.setswitchinterval(0.0005)
     try:
         yield
     finally:
+        sys.setswitchinterval(interval)
         if was:
             gc.enable()
         gc.collect()

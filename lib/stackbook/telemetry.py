@@ -31,44 +31,6 @@ class _ThreadSampler:
             self._thread.join(2)
 
 
-class RssSampler(_ThreadSampler):
-    """Samples the resident memory of the engine's whole process group in a thread."""
-
-    def __init__(self, pid: int | None, interval_s: float = 0.5):
-        self.pid = pid
-        self.interval_s = interval_s
-        self.peak_bytes = 0
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def group_rss(self) -> int:
-        if not self.pid:
-            return 0
-        try:
-            pgid = os.getpgid(self.pid)
-        except ProcessLookupError:
-            return 0
-        total = 0
-        for p in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(p.info["pid"]) == pgid:
-                    total += p.memory_info().rss
-            except (ProcessLookupError, psutil.Error):
-                continue
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rss = self.group_rss()
-            self.samples.append((time.time(), rss))
-            self.peak_bytes = max(self.peak_bytes, rss)
-            self._stop.wait(self.interval_s)
-
-    def _should_run(self) -> bool:
-        return bool(self.pid)
-
-
 class GpuSampler(_ThreadSampler):
     """GPU memory, power and utilisation through NVML (pynvml), sampled in a thread beside the
     load. Where there is no NVIDIA driver it records why it is absent instead of guessing."""
@@ -181,30 +143,31 @@ def _gauge(key: str) -> bool:
         ("_total", "_count", "_sum", "_bucket", "_created", "_info"))
 
 
-def _sample_gauges(base_url: str, path: str, headers: dict, interval_s: float, stop, out) -> None:
+def _sample_loop(fn, args: tuple, interval_s: float, stop, out) -> None:
     while not stop.is_set():
         t = time.time()
-        values = {k: v for k, v in scrape_metrics(base_url, path, headers).items() if _gauge(k)}
-        if values:
-            out.put((t, values))
+        value = fn(*args)
+        if value is not None:
+            out.put((t, value))
         stop.wait(interval_s)
 
 
-class GaugeSampler:
-    """The engine's gauges (requests running and waiting, KV-cache use) scraped *during* the load,
-    from a separate process: parsing a large /metrics page there never holds up the client's
-    event loop. Samples carry wall-clock times, so each point takes the ones inside its window."""
+class _ProcessSampler:
+    """Samples taken by a separate process beside the load: whatever it parses or walks, it never
+    holds the client's interpreter lock, so it cannot delay a send. Samples carry wall-clock
+    times, so each point takes the ones inside its window."""
 
-    def __init__(self, base_url: str, path: str | None, headers: dict | None = None, interval_s: float = 1.0):
-        self.args = (base_url, path, headers or {}, interval_s)
-        self.samples: list[tuple[float, dict]] = []
+    def __init__(self, fn, args: tuple, interval_s: float, enabled: bool):
+        self._spec = (fn, args, interval_s)
+        self._enabled = enabled
+        self.samples: list[tuple[float, object]] = []
         self._proc = None
 
     def __enter__(self):
-        if self.args[1]:
+        if self._enabled:
             ctx = multiprocessing.get_context("spawn")
             self._stop, self._queue = ctx.Event(), ctx.Queue()
-            self._proc = ctx.Process(target=_sample_gauges, args=(*self.args, self._stop, self._queue), daemon=True)
+            self._proc = ctx.Process(target=_sample_loop, args=(*self._spec, self._stop, self._queue), daemon=True)
             self._proc.start()
         return self
 
@@ -217,16 +180,6 @@ class GaugeSampler:
         except queue.Empty:
             pass
 
-    def window(self, start: float, end: float) -> dict:
-        """Mean and peak of each gauge over the samples taken in [start, end] (unix seconds)."""
-        self.collect()
-        inside = [v for t, v in self.samples if start <= t <= end]
-        out: dict = {"samples": len(inside)}
-        for key in sorted({k for v in inside for k in v}):
-            xs = [v[key] for v in inside if key in v]
-            out[key] = {"mean": round(sum(xs) / len(xs), 4), "max": round(max(xs), 4)}
-        return out
-
     def __exit__(self, *exc):
         if self._proc is None:
             return
@@ -236,6 +189,56 @@ class GaugeSampler:
         if self._proc.is_alive():
             self._proc.terminate()
         self.collect()
+
+
+def group_rss(pid: int) -> int | None:
+    """Resident memory of the whole process group `pid` leads (an engine and its workers)."""
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+    total = 0
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.info["pid"]) == pgid:
+                total += p.memory_info().rss
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return total
+
+
+class RssSampler(_ProcessSampler):
+    """The engine's resident memory, whole process group, twice a second."""
+
+    def __init__(self, pid: int | None, interval_s: float = 0.5):
+        super().__init__(group_rss, (pid,), interval_s, enabled=bool(pid))
+
+    @property
+    def peak_bytes(self) -> int:
+        self.collect()
+        return max((v for _, v in self.samples), default=0)
+
+
+def engine_gauges(base_url: str, path: str, headers: dict) -> dict | None:
+    values = {k: v for k, v in scrape_metrics(base_url, path, headers).items() if _gauge(k)}
+    return values or None
+
+
+class GaugeSampler(_ProcessSampler):
+    """The engine's gauges (requests running and waiting, KV-cache use) scraped *during* the load."""
+
+    def __init__(self, base_url: str, path: str | None, headers: dict | None = None, interval_s: float = 1.0):
+        super().__init__(engine_gauges, (base_url, path, headers or {}), interval_s, enabled=bool(path))
+
+    def window(self, start: float, end: float) -> dict:
+        """Mean and peak of each gauge over the samples taken in [start, end] (unix seconds)."""
+        self.collect()
+        inside = [v for t, v in self.samples if start <= t <= end]
+        out: dict = {"samples": len(inside)}
+        for key in sorted({k for v in inside for k in v}):
+            xs = [v[key] for v in inside if key in v]
+            out[key] = {"mean": round(sum(xs) / len(xs), 4), "max": round(max(xs), 4)}
+        return out
 
 
 HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds"}
