@@ -128,3 +128,25 @@ def test_api_key_is_sent_as_bearer():
         assert run_closed_loop(good, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].ok
     finally:
         s.stop()
+
+
+def test_engine_gauges_are_sampled_while_the_load_runs():
+    """The gauge sampler (a separate process) sees requests in flight during an open-loop burst
+    of slow replies, and nothing once they are done."""
+    import time
+    from stackbook.telemetry import GaugeSampler
+    server = CalibrationServer(slow_headers_s=1.0).start_in_thread()
+    t = Target(server.base_url, "calibration-slow_headers", {"temperature": 0.0}, {"max_tokens": 4}, timeout_s=10)
+    with GaugeSampler(server.base_url, "/metrics", interval_s=0.2) as gauges:
+        time.sleep(1.0)  # the sampling process is up
+        start = time.time()
+        recs = run_open_loop(t, prompts(5), TOK, schedule=[0.0, 0.05, 0.1, 0.15, 0.2], warmup=0, writer=None,
+                             base=base("gauges"))
+        during = gauges.window(start, time.time())
+        time.sleep(0.6)
+        after = gauges.window(time.time() - 0.4, time.time())
+    assert all(r.ok for r in recs)
+    assert during["samples"] >= 5
+    assert during["calibration:num_requests_running"]["max"] == 5
+    server.stop()
+    assert after["calibration:num_requests_running"]["max"] == 0

@@ -30,6 +30,7 @@ class CalibrationServer:
         self.host, self.port, self.api_key = host, port, api_key
         self.slow_headers_s = slow_headers_s
         self.requests = 0
+        self.running = 0
         self.tokens_streamed = 0
         self.arrivals: list[float] = []  # monotonic time each chat request was read, for fidelity checks
         self._server: asyncio.base_events.Server | None = None
@@ -87,6 +88,7 @@ class CalibrationServer:
                 {"id": "calibration", "object": "model", "max_model_len": 1_000_000}]}).encode())
         elif method == "GET" and path == "/metrics":
             text = (f"# TYPE calibration_requests_total counter\ncalibration_requests_total {self.requests}\n"
+                    f"# TYPE calibration:num_requests_running gauge\ncalibration:num_requests_running {self.running}\n"
                     f"# TYPE calibration_generation_tokens_total counter\n"
                     f"calibration_generation_tokens_total {self.tokens_streamed}\n")
             self._respond(writer, 200, text.encode(), "text/plain; version=0.0.4")
@@ -100,6 +102,13 @@ class CalibrationServer:
     async def _chat(self, req: dict, writer) -> bool:
         self.arrivals.append(time.monotonic())
         self.requests += 1
+        self.running += 1
+        try:
+            return await self._answer(req, writer)
+        finally:
+            self.running -= 1
+
+    async def _answer(self, req: dict, writer) -> bool:
         mode = str(req.get("model", "")).removeprefix("calibration-") if str(req.get("model", "")).startswith(
             "calibration-") else "ok"
         n = int(req.get("max_tokens") or 16)

@@ -116,7 +116,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     during: dict[str, dict] = {}
     reconciled: dict[str, dict] = {}
-    gauges = GaugeSampler(target.base_url, session.adapter.metrics_path, target.headers)
+    gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
     with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer:
         for rep in range(protocol.repetitions):
             seed = protocol.seeds[rep]

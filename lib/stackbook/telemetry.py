@@ -1,11 +1,14 @@
 """Server-side evidence gathered beside the load: engine memory and the engine's own metrics."""
 from __future__ import annotations
 
-import multiprocessing
+import json
 import os
-import queue
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import psutil
@@ -143,52 +146,52 @@ def _gauge(key: str) -> bool:
         ("_total", "_count", "_sum", "_bucket", "_created", "_info"))
 
 
-def _sample_loop(fn, args: tuple, interval_s: float, stop, out) -> None:
-    while not stop.is_set():
-        t = time.time()
-        value = fn(*args)
-        if value is not None:
-            out.put((t, value))
-        stop.wait(interval_s)
-
-
 class _ProcessSampler:
-    """Samples taken by a separate process beside the load: whatever it parses or walks, it never
-    holds the client's interpreter lock, so it cannot delay a send. Samples carry wall-clock
-    times, so each point takes the ones inside its window."""
+    """Samples taken by a separate process beside the load (`python -m stackbook.telemetry`):
+    whatever it parses or walks, it never holds the client's interpreter lock, so it cannot delay
+    a send. It appends JSON lines with wall-clock times to a file the client reads after each
+    point, so each point takes the samples inside its window."""
 
-    def __init__(self, fn, args: tuple, interval_s: float, enabled: bool):
-        self._spec = (fn, args, interval_s)
+    def __init__(self, kind: str, args: dict, interval_s: float, enabled: bool):
+        self._argv = ["--kind", kind, "--interval", str(interval_s), "--args", json.dumps(args)]
         self._enabled = enabled
         self.samples: list[tuple[float, object]] = []
-        self._proc = None
+        self._proc: subprocess.Popen | None = None
+        self._path: Path | None = None
+        self._read = 0
 
     def __enter__(self):
         if self._enabled:
-            ctx = multiprocessing.get_context("spawn")
-            self._stop, self._queue = ctx.Event(), ctx.Queue()
-            self._proc = ctx.Process(target=_sample_loop, args=(*self._spec, self._stop, self._queue), daemon=True)
-            self._proc.start()
+            fd, name = tempfile.mkstemp(prefix="stackbook-samples-", suffix=".jsonl")
+            os.close(fd)
+            self._path = Path(name)
+            self._proc = subprocess.Popen([sys.executable, "-m", "stackbook.telemetry", *self._argv,
+                                           "--out", name, "--parent", str(os.getpid())],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self
 
     def collect(self) -> None:
-        if self._proc is None:
+        if self._path is None or not self._path.exists():
             return
-        try:
-            while True:
-                self.samples.append(self._queue.get_nowait())
-        except queue.Empty:
-            pass
+        with open(self._path, encoding="utf-8") as f:
+            f.seek(self._read)
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # a line being written: read it next time
+                self._read += len(line.encode())
+                t, value = json.loads(line)
+                self.samples.append((t, value))
 
     def __exit__(self, *exc):
         if self._proc is None:
             return
-        self._stop.set()
+        self._proc.terminate()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
         self.collect()
-        self._proc.join(5)
-        if self._proc.is_alive():
-            self._proc.terminate()
-        self.collect()
+        self._path.unlink(missing_ok=True)
 
 
 def group_rss(pid: int) -> int | None:
@@ -211,7 +214,7 @@ class RssSampler(_ProcessSampler):
     """The engine's resident memory, whole process group, twice a second."""
 
     def __init__(self, pid: int | None, interval_s: float = 0.5):
-        super().__init__(group_rss, (pid,), interval_s, enabled=bool(pid))
+        super().__init__("rss", {"pid": pid}, interval_s, enabled=bool(pid))
 
     @property
     def peak_bytes(self) -> int:
@@ -219,16 +222,16 @@ class RssSampler(_ProcessSampler):
         return max((v for _, v in self.samples), default=0)
 
 
-def engine_gauges(base_url: str, path: str, headers: dict) -> dict | None:
-    values = {k: v for k, v in scrape_metrics(base_url, path, headers).items() if _gauge(k)}
+def engine_gauges(base_url: str, path: str) -> dict | None:
+    values = {k: v for k, v in scrape_metrics(base_url, path).items() if _gauge(k)}
     return values or None
 
 
 class GaugeSampler(_ProcessSampler):
     """The engine's gauges (requests running and waiting, KV-cache use) scraped *during* the load."""
 
-    def __init__(self, base_url: str, path: str | None, headers: dict | None = None, interval_s: float = 1.0):
-        super().__init__(engine_gauges, (base_url, path, headers or {}), interval_s, enabled=bool(path))
+    def __init__(self, base_url: str, path: str | None, interval_s: float = 1.0):
+        super().__init__("gauges", {"base_url": base_url, "path": path}, interval_s, enabled=bool(path))
 
     def window(self, start: float, end: float) -> dict:
         """Mean and peak of each gauge over the samples taken in [start, end] (unix seconds)."""
@@ -280,3 +283,32 @@ def _round(x):
 
 def _ratio(a, b):
     return round(a / b, 4) if a and b else None
+
+
+SAMPLERS = {"rss": group_rss, "gauges": engine_gauges}
+
+
+def main() -> None:
+    """The sampling process: one JSON line [unix time, value] per sample until terminated, or
+    until the process that started it is gone."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--kind", choices=sorted(SAMPLERS), required=True)
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--args", default="{}")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    a = ap.parse_args()
+    fn, kwargs = SAMPLERS[a.kind], json.loads(a.args)
+    with open(a.out, "a", encoding="utf-8") as out:
+        while psutil.pid_exists(a.parent):
+            t = time.time()
+            value = fn(**kwargs)
+            if value is not None:
+                out.write(json.dumps([t, value]) + "\n")
+                out.flush()
+            time.sleep(max(0.0, a.interval - (time.time() - t)))
+
+
+if __name__ == "__main__":
+    main()
