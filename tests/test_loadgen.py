@@ -150,3 +150,12 @@ def test_engine_gauges_are_sampled_while_the_load_runs():
     assert during["calibration:num_requests_running"]["max"] == 5
     server.stop()
     assert after["calibration:num_requests_running"]["max"] == 0
+
+
+def test_a_long_gap_in_the_schedule_does_not_make_the_next_send_late(server):
+    """A 3 s silence then a send: one long wait would end up to 3 ms late (the kernel's timer
+    slack is 0.1% of the wait); short steps keep it on time."""
+    t = Target(server.base_url, "calibration", {"temperature": 0.0}, {"max_tokens": 2})
+    recs = run_open_loop(t, prompts(2), TOK, schedule=[0.0, 3.0], warmup=0, writer=None, base=base("gap"))
+    late = max(r.sent_s - r.scheduled_s for r in recs)
+    assert 0 <= late < 0.002, late
