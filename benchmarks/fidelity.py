@@ -17,7 +17,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from stackbook.metrics import request_metrics
 from stackbook.models import vllm_python
 from stackbook.paths import REPO_ROOT
 from stackbook.selftest import start_server
-from stackbook.telemetry import scrape_metrics
+from stackbook.telemetry import HISTOGRAMS, histogram_mean_ms, metrics_delta, scrape_metrics
 from stackbook.workload import ApproximateTokenizer, PromptSpec, client_tokenizer, synthetic_prompts
 
 RATES = [100, 200, 400, 600, 800, 1000, 1200, 1600, 2000]
@@ -152,21 +151,21 @@ def engine_part(workdir: Path) -> dict:
             before = scrape_metrics(adapter.base_url)
             recs = run_closed_loop(target, prompts, tok, concurrency=conc, warmup=0, writer=None,
                                    base={"run_id": "fidelity", "arm": "vllm-cpu", "point": f"c{conc}-{rnd}", "concurrency": conc})
-            after = scrape_metrics(adapter.base_url)
             sb_rows += [request_metrics(r) for r in recs if r.ok]
-            engine["stackbook"].append((before, after))
+            engine["stackbook"].append(metrics_delta(before, scrape_metrics(adapter.base_url)))
             flushes.append(adapter.reset_prefix_cache(httpx.Client(timeout=10)))
             before = scrape_metrics(adapter.base_url)
             vb_runs.append(vllm_bench(workdir, adapter.base_url, adapter.served_name, hf_dir, n, "inf", in_len, out_len,
                                       max_concurrency=conc, dataset=dataset, tag=f"-r{rnd}"))
-            engine["vllm bench serve"].append((before, after := scrape_metrics(adapter.base_url)))
+            engine["vllm bench serve"].append(metrics_delta(before, scrape_metrics(adapter.base_url)))
     sb_ttft = statistics.median(r["ttft_ms"] for r in sb_rows)
     sb_tpot = statistics.median(r["tpot_ms"] for r in sb_rows)
     vb_ttft = statistics.median(x for vb in vb_runs for x in vb["ttfts"]) * 1000
     vb_tpot = statistics.median(_tpots(vb_runs))
-    hist = {who: {"ttft": pooled_histogram_mean(pairs, "vllm:time_to_first_token_seconds"),
-                  "itl": pooled_histogram_mean(pairs, "vllm:inter_token_latency_seconds")}
-            for who, pairs in engine.items()}
+    pooled = {who: {k: sum(d.get(k, 0.0) for d in deltas) for k in {k for d in deltas for k in d}}
+              for who, deltas in engine.items()}
+    hist = {who: {kind: histogram_mean_ms(delta, suffix)[0] for kind, suffix in HISTOGRAMS.items()}
+            for who, delta in pooled.items()}
     vb_mean_ttft = statistics.mean(x for vb in vb_runs for x in vb["ttfts"]) * 1000
     return {
         "workload": {"requests_per_round": n, "rounds": rounds, "concurrency": conc, "prompt_tokens": in_len,
@@ -195,12 +194,6 @@ def _tpots(vb_runs: list[dict]) -> list[float]:
             if n > 1:
                 out.append((lat - ttft) / (n - 1) * 1000)
     return out or [vb["median_tpot_ms"] for vb in vb_runs]
-
-
-def pooled_histogram_mean(pairs: list[tuple[dict, dict]], name: str) -> float | None:
-    s = sum(a.get(f"{name}_sum", 0) - b.get(f"{name}_sum", 0) for b, a in pairs)
-    c = sum(a.get(f"{name}_count", 0) - b.get(f"{name}_count", 0) for b, a in pairs)
-    return s / c * 1000 if c else None
 
 
 def _r(x, nd):

@@ -62,8 +62,8 @@ class _Exchange:
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, pool: "StreamClient", key: tuple):
-        self.pool, self.key = pool, key
+    def __init__(self, pool: "StreamClient"):
+        self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.exchange: _Exchange | None = None
@@ -180,7 +180,7 @@ class StreamClient:
             if not conn.closed and not conn.transport.is_closing():
                 return conn
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(lambda: _Connection(self, (self.host, self.port)), self.host, self.port,
+        _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port,
                                                ssl=self.tls)
         self._all.add(conn)
         return conn

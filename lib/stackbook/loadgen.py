@@ -219,6 +219,11 @@ def keep(rec: RequestRecord, out: list, writer: RecordWriter | None, progress, a
         progress.update(1)
 
 
+def phases(n: int, warmup: int, cooldown: int):
+    """Request index -> its phase: the first `warmup` and last `cooldown` are not measured."""
+    return lambda i: "warmup" if i < warmup else "cooldown" if i >= n - cooldown else "measure"
+
+
 async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, concurrency: int,
                       warmup: int, writer: RecordWriter | None, base: dict, progress=None,
                       alive=lambda: True, cooldown: int = 0) -> list[RequestRecord]:
@@ -228,6 +233,7 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
     recorded as phases 'warmup' and 'cooldown'; they never enter the latency statistics, but
     keep the engine at the configured concurrency while the measured requests run.
     """
+    phase_of = phases(len(prompts), warmup, cooldown)
     queue: asyncio.Queue = asyncio.Queue()
     for i, p in enumerate(prompts):
         queue.put_nowait((i, p))
@@ -241,8 +247,7 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
                     i, p = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
-                await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0,
+                await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0,
                                  scheduled_s=time.perf_counter() - t0,
                                  file=lambda rec: keep(rec, out, writer, progress, alive))
 
@@ -258,13 +263,13 @@ async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, sch
     Deadlines are absolute, so a late send never delays the next; the lag of each send behind its
     deadline is in the record (sent_s - scheduled_s).
     """
+    phase_of = phases(len(prompts), warmup, cooldown)
     out: list[RequestRecord] = []
     async with StreamClient(target.base_url) as client:
         t0 = time.perf_counter()
 
         async def one(i: int, p: PromptSpec, at: float) -> None:
-            phase = "warmup" if i < warmup else "cooldown" if i >= len(prompts) - cooldown else "measure"
-            await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase), t0=t0, scheduled_s=at,
+            await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0, scheduled_s=at,
                              file=lambda rec: keep(rec, out, writer, progress, alive))
 
         tasks = []

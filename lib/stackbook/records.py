@@ -1,7 +1,6 @@
 """Raw per-request records: appended and flushed to requests.jsonl as each request completes."""
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading

@@ -9,12 +9,12 @@ from tqdm import tqdm
 from .arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
 from .lengths import describe_length
 from .loadgen import run_closed_loop, run_open_loop
-from .metrics import point_summary
+from .metrics import point_summary, reconcile_with_engine
 from .models import artifacts_for
 from .paths import resolve_symbolic
 from .prefix_cache import cache_counters, prepare_point
 from .records import RecordWriter, read_records
-from .telemetry import GaugeSampler, GpuSampler, RssSampler, metrics_delta, reconcile_with_engine, scrape_metrics
+from .telemetry import GaugeSampler, GpuSampler, RssSampler, metrics_delta, scrape_metrics
 from .workload import ApproximateTokenizer, client_tokenizer, synthetic_prompts
 
 MAX_P99_LAG_MS = 5.0
@@ -111,11 +111,9 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
     alive = session.engine_alive
     telemetry: dict[str, dict] = {}
-    cache: dict[str, dict] = {}
+    server_side: dict[str, dict] = {}  # per point run here: cache state, engine gauges, reconciliation
     client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
-    during: dict[str, dict] = {}
-    reconciled: dict[str, dict] = {}
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
     with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer:
         for rep in range(protocol.repetitions):
@@ -132,7 +130,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 check_engine(session, name)
                 base = {"run_id": run_id, "arm": session.arm.name, "point": name, "repetition": rep,
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
-                cache[name] = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
+                cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 cpu0, wall0, unix0 = time.process_time(), time.perf_counter(), time.time()
                 if "trace" in lv:
@@ -157,9 +155,10 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
-                during[name] = gauges.window(unix0, time.time())
-                reconciled[name] = reconcile_with_engine(telemetry[name], recs)
-                cache[name].update(cache_counters(telemetry[name], recs))
+                server_side[name] = {
+                    "prefix_cache": cache | cache_counters(telemetry[name], recs),
+                    "engine_gauges_during": gauges.window(unix0, time.time()),
+                    "engine_reconciliation": reconcile_with_engine(telemetry[name], recs)}
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
     bar.close()
@@ -172,14 +171,12 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
             s["client_cpu_fraction"] = client_cpu.get(name)
-            if name in cache:
-                s["prefix_cache"] = cache[name]
-                s["engine_gauges_during"] = during[name]
-                s["engine_reconciliation"] = reconciled[name]
+            s.update(server_side.get(name, {}))
             points[name] = s
     out = summarize_sweep(points, telemetry, peak, protocol)
     out["gpu_telemetry"] = gpu_summary
-    out["prefix_cache"] = {"state": protocol.prefix_cache, "points": cache}
+    out["prefix_cache"] = {"state": protocol.prefix_cache,
+                           "points": {name: x["prefix_cache"] for name, x in server_side.items()}}
     return out
 
 

@@ -15,26 +15,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 
-class _ThreadSampler:
-    """A sampling thread started on entry (when there is something to sample) and stopped on exit."""
-    _stop: threading.Event
-    _thread: threading.Thread
-
-    def _should_run(self) -> bool:
-        return True
-
-    def __enter__(self):
-        if self._should_run():
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(2)
-
-
-class GpuSampler(_ThreadSampler):
+class GpuSampler:
     """GPU memory, power and utilisation through NVML (pynvml), sampled in a thread beside the
     load. Where there is no NVIDIA driver it records why it is absent instead of guessing."""
 
@@ -90,12 +71,16 @@ class GpuSampler(_ThreadSampler):
                               "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1)}
         return out
 
-    def _should_run(self) -> bool:
+    def __enter__(self):
         self._open()
-        return bool(self._nvml and self._handles)
+        if self._nvml and self._handles:
+            self._thread.start()
+        return self
 
     def __exit__(self, *exc):
-        super().__exit__(*exc)
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2)
         if self._nvml:
             try:
                 self._nvml.nvmlShutdown()
@@ -252,37 +237,6 @@ def histogram_mean_ms(delta: dict, suffix: str) -> tuple[float | None, float]:
     s = sum(v for k, v in delta.items() if k.split("{", 1)[0].endswith(f"{suffix}_sum"))
     c = sum(v for k, v in delta.items() if k.split("{", 1)[0].endswith(f"{suffix}_count"))
     return (s / c * 1000 if c else None), c
-
-
-def reconcile_with_engine(delta: dict, records: list) -> dict:
-    """The client's mean TTFT and TPOT for a point beside the engine's own histogram means over
-    the same requests (warm-up and cool-down included: the engine counts every request). The
-    engine's TTFT starts after its front end has parsed and tokenized the request."""
-    ttft_engine, n_engine = histogram_mean_ms(delta, HISTOGRAMS["ttft"])
-    itl_engine, _ = histogram_mean_ms(delta, HISTOGRAMS["itl"])
-    if ttft_engine is None and itl_engine is None:
-        return {"engine_histograms": "not exported by this engine"}
-    ok = [r for r in records if r.ok and r.first_token_s is not None]
-    ttft = [(r.first_token_s - r.sent_s) * 1000 for r in ok]
-    tpot = [((r.end_s - r.first_token_s) * 1000) / (n - 1) for r in ok
-            if (n := (r.output_tokens_server or r.output_tokens_client)) > 1]
-    client_ttft = sum(ttft) / len(ttft) if ttft else None
-    client_tpot = sum(tpot) / len(tpot) if tpot else None
-    return {
-        "requests_client": len(ok), "requests_engine": int(n_engine),
-        "ttft_ms_client_mean": _round(client_ttft), "ttft_ms_engine_mean": _round(ttft_engine),
-        "ttft_ratio_client_over_engine": _ratio(client_ttft, ttft_engine),
-        "tpot_ms_client_mean": _round(client_tpot), "itl_ms_engine_mean": _round(itl_engine),
-        "tpot_ratio_client_over_engine_itl": _ratio(client_tpot, itl_engine),
-    }
-
-
-def _round(x):
-    return round(x, 3) if x is not None else None
-
-
-def _ratio(a, b):
-    return round(a / b, 4) if a and b else None
 
 
 SAMPLERS = {"rss": group_rss, "gauges": engine_gauges}

@@ -1,11 +1,14 @@
 """Prompts of a stated token length, built deterministically from a seed."""
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from .lengths import sample_lengths
 
 _WORDS = ("river mountain signal harbor lantern orchard meadow copper violet engine quiet morning "
           "window garden thunder silver station pocket marble ribbon canyon feather circuit harvest "
@@ -89,8 +92,6 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int,
     prompt's own text is random words, so prompts share nothing beyond the chat template and, when
     asked for, their group's prefix: prefix caching helps exactly where the workload says it should.
     """
-    from .lengths import sample_lengths
-
     rng = random.Random(f"{workload.version}:{seed}")
     as_json = workload.response_format == "json_schema"
     instruction = ('Reply with a JSON object: "words" holds the first five words above, "count" how many.'
@@ -104,8 +105,7 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int,
     else:
         lengths = [lengths[i] for i in range(count) for _ in range(turns)]
     prefix_spec = workload.shared_prefix
-    prefixes = [text_of_tokens(tokenizer, prefix_spec.tokens, random.Random(f"{workload.version}:prefix:{g}"))
-                for g in range(prefix_spec.groups)] if prefix_spec else []
+    prefixes = shared_prefix_texts(workload, tokenizer)
 
     def user_content(n_prompt: int, group: int | None) -> str:
         own = n_prompt - overhead - (prefix_spec.tokens + 1 if group is not None else 0)
@@ -134,7 +134,6 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int,
 
 def hash_seed(*parts) -> int:
     """A stable integer seed from several parts (Python's hash() changes between processes)."""
-    import hashlib
     return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:8], "little")
 
 
