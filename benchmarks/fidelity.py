@@ -23,18 +23,27 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-
-from stackbook.arrivals import constant_schedule
-from stackbook.campaign import load_campaign
+from stackbook.config.campaign import load_campaign
 from stackbook.engines import adapter_for
-from stackbook.fidelity import highest_rate_held, ratio, server_lag_ms, verdicts
-from stackbook.loadgen import Target, run_closed_loop, run_open_loop
-from stackbook.metrics import request_metrics
-from stackbook.models import vllm_python
-from stackbook.paths import REPO_ROOT
-from stackbook.selftest import start_server
-from stackbook.telemetry import HISTOGRAMS, histogram_mean_ms, metrics_delta, scrape_metrics
-from stackbook.workload import ApproximateTokenizer, PromptSpec, client_tokenizer, synthetic_prompts
+from stackbook.harness.fidelity import highest_rate_held, ratio, server_lag_ms, verdicts
+from stackbook.harness.selftest import start_server
+from stackbook.loadgen.arrivals import constant_schedule
+from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
+from stackbook.loadgen.workload import (
+    ApproximateTokenizer,
+    PromptSpec,
+    client_tokenizer,
+    synthetic_prompts,
+)
+from stackbook.locations import REPO_ROOT
+from stackbook.measure.metrics import request_metrics
+from stackbook.measure.telemetry import (
+    HISTOGRAMS,
+    histogram_mean_ms,
+    metrics_delta,
+    scrape_metrics,
+)
+from stackbook.model.artifacts import vllm_python
 
 RATES = [100, 200, 400, 600, 800, 1000, 1200, 1600, 2000]
 OUT = REPO_ROOT / "benchmarks" / "results" / "fidelity.json"
@@ -230,7 +239,7 @@ def main() -> None:
     part = ap.parse_args().part
     with tempfile.TemporaryDirectory() as d:
         workdir = Path(d)
-        from stackbook.models import embedded_artifacts
+        from stackbook.model.artifacts import embedded_artifacts
         hf_dir = str(embedded_artifacts().hf_dir)
         cal = calibration_part(workdir, hf_dir) if part in ("all", "calibration") else None
         eng = engine_part(workdir) if part in ("all", "engine") else None

@@ -2,9 +2,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from stackbook.models import embedded_artifacts, engine_dir, vllm_python
-from stackbook.paths import REPO_ROOT
+from stackbook.locations import REPO_ROOT
+from stackbook.model.artifacts import embedded_artifacts, engine_dir, vllm_python
 
 os.chdir(REPO_ROOT)
 

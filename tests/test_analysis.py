@@ -1,8 +1,7 @@
 """Campaign analysis on hand-made inputs: fairness, verdicts, frontier, SLO capacity."""
 import pandas as pd
-
-from stackbook import analysis
-from stackbook.campaign import Slo, parse_campaign
+from stackbook.analysis import comparison as analysis
+from stackbook.config.campaign import Slo, parse_campaign
 
 BASE = {
     "name": "t",

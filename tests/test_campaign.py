@@ -6,8 +6,7 @@ import time
 
 import psutil
 import pytest
-
-from stackbook.campaign import CampaignError, free_port, load_campaign
+from stackbook.config.campaign import CampaignError, free_port, load_campaign
 
 GOOD = """
 name: t

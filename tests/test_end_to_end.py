@@ -6,10 +6,9 @@ import os
 import nbformat
 import psutil
 import pytest
-
-from stackbook.records import read_records
+from stackbook.loadgen.records import read_records
+from stackbook.locations import absolute_paths_in
 from stackbook.runner import run_campaign
-from stackbook.paths import absolute_paths_in
 
 pytestmark = pytest.mark.engine
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from stackbook.records import read_records
+from stackbook.loadgen.records import read_records
 
 pytestmark = pytest.mark.engine
 

@@ -1,7 +1,6 @@
 """The rules that turn the fidelity benchmark's figures into verdicts."""
 import pytest
-
-from stackbook.fidelity import highest_rate_held, server_lag_ms, verdicts
+from stackbook.harness.fidelity import highest_rate_held, server_lag_ms, verdicts
 
 
 def test_server_lag_is_measured_against_the_best_aligned_schedule():

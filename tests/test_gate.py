@@ -5,7 +5,6 @@ import os
 
 import nbformat
 import pytest
-
 from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine

@@ -5,10 +5,9 @@ import subprocess
 import sys
 
 import pytest
-
 from stackbook import sizing
-from stackbook.models import geometry_for, geometry_from_config
-from stackbook.sizing import GiB
+from stackbook.model.geometry import geometry_for, geometry_from_config
+from stackbook.sizing.memory import GiB
 
 POOL = 23.3 * GiB
 
@@ -144,7 +143,7 @@ def test_cli_size_refuses_impossible_requests(args, message):
 
 
 def test_q4_k_m_artifact_is_5_09_bits_per_weight(qwen):
-    from stackbook.models import model_catalog
+    from stackbook.model.geometry import model_catalog
     rows = {r["precision"]: r for r in sizing.weights_by_precision(
         qwen.num_parameters, model_catalog()["qwen3.8-27b"]["artifacts"])}
     assert rows["q4_k_m"]["bits per weight"] == 5.09

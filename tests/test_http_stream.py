@@ -4,9 +4,8 @@ body that runs until the connection closes."""
 import asyncio
 
 import pytest
-
-from stackbook.http_stream import StreamClient
-from stackbook.loadgen import run_sync
+from stackbook.loadgen.drivers import run_sync
+from stackbook.loadgen.http_client import StreamClient
 
 
 async def serve(handler):

@@ -7,10 +7,19 @@ import statistics
 import numpy as np
 import pytest
 import yaml
-
-from stackbook.campaign import CampaignError, SyntheticWorkload, load_campaign
-from stackbook.lengths import length_bounds, length_mean, read_empirical, sample_lengths
-from stackbook.workload import ANSWER_SCHEMA, ApproximateTokenizer, count_tokens, synthetic_prompts
+from stackbook.config.campaign import CampaignError, SyntheticWorkload, load_campaign
+from stackbook.loadgen.lengths import (
+    length_bounds,
+    length_mean,
+    read_empirical,
+    sample_lengths,
+)
+from stackbook.loadgen.workload import (
+    ANSWER_SCHEMA,
+    ApproximateTokenizer,
+    count_tokens,
+    synthetic_prompts,
+)
 
 TOK = ApproximateTokenizer()
 

@@ -3,12 +3,11 @@ arrival statistics, absolute deadlines, and every error class it must tell apart
 import statistics
 
 import pytest
-
-from stackbook import arrivals
-from stackbook.calibration import CalibrationServer
-from stackbook.loadgen import Target, run_closed_loop, run_open_loop
-from stackbook.records import RecordWriter, read_records
-from stackbook.workload import ApproximateTokenizer, PromptSpec
+from stackbook.harness.calibration_server import CalibrationServer
+from stackbook.loadgen import arrivals
+from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
+from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 
 TOK = ApproximateTokenizer()
 
@@ -113,7 +112,7 @@ def test_slow_headers_time_out(server):
 
 
 def test_connection_refused_is_a_transport_error():
-    from stackbook.campaign import free_port
+    from stackbook.config.campaign import free_port
     t = Target(f"http://127.0.0.1:{free_port()}", "x", {}, {"max_tokens": 4}, timeout_s=2)
     rec = run_closed_loop(t, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
     assert rec.error_class == "transport" and "Connect" in rec.error
@@ -134,7 +133,8 @@ def test_engine_gauges_are_sampled_while_the_load_runs():
     """The gauge sampler (a separate process) sees requests in flight during an open-loop burst
     of slow replies, and nothing once they are done."""
     import time
-    from stackbook.telemetry import GaugeSampler
+
+    from stackbook.measure.telemetry import GaugeSampler
     server = CalibrationServer(slow_headers_s=1.0).start_in_thread()
     t = Target(server.base_url, "calibration-slow_headers", {"temperature": 0.0}, {"max_tokens": 4}, timeout_s=10)
     with GaugeSampler(server.base_url, "/metrics", interval_s=0.2) as gauges:

@@ -1,9 +1,8 @@
 """Metric definitions against hand-computed records."""
 import pytest
-
-from stackbook.campaign import Slo
-from stackbook.metrics import peer_definitions, point_summary, request_metrics
-from stackbook.records import RecordWriter, RequestRecord, read_records
+from stackbook.config.campaign import Slo
+from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
+from stackbook.measure.metrics import peer_definitions, point_summary, request_metrics
 
 
 def rec(i, sent, first, end, n, chunks=None, error="none", phase="measure"):

@@ -1,6 +1,12 @@
 from pathlib import Path
 
-from stackbook.paths import REPO_ROOT, absolute_paths_in, cache_dir, resolve_symbolic, symbolic
+from stackbook.locations import (
+    REPO_ROOT,
+    absolute_paths_in,
+    cache_dir,
+    resolve_symbolic,
+    symbolic,
+)
 
 
 def test_symbolic_round_trip():

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from stackbook.calibration import CalibrationServer
+from stackbook.harness.calibration_server import CalibrationServer
 
 KEY = "sk-planted-4f1b2c9d8e7a6b5c"
 
@@ -62,7 +61,7 @@ arms:
 
 
 def test_missing_key_variable_is_a_clear_error(tmp_path):
-    from stackbook.campaign import load_campaign
+    from stackbook.config.campaign import load_campaign
     from stackbook.engines import adapter_for
     p = tmp_path / "c.yaml"
     p.write_text("""

@@ -1,8 +1,7 @@
 """The memory arithmetic, pinned to the seed's figures and the embedded model's geometry."""
 import pytest
-
 from stackbook import sizing
-from stackbook.sizing import GB, GiB
+from stackbook.sizing.memory import GB, GiB
 
 # Qwen3.8-27B text decoder: 64 layers = 16 full attention + 48 Gated DeltaNet.
 QWEN = dict(kv_layers=16, num_kv_heads=4, head_dim=256)

@@ -5,8 +5,7 @@ import json
 import shutil
 
 import pytest
-
-from stackbook.records import read_records
+from stackbook.loadgen.records import read_records
 from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine

@@ -35,8 +35,8 @@ run_id = None'''
 
 OPEN = '''from IPython.display import Markdown, display
 import pandas as pd
-from stackbook.session import open_arm
-from stackbook import workbook
+from stackbook.steps.session import open_arm
+from stackbook.steps import canaries as canaries_step, sizing as sizing_step, sweep as sweep_step
 
 session = open_arm(campaign_file, run_dir=run_dir, arm=arm, endpoint=endpoint, start_engine=start_engine)
 display(Markdown(session.describe()))'''
@@ -61,12 +61,12 @@ demands; if it cannot, no engine choice helps. For this arm's model, precision a
     params(ARM_PARAMS),
     new_code_cell(OPEN),
     new_markdown_cell("## The model's geometry\n\nFrom the bundled catalog of public configs, or read from the artifact the engine serves (GGUF metadata, or `config.json`)."),
-    new_code_cell('''s = workbook.arm_sizing(session)
+    new_code_cell('''s = sizing_step.arm_sizing(session)
 pd.Series(s["geometry"]).to_frame("value")'''),
     new_markdown_cell("## The memory budget"),
-    new_code_cell('''workbook.budget_table(s)'''),
+    new_code_cell('''sizing_step.budget_table(s)'''),
     new_markdown_cell("## The weights under other precisions\n\nThe exact size of a published artifact beats any bits-per-weight rule: block-quantized formats carry scales, and some tensors (embeddings, the output head) often stay at higher precision."),
-    new_code_cell('''workbook.weights_table(session, s)'''),
+    new_code_cell('''sizing_step.weights_table(session, s)'''),
     new_markdown_cell("""## Why calculators disagree
 
 The same pool gives different answers under different assumptions about the cache and state
@@ -80,8 +80,8 @@ from the engine's log and HTTP endpoints after it started (empty when the engine
 here). A ratio far from 1 means the engine holds less, or more, than a reader of its flags would
 assume."""),
     new_code_cell('''display(Markdown(f"Rule: *{s['predicted_capacity'].get('rule', 'n/a')}*"))
-display(workbook.capacity_table(s))
-workbook.engine_accounting(s)'''),
+display(sizing_step.capacity_table(s))
+sizing_step.engine_accounting(s)'''),
     new_markdown_cell("""## The decode roofline
 
 Each generated token reads every weight once, plus the KV cache so far and the recurrent state
@@ -106,7 +106,7 @@ never ranked. Checks this small model is known to fail are listed as *expected f
 here rather than dropped."""),
     params(ARM_PARAMS),
     new_code_cell(OPEN),
-    new_code_cell('''result, table = workbook.arm_canaries(session, progress=endpoint is None)
+    new_code_cell('''result, table = canaries_step.arm_canaries(session, progress=endpoint is None)
 table'''),
     new_code_cell('''display(Markdown(f"## Verdict: **{result['verdict']}**  \\n"
                  f"{result['passed']}/{result['gating_checks']} gating checks passed; "
@@ -144,11 +144,11 @@ so an interruption loses nothing measured."""),
 What every request of this arm looked like, and what the prefix cache held when each point
 began. The cache state is part of the protocol: a cache left warm by the previous point can make
 a later point look several times faster than it is."""),
-    new_code_cell('''workbook.workload_table(session)'''),
-    new_code_cell('''sweep = workbook.arm_sweep(session, run_id=run_id, progress=endpoint is None)
+    new_code_cell('''sweep_step.workload_table(session)'''),
+    new_code_cell('''sweep = sweep_step.arm_sweep(session, run_id=run_id, progress=endpoint is None)
 display(Markdown(f"Label: **{sweep['label']}** · peak engine memory {sweep['peak_engine_rss_gib']} GiB · "
                  f"errors {sweep['error_counts']}"))
-workbook.points_table(sweep)'''),
+sweep_step.points_table(sweep)'''),
     new_markdown_cell("""## Was the load what the protocol asked for?
 
 For a closed loop, Little's law (requests in flight = throughput × mean E2E) must come back close to
@@ -163,7 +163,7 @@ pd.Series(sweep["length_control"]).to_frame("value")'''),
 The flush (and priming, for a warm cache) done before each point, then what the cache served:
 the engine's own hit counters where it exports them, and the cached prompt tokens its replies
 reported. GPU memory, power and utilisation come from NVML when a GPU is present."""),
-    new_code_cell('''display(workbook.prefix_cache_table(sweep))
+    new_code_cell('''display(sweep_step.prefix_cache_table(sweep))
 pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")'''),
     new_markdown_cell("## What the engine itself counted during each point (its Prometheus `/metrics`)"),
     new_code_cell('''pd.DataFrame(sweep["telemetry"]).round(3)'''),
@@ -173,17 +173,17 @@ While each point ran, a separate process read the engine's gauges (requests runn
 KV-cache use) once a second. Where the engine keeps latency histograms, their means over the point
 sit beside the client's: the client's TTFT also holds the engine front end's parsing and
 tokenization, so a gap there is that time, not a measurement error."""),
-    new_code_cell('''workbook.engine_truth_table(sweep)'''),
+    new_code_cell('''sweep_step.engine_truth_table(sweep)'''),
     new_markdown_cell("""## The same requests under other tools' definitions
 
 The same label means different numbers in different tools: vLLM's ITL is a gap between stream
 events, GuideLLM's and AIPerf's ITL is a per-request average, and GuideLLM's TPOT counts the first
 token. Computed here from this arm's raw records, so a figure quoted from another tool can be
 matched to the right row (milliseconds)."""),
-    new_code_cell('''workbook.peer_definitions_table(session)'''),
+    new_code_cell('''sweep_step.peer_definitions_table(session)'''),
     new_markdown_cell("## Per-request view"),
-    new_code_cell('''from stackbook import plots
-requests = workbook.arm_requests(session)
+    new_code_cell('''from stackbook.analysis import plots
+requests = sweep_step.arm_requests(session)
 m = requests[requests["phase"] == "measure"].copy()
 m["arm"], m["label"] = session.arm.name, sweep["label"]
 plots.ttft_distribution({session.arm.name: requests})
@@ -209,8 +209,9 @@ latency doubles has lost for an interactive product, so both are always shown to
     new_code_cell('''from pathlib import Path
 from IPython.display import Markdown, display
 import pandas as pd
-from stackbook import analysis, plots
-from stackbook.paths import REPO_ROOT
+from stackbook.analysis import comparison as analysis
+from stackbook.analysis import plots
+from stackbook.locations import REPO_ROOT
 import os
 os.chdir(REPO_ROOT)
 run = Path(run_dir)
@@ -349,8 +350,9 @@ ops_hours_per_day = 2.0
 engineer_hour_price = 90.0'''),
     new_code_cell('''from IPython.display import Markdown, display
 import pandas as pd
-from stackbook import decide, sizing
-from stackbook.models import geometry_for, model_catalog
+from stackbook.analysis import decide
+from stackbook import sizing
+from stackbook.model.geometry import geometry_for, model_catalog
 
 g = geometry_for(model)
 artifacts = model_catalog().get(model, {}).get("artifacts", {})
@@ -427,13 +429,14 @@ improvement = 0.10   # 10% faster service time'''),
 import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
-from stackbook import plots, queueing
+from stackbook.analysis import plots
+from stackbook.analysis import demand_map, queueing
 
-before = queueing.demand_map(queueing.SEED_LAYERS)
+before = demand_map.demand_map(demand_map.SEED_LAYERS)
 display(pd.DataFrame(before["layers"]).set_index("name"))
 plots.demand_bars(before);'''),
     new_markdown_cell("## After improving one layer"),
-    new_code_cell('''after = queueing.demand_map(queueing.improve(queueing.SEED_LAYERS, improved_layer, improvement))
+    new_code_cell('''after = demand_map.demand_map(demand_map.improve(demand_map.SEED_LAYERS, improved_layer, improvement))
 display(Markdown(f"Making **{improved_layer}** {improvement:.0%} faster: bottleneck **{before['bottleneck']}** -> "
                  f"**{after['bottleneck']}**; bound {before['throughput_bound_rps']:.1f} -> "
                  f"{after['throughput_bound_rps']:.1f} requests/s."))

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .campaign import CampaignError
+from stackbook.config.campaign import CampaignError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Choose an LLM inference stack: size with arithmetic, confirm with a fair measurement.")
@@ -27,7 +27,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         arm: list[str] = typer.Option([], "--arm", help="run only these arms (repeatable)"),
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
-    from .campaign import load_campaign
+    from stackbook.config.campaign import load_campaign
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")
@@ -40,7 +40,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
                 return
     except CampaignError as err:
         _fail(str(err))
-    from .runner import RunInterrupted, run_campaign
+    from stackbook.runner import RunInterrupted, run_campaign
 
     try:
         out = run_campaign(str(campaign) if campaign else "", run_id=run_id,
@@ -64,7 +64,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
 @app.command("setup-model")
 def setup_model() -> None:
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
-    from .models import setup_embedded_model
+    from stackbook.model.artifacts import setup_embedded_model
 
     art = setup_embedded_model(log=lambda m: typer.secho(f"[setup] {m}", bold=True, err=True))
     typer.echo(json.dumps(art.identity(), indent=2))
@@ -88,8 +88,8 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
          radix_cache: str = typer.Option("extra_buffer", help="SGLang: extra_buffer, no_buffer or disabled"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """Memory arithmetic for one model on one device: weights, KV, state, pool, live sequences."""
-    from . import sizing
-    from .models import geometry_for
+    from stackbook import sizing
+    from stackbook.model.geometry import geometry_for
 
     try:
         g = geometry_for(model)
@@ -130,7 +130,7 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
 def demand(example: str = typer.Option("seed", help="the worked example to print (seed)"),
            as_json: bool = typer.Option(False, "--json")) -> None:
     """The demand map: D_k = V_k x S_k per layer, the bottleneck and the throughput bound."""
-    from .queueing import seed_example
+    from stackbook.analysis.demand_map import seed_example
 
     if example != "seed":
         _fail(f"--example {example!r}: the only built-in example is 'seed'")
@@ -149,7 +149,7 @@ def demand(example: str = typer.Option("seed", help="the worked example to print
 def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (a few seconds)"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """The harness's own ceiling here, against the zero-latency calibration server."""
-    from .selftest import selftest as run
+    from stackbook.harness.selftest import selftest as run
 
     out = run(quick=quick)
     if as_json:

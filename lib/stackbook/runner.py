@@ -12,13 +12,13 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
-from .campaign import Campaign, load_campaign
-from .engines import EngineStartError, adapter_for
-from .passport import write_passport
-from .paths import REPO_ROOT, absolute_paths_in, relative_to_repo, symbolic
-from .session import record_engine
-from .store import read_json, write_json_atomic
-from .sweep import load_levels, requests_at
+from stackbook.config.campaign import Campaign, load_campaign
+from stackbook.engines import EngineStartError, adapter_for
+from stackbook.evidence.files import read_json, write_json_atomic
+from stackbook.evidence.passport import write_passport
+from stackbook.locations import REPO_ROOT, absolute_paths_in, relative_to_repo, symbolic
+from stackbook.measure.sweep import load_levels, requests_at
+from stackbook.steps.session import record_engine
 
 ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
 STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}

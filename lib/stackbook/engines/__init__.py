@@ -2,10 +2,10 @@
 metrics path, shutdown of the whole process tree) for every way of serving a model."""
 from __future__ import annotations
 
-from .base import EngineAdapter, EngineStartError
-from .endpoint import OpenAIEndpointAdapter
-from .llama_cpp import LlamaCppAdapter
-from .vllm import SglangAdapter, VllmAdapter, VllmCpuAdapter
+from stackbook.engines.base import EngineAdapter, EngineStartError
+from stackbook.engines.endpoint import OpenAIEndpointAdapter
+from stackbook.engines.llama_cpp import LlamaCppAdapter
+from stackbook.engines.vllm import SglangAdapter, VllmAdapter, VllmCpuAdapter
 
 ADAPTERS: dict[str, type[EngineAdapter]] = {
     "llama_cpp": LlamaCppAdapter,
@@ -18,7 +18,7 @@ ADAPTERS: dict[str, type[EngineAdapter]] = {
 
 def adapter_for(campaign, arm, log_path=None) -> EngineAdapter:
     """The adapter that serves `arm` of `campaign`, its model artifacts resolved."""
-    from ..models import artifacts_for
+    from stackbook.model.artifacts import artifacts_for
 
     kind = arm.engine.kind
     artifacts = None if kind == "openai_endpoint" else artifacts_for(campaign.model)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from ..campaign import free_port
-from ..paths import symbolic
+from stackbook.config.campaign import free_port
+from stackbook.locations import symbolic
 
 
 class EngineStartError(RuntimeError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlparse
 
-from .base import EngineAdapter
+from stackbook.engines.base import EngineAdapter
 
 
 class OpenAIEndpointAdapter(EngineAdapter):

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import httpx
 
-from ..models import LLAMA_CPP_VERSION, engine_dir, file_sha256
-from ..paths import symbolic
-from .base import EngineAdapter, parse_int
-
+from stackbook.engines.base import EngineAdapter, parse_int
+from stackbook.locations import symbolic
+from stackbook.model.artifacts import LLAMA_CPP_VERSION, engine_dir, file_sha256
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
                   r"\s*(?P<used>\d+)/(?P<seqs>\d+) seqs\)(?:, K \((?P<ktype>\w+)\))?")

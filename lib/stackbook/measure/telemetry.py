@@ -150,7 +150,7 @@ class _ProcessSampler:
             fd, name = tempfile.mkstemp(prefix="stackbook-samples-", suffix=".jsonl")
             os.close(fd)
             self._path = Path(name)
-            self._proc = subprocess.Popen([sys.executable, "-m", "stackbook.telemetry", *self._argv,
+            self._proc = subprocess.Popen([sys.executable, "-m", "stackbook.measure.telemetry", *self._argv,
                                            "--out", name, "--parent", str(os.getpid())],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self

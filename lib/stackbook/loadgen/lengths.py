@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .paths import resolve_symbolic
+from stackbook.locations import resolve_symbolic
 
 
 @lru_cache(maxsize=16)

@@ -12,8 +12,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .records import RequestRecord
-from .telemetry import HISTOGRAMS, histogram_mean_ms
+from stackbook.loadgen.records import RequestRecord
+from stackbook.measure.telemetry import HISTOGRAMS, histogram_mean_ms
 
 PERCENTILES = (50, 95, 99)
 

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = Path(__file__).with_name("data")  # catalogs and canary suites shipped with the package
 
 
 def cache_dir() -> Path:

@@ -11,13 +11,13 @@ from urllib.parse import urlparse
 
 import psutil
 
-from .campaign import Arm, Campaign, Protocol, load_campaign
-from .engines import EngineAdapter, adapter_for
-from .lengths import length_bounds
-from .loadgen import Target
-from .paths import REPO_ROOT
-from .passport import host_identity
-from .store import read_json, write_json_atomic
+from stackbook.config.campaign import Arm, Campaign, Protocol, load_campaign
+from stackbook.engines import EngineAdapter, adapter_for
+from stackbook.evidence.files import read_json, write_json_atomic
+from stackbook.evidence.passport import host_identity
+from stackbook.loadgen.drivers import Target
+from stackbook.loadgen.lengths import length_bounds
+from stackbook.locations import REPO_ROOT
 
 
 def configured_capacity(adapter: EngineAdapter) -> dict:

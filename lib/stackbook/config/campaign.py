@@ -8,9 +8,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from .paths import resolve_symbolic
+from stackbook.locations import resolve_symbolic
 
 
 class Strict(BaseModel):
@@ -94,7 +102,7 @@ class EmpiricalLength(Strict):
 
     @model_validator(mode="after")
     def _readable(self) -> "EmpiricalLength":
-        from .lengths import read_empirical
+        from stackbook.loadgen.lengths import read_empirical
         read_empirical(self.path, self.column)  # raises with the file, the column and the fix
         return self
 
@@ -143,7 +151,7 @@ class SyntheticWorkload(Strict):
 
     @model_validator(mode="after")
     def _prefix_fits(self) -> "SyntheticWorkload":
-        from .lengths import length_bounds
+        from stackbook.loadgen.lengths import length_bounds
         if self.shared_prefix and length_bounds(self.prompt_tokens)[0] < self.shared_prefix.tokens + 16:
             raise ValueError(f"shared_prefix.tokens ({self.shared_prefix.tokens}) leaves no room for each prompt's "
                              f"own text: every prompt must be at least 16 tokens longer than the shared prefix; "
@@ -152,13 +160,13 @@ class SyntheticWorkload(Strict):
 
     def max_request_tokens(self) -> int:
         """The longest request the workload can make (prompt, history and output), for the context check."""
-        from .lengths import length_bounds
+        from stackbook.loadgen.lengths import length_bounds
         prompt, out = length_bounds(self.prompt_tokens)[1], length_bounds(self.output_tokens)[1]
         turns = self.conversation.turns if self.conversation else 1
         return turns * (prompt + out)
 
     def mean_output_tokens(self) -> float:
-        from .lengths import length_mean
+        from stackbook.loadgen.lengths import length_mean
         return length_mean(self.output_tokens)
 
 
@@ -246,7 +254,7 @@ class Hardware(Strict):
     @field_validator("accelerator")
     @classmethod
     def _known(cls, v: str) -> str:
-        from .sizing import accelerator_catalog
+        from stackbook.sizing.hardware import accelerator_catalog
         cat = accelerator_catalog()
         if v != "this-cpu" and v not in cat:
             close = difflib.get_close_matches(v, [*cat, "this-cpu"], n=3, cutoff=0.4)
@@ -276,7 +284,7 @@ class Protocol(Strict):
     def _fits_context(self) -> "Protocol":
         w = self.workload
         if isinstance(self.arrival, TraceReplay):
-            from .arrivals import read_trace
+            from stackbook.loadgen.arrivals import read_trace
             longest = max(r["prompt_tokens"] + r["output_tokens"] for r in read_trace(resolve_symbolic(self.arrival.path)))
             if longest > self.context_length:
                 raise ValueError(f"the trace has a request of {longest} tokens but context_length is "
@@ -309,7 +317,7 @@ class ModelSpec(Strict):
     @model_validator(mode="after")
     def _paths(self) -> "ModelSpec":
         if self.source == "catalog":
-            from .models import model_catalog
+            from stackbook.model.geometry import model_catalog
             cat = model_catalog()
             if self.catalog not in cat:
                 close = difflib.get_close_matches(str(self.catalog), list(cat), n=3, cutoff=0.4)

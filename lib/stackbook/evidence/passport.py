@@ -12,10 +12,10 @@ from pathlib import Path
 
 import psutil
 
-from . import __version__
-from .lengths import describe_length
-from .paths import REPO_ROOT
-from .store import read_json, write_json_atomic
+from stackbook import __version__
+from stackbook.evidence.files import read_json, write_json_atomic
+from stackbook.loadgen.lengths import describe_length
+from stackbook.locations import REPO_ROOT
 
 
 def unknown(reason: str) -> dict:

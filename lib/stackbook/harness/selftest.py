@@ -14,10 +14,10 @@ import time
 import httpx
 import numpy as np
 
-from .campaign import free_port
-from .loadgen import Target, run_closed_loop, run_open_loop
-from .arrivals import poisson_schedule
-from .workload import ApproximateTokenizer, PromptSpec
+from stackbook.config.campaign import free_port
+from stackbook.loadgen.arrivals import poisson_schedule
+from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
+from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 
 MAX_LAG_MS = 5.0
 
@@ -25,7 +25,7 @@ MAX_LAG_MS = 5.0
 def start_server() -> tuple[subprocess.Popen, str]:
     """The calibration server in its own process, so it does not share the client's CPU time."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "stackbook.calibration", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "stackbook.harness.calibration_server", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20

@@ -1,18 +1,12 @@
-"""The steps the arm notebooks call: each computes with the pure modules, writes the arm's
-side file, and returns tables for the notebook to show."""
+"""The sizing step of 10_sizing: the arithmetic for this arm, the engine's accounting predicted,
+and the tables the notebook shows."""
 from __future__ import annotations
 
 import pandas as pd
 
-from . import sizing
-from .canaries import load_suite, run_suite, verdict
-from .models import geometry_for
-from .passport import write_passport
-from .lengths import describe_length
-from .metrics import peer_definitions, requests_frame
-from .records import read_records
-from .store import read_json, update_results
-from .sweep import run_sweep
+from stackbook import sizing
+from stackbook.evidence.files import update_results
+from stackbook.model.geometry import geometry_for
 
 VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
@@ -128,7 +122,7 @@ def budget_table(s: dict) -> pd.DataFrame:
 
 
 def weights_table(session, s: dict) -> pd.DataFrame:
-    from .models import model_catalog
+    from stackbook.model.geometry import model_catalog
     spec = session.campaign.model
     artifacts = model_catalog().get(spec.catalog, {}).get("artifacts") if spec.source == "catalog" else None
     rows = sizing.weights_by_precision(s["geometry"]["parameters"], artifacts)
@@ -148,91 +142,3 @@ def capacity_table(s: dict) -> pd.DataFrame:
         rows.append({"quantity": key, "predicted": pv, "realized (engine)": rv,
                      "realized / predicted": (rv / pv) if pv and rv else None})
     return pd.DataFrame(rows)
-
-
-def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
-    from tqdm import tqdm
-
-    suite, digest = load_suite(session.protocol.canaries.suite)
-    bar = tqdm(total=len(suite.checks), desc="canaries", disable=not progress)
-    from .sweep import tokenizer_for
-    tokenizer = tokenizer_for(session)
-    results = run_suite(session.target(), suite, session.adapter.kind, progress=bar, tokenizer=tokenizer,
-                        context_length=session.protocol.context_length)
-    bar.close()
-    v = verdict(results)
-    from .probe import probe_endpoint
-    probe = probe_endpoint(session.adapter, session.target(), tokenizer,
-                           (session.engine or {}).get("realized_capacity"))
-    out = {**v, "suite": suite.suite, "suite_version": suite.version, "suite_sha256": digest, "results": results,
-           "probe": probe}
-    update_results(session.arm_dir, "canaries", out)
-    table = pd.DataFrame([{"check": r["id"], "kind": r["kind"],
-                           "result": ("PASS" if r["passed"] else "FAIL") + (" (expected failure)" if r["expected_failure"] else ""),
-                           "output": (r.get("output") or "")[:80], "detail": r.get("detail")} for r in results])
-    return out, table
-
-
-def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
-    canaries = (read_json(session.arm_dir / "results.json", {}) or {}).get("canaries")
-    label = "accepted" if canaries and canaries.get("verdict") == "PASS" else "HOLD"
-    out = run_sweep(session, run_id or session.run_dir.name, progress=progress)
-    out["label"] = label
-    update_results(session.arm_dir, "sweep", out)
-    write_passport(session.campaign, session.arm, session.arm_dir)
-    return out
-
-
-def points_table(sweep: dict) -> pd.DataFrame:
-    cols = ["concurrency", "repetition", "completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
-            "tpot_ms_p99", "itl_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99", "output_throughput_tok_s",
-            "goodput_rps", "slo_attainment", "littles_law_concurrency"]
-    df = pd.DataFrame.from_dict(sweep["points"], orient="index")
-    return df[[c for c in cols if c in df.columns]].round(2)
-
-
-def arm_requests(session) -> pd.DataFrame:
-    return requests_frame(read_records(session.arm_dir / "requests.jsonl"))
-
-
-def workload_table(session) -> pd.DataFrame:
-    """The workload and load shape every request of this arm followed, in words."""
-    p = session.protocol
-    w = p.workload
-    rows = {
-        "prompt tokens (user content per request or turn)": describe_length(w.prompt_tokens),
-        "output tokens": describe_length(w.output_tokens),
-        "shared prefix": (f"{w.shared_prefix.groups} group(s) of {w.shared_prefix.tokens} tokens"
-                          if w.shared_prefix else "none: prompts share only the chat template"),
-        "conversation": f"{w.conversation.turns} turns, full history each turn" if w.conversation else "single turn",
-        "reply format": ("JSON under a fixed schema, checked per request" if w.response_format == "json_schema"
-                         else "free text, length forced where the engine allows"),
-        "system prompt": w.system_prompt or "none",
-        "arrival": p.arrival.model_dump(),
-        "prefix cache": {"cold": "flushed before every point", "warm": "flushed, then primed, before every point"}[
-            p.prefix_cache],
-        "decoding": p.decoding.resolved() | {"preset": p.decoding.preset},
-    }
-    return pd.Series(rows, dtype=object).to_frame("protocol")
-
-
-def prefix_cache_table(sweep: dict) -> pd.DataFrame:
-    return pd.DataFrame(sweep["prefix_cache"]["points"]).T
-
-
-def peer_definitions_table(session) -> pd.DataFrame:
-    """This arm's measured requests under vLLM's, GuideLLM's and AIPerf's definitions."""
-    records = read_records(session.arm_dir / "requests.jsonl", latest_attempt=True)
-    return peer_definitions(records).round(2)
-
-
-def engine_truth_table(sweep: dict) -> pd.DataFrame:
-    """Per point: the engine's gauges while the load ran, and its histograms beside the client."""
-    rows = {}
-    for name, p in sweep["points"].items():
-        row = dict(p.get("engine_reconciliation") or {})
-        for key, v in (p.get("engine_gauges_during") or {}).items():
-            if isinstance(v, dict):
-                row[f"{key.split('{', 1)[0]} mean/max"] = f"{v['mean']:g} / {v['max']:g}"
-        rows[name] = row
-    return pd.DataFrame(rows).T

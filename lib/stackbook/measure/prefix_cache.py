@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import httpx
 
-from .loadgen import Target, chat_once
-from .workload import shared_prefix_texts
+from stackbook.loadgen.drivers import Target, chat_once
+from stackbook.loadgen.workload import shared_prefix_texts
 
 HITS = ("vllm:prefix_cache_hits_total", "sglang:cache_hit_tokens_total")
 QUERIES = ("vllm:prefix_cache_queries_total", "sglang:cache_query_tokens_total")

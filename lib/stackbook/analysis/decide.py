@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import sizing
+from stackbook import sizing
 
 
 @dataclass(frozen=True)

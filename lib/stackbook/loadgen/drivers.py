@@ -15,10 +15,9 @@ import httpx
 import jsonschema
 import uvloop
 
-from .http_stream import StreamClient
-from .records import RecordWriter, RequestRecord
-from .workload import PromptSpec, count_tokens
-
+from stackbook.loadgen.http_client import StreamClient
+from stackbook.loadgen.records import RecordWriter, RequestRecord
+from stackbook.loadgen.workload import PromptSpec, count_tokens
 
 MAX_SLEEP_S = 0.05
 

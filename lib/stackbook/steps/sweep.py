@@ -1,0 +1,77 @@
+"""The sweep step of 30_load_sweep: run the sweep, write its results and the passport, and the
+tables the notebook shows."""
+from __future__ import annotations
+
+import pandas as pd
+
+from stackbook.evidence.files import read_json, update_results
+from stackbook.evidence.passport import write_passport
+from stackbook.loadgen.lengths import describe_length
+from stackbook.loadgen.records import read_records
+from stackbook.measure.metrics import peer_definitions, requests_frame
+from stackbook.measure.sweep import run_sweep
+
+
+def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
+    canaries = (read_json(session.arm_dir / "results.json", {}) or {}).get("canaries")
+    label = "accepted" if canaries and canaries.get("verdict") == "PASS" else "HOLD"
+    out = run_sweep(session, run_id or session.run_dir.name, progress=progress)
+    out["label"] = label
+    update_results(session.arm_dir, "sweep", out)
+    write_passport(session.campaign, session.arm, session.arm_dir)
+    return out
+
+
+def points_table(sweep: dict) -> pd.DataFrame:
+    cols = ["concurrency", "repetition", "completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
+            "tpot_ms_p99", "itl_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99", "output_throughput_tok_s",
+            "goodput_rps", "slo_attainment", "littles_law_concurrency"]
+    df = pd.DataFrame.from_dict(sweep["points"], orient="index")
+    return df[[c for c in cols if c in df.columns]].round(2)
+
+
+def arm_requests(session) -> pd.DataFrame:
+    return requests_frame(read_records(session.arm_dir / "requests.jsonl"))
+
+
+def workload_table(session) -> pd.DataFrame:
+    """The workload and load shape every request of this arm followed, in words."""
+    p = session.protocol
+    w = p.workload
+    rows = {
+        "prompt tokens (user content per request or turn)": describe_length(w.prompt_tokens),
+        "output tokens": describe_length(w.output_tokens),
+        "shared prefix": (f"{w.shared_prefix.groups} group(s) of {w.shared_prefix.tokens} tokens"
+                          if w.shared_prefix else "none: prompts share only the chat template"),
+        "conversation": f"{w.conversation.turns} turns, full history each turn" if w.conversation else "single turn",
+        "reply format": ("JSON under a fixed schema, checked per request" if w.response_format == "json_schema"
+                         else "free text, length forced where the engine allows"),
+        "system prompt": w.system_prompt or "none",
+        "arrival": p.arrival.model_dump(),
+        "prefix cache": {"cold": "flushed before every point", "warm": "flushed, then primed, before every point"}[
+            p.prefix_cache],
+        "decoding": p.decoding.resolved() | {"preset": p.decoding.preset},
+    }
+    return pd.Series(rows, dtype=object).to_frame("protocol")
+
+
+def prefix_cache_table(sweep: dict) -> pd.DataFrame:
+    return pd.DataFrame(sweep["prefix_cache"]["points"]).T
+
+
+def peer_definitions_table(session) -> pd.DataFrame:
+    """This arm's measured requests under vLLM's, GuideLLM's and AIPerf's definitions."""
+    records = read_records(session.arm_dir / "requests.jsonl", latest_attempt=True)
+    return peer_definitions(records).round(2)
+
+
+def engine_truth_table(sweep: dict) -> pd.DataFrame:
+    """Per point: the engine's gauges while the load ran, and its histograms beside the client."""
+    rows = {}
+    for name, p in sweep["points"].items():
+        row = dict(p.get("engine_reconciliation") or {})
+        for key, v in (p.get("engine_gauges_during") or {}).items():
+            if isinstance(v, dict):
+                row[f"{key.split('{', 1)[0]} mean/max"] = f"{v['mean']:g} / {v['max']:g}"
+        rows[name] = row
+    return pd.DataFrame(rows).T
