@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 CAMPAIGN ?= campaigns/quickstart.yaml
 
-.PHONY: setup quickstart test notebooks clean-runs
+.PHONY: setup quickstart test test-fast notebooks clean-runs
 
 setup:
 	@bash tools/bootstrap.sh all
@@ -14,6 +14,11 @@ quickstart: setup
 
 test: setup
 	@$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The quick tier: pure and harness tests under tests/unit (no engine, no notebook), seconds.
+test-fast:
+	@bash tools/bootstrap.sh workbook
+	@$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
 
 # Rewrite the source notebooks from tools/make_notebooks.py (outputs stripped).
 notebooks:
