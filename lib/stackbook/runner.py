@@ -260,9 +260,8 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             if notebook_ok(entry, name, out):
                 steps.update(1)
                 continue
-            if name == "10_sizing" and arm.engine.kind == "openai_endpoint":
-                entry["notebooks"][name] = {"status": "skipped",
-                                            "reason": "a managed endpoint has no local memory to size"}
+            if name == "10_sizing" and arm.engine.sizing_skip_reason:
+                entry["notebooks"][name] = {"status": "skipped", "reason": arm.engine.sizing_skip_reason}
                 steps.update(1)
                 continue
             if name == "30_load_sweep":
