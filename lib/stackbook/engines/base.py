@@ -31,10 +31,10 @@ class EngineAdapter:
     health_path = "/health"
     metrics_path: str | None = "/metrics"
     remote = False
-    # Install facts, for kinds that tools/bootstrap.sh installs into the cache.
+    # Install facts: what to install, and the tools/bootstrap.sh step for kinds it installs.
+    installs: ClassVar[str] = ""
+    bootstrap_step: ClassVar[str | None] = None
     pinned_version: ClassVar[str | None] = None
-    bootstrap_step: ClassVar[str | None] = None  # tools/bootstrap.sh <step>
-    installs: ClassVar[str] = ""  # what that step installs, in words
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -66,7 +66,7 @@ class EngineAdapter:
     def install_hint(cls) -> str:
         """The sentence that tells a user how to install this kind."""
         if cls.bootstrap_step is None:
-            return f"{cls.kind} is not installed by stackbook; install it in the environment that runs the engine"
+            return f"{cls.kind}: install {cls.installs}"
         return (f"{symbolic(cls.installed_executable())} is missing; run `make quickstart` (or "
                 f"tools/bootstrap.sh {cls.bootstrap_step}) to install {cls.installs}")
 

@@ -61,9 +61,9 @@ def _cpu_flags_line() -> str:
 
 class LlamaCppAdapter(EngineAdapter):
     spec_model = LlamaCppEngine
-    pinned_version = LLAMA_CPP_VERSION
-    bootstrap_step = "llama"
     installs = "llama-server, built from source for this CPU"
+    bootstrap_step = "llama"
+    pinned_version = LLAMA_CPP_VERSION
 
     @classmethod
     def installed_executable(cls) -> Path:

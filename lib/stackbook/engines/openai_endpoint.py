@@ -39,6 +39,7 @@ class OpenAIEndpoint(EngineSpec):
 
 class OpenAIEndpointAdapter(EngineAdapter):
     spec_model = OpenAIEndpoint
+    installs = "nothing: the provider serves the model"
     health_path = "/v1/models"
     metrics_path = None
 

@@ -53,6 +53,7 @@ class SglangEngine(EngineSpec):
 
 class SglangAdapter(EngineAdapter):
     spec_model = SglangEngine
+    installs = "the sglang package into the environment that runs stackbook, on a machine with a GPU"
     health_path = "/health_generate"
 
     def command(self) -> list[str]:

