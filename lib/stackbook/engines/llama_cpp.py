@@ -64,6 +64,7 @@ class LlamaCppAdapter(EngineAdapter):
     installs = "llama-server, built from source for this CPU"
     bootstrap_step = "llama"
     pinned_version = LLAMA_CPP_VERSION
+    length_control = "ignore_eos (llama-server has no min_tokens)"
 
     @classmethod
     def installed_executable(cls) -> Path:

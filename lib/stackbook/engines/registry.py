@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from stackbook.engines.base import EngineAdapter
 from stackbook.engines.llama_cpp import LlamaCppAdapter
+from stackbook.engines.mlx import MlxAdapter
 from stackbook.engines.openai_endpoint import OpenAIEndpointAdapter
 from stackbook.engines.sglang import SglangAdapter
 from stackbook.engines.spec import EngineSpec
@@ -14,6 +15,7 @@ from stackbook.engines.vllm_cpu import VllmCpuAdapter
 ENGINE_ADAPTERS: tuple[type[EngineAdapter], ...] = (
     LlamaCppAdapter,
     VllmCpuAdapter,
+    MlxAdapter,
     VllmAdapter,
     SglangAdapter,
     OpenAIEndpointAdapter,

@@ -55,6 +55,7 @@ class SglangAdapter(EngineAdapter):
     spec_model = SglangEngine
     installs = "the sglang package into the environment that runs stackbook, on a machine with a GPU"
     health_path = "/health_generate"
+    length_control = "min_tokens and ignore_eos"
 
     def command(self) -> list[str]:
         if self.artifacts is None or self.artifacts.hf_dir is None:

@@ -2,8 +2,6 @@
 realized KV capacity in its own log. Its CPU build (engines/vllm_cpu.py) shares the adapter."""
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import sys
 from typing import Literal
@@ -12,7 +10,7 @@ import httpx
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.base import ANSI, EngineAdapter, parse_int
+from stackbook.engines.base import ANSI, EngineAdapter, chat_template_sha256, parse_int
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 
 VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens"
@@ -58,6 +56,7 @@ class VllmAdapter(EngineAdapter):
     """The vLLM GPU engine, launched as `python -m vllm.entrypoints.openai.api_server`."""
     spec_model = VllmEngine
     installs = "the vllm package into the environment that runs stackbook, on a machine with a GPU"
+    length_control = "min_tokens and ignore_eos"
 
     @property
     def python(self) -> str:
@@ -111,16 +110,8 @@ class VllmAdapter(EngineAdapter):
             return "unknown"
 
     def identity(self) -> dict:
-        template = None
-        if self.artifacts and self.artifacts.hf_dir:
-            jinja = self.artifacts.hf_dir / "chat_template.jinja"
-            tc = self.artifacts.hf_dir / "tokenizer_config.json"
-            if jinja.exists():
-                template = jinja.read_text()
-            elif tc.exists():
-                template = json.loads(tc.read_text()).get("chat_template")
         return {"engine": "vLLM", "version": self.engine_version(),
-                "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None}
+                "chat_template_sha256": chat_template_sha256(self.artifacts.hf_dir if self.artifacts else None)}
 
     def realized_capacity(self) -> dict:
         return parse_vllm_capacity("".join(self.log_lines))

@@ -13,7 +13,7 @@ from stackbook.engines.spec import EngineSpec
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.locations import REPO_ROOT
 
-KINDS = ["llama_cpp", "vllm_cpu", "vllm", "sglang", "openai_endpoint"]
+KINDS = ["llama_cpp", "vllm_cpu", "mlx", "vllm", "sglang", "openai_endpoint"]
 
 
 def campaign(engine: dict, **model) -> dict:
@@ -43,16 +43,16 @@ def test_every_registered_kind_loads_from_a_campaign(kind):
 
 def test_an_unknown_kind_fails_and_the_error_lists_every_registered_kind():
     with pytest.raises(CampaignError) as err:
-        parse_campaign(campaign({"kind": "mlx"}), "c.yaml")
+        parse_campaign(campaign({"kind": "tgi"}), "c.yaml")
     message = str(err.value)
-    assert "arms[0].engine" in message and "'mlx'" in message
+    assert "arms[0].engine" in message and "'tgi'" in message
     for kind in engine_kinds():
         assert kind in message
 
 
 def test_adapter_class_names_the_registered_kinds_on_a_miss():
     assert adapter_class("sglang").kind == "sglang"
-    with pytest.raises(KeyError, match="registered kinds: llama_cpp, vllm_cpu, vllm, sglang, openai_endpoint"):
+    with pytest.raises(KeyError, match="registered kinds: llama_cpp, vllm_cpu, mlx, vllm, sglang, openai_endpoint"):
         adapter_class("tensorrt_llm")
 
 
