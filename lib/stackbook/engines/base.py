@@ -16,8 +16,8 @@ from urllib.parse import urlparse
 
 import httpx
 
-from stackbook.engines.spec import EngineSpec, free_port
-from stackbook.locations import symbolic
+from stackbook.engines.spec import EngineSpec, PythonEngineSpec, free_port
+from stackbook.locations import cache_dir, symbolic
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes some engines write into their log
 
@@ -39,6 +39,7 @@ class EngineAdapter:
     # Install facts: what to install, and the tools/bootstrap.sh step for kinds it installs.
     installs: ClassVar[str] = ""
     bootstrap_step: ClassVar[str | None] = None
+    setup_target: ClassVar[str] = "quickstart"  # the make target whose set-up runs bootstrap_step
     pinned_version: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
@@ -72,7 +73,7 @@ class EngineAdapter:
         """The sentence that tells a user how to install this kind."""
         if cls.bootstrap_step is None:
             return f"{cls.kind}: install {cls.installs}"
-        return (f"{symbolic(cls.installed_executable())} is missing; run `make quickstart` (or "
+        return (f"{symbolic(cls.installed_executable())} is missing; run `make {cls.setup_target}` (or "
                 f"tools/bootstrap.sh {cls.bootstrap_step}) to install {cls.installs}")
 
     # -- what differs per engine -------------------------------------------------------
@@ -227,6 +228,61 @@ class EngineAdapter:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class PythonEngineAdapter(EngineAdapter):
+    """An engine that runs from a Python environment of its own: the interpreter the campaign
+    names (engine.python), else the environment tools/bootstrap.sh makes in the cache, so the
+    engine never needs installing into the workbook's environment."""
+    spec_model: ClassVar[type[PythonEngineSpec]]
+    env_name: ClassVar[str] = ""  # its folder under $STACKBOOK_CACHE/engines
+
+    @classmethod
+    def install_dir(cls) -> Path:
+        return cache_dir() / "engines" / cls.env_name
+
+    @classmethod
+    def installed_executable(cls) -> Path:
+        return cls.install_dir() / "bin" / "python"
+
+    @property
+    def python(self) -> str:
+        """The interpreter that runs the engine; a missing one is named with the way to install it."""
+        if self.spec.python:
+            if not Path(self.spec.python).exists():
+                raise FileNotFoundError(f"engine.python {self.spec.python!r} does not exist; give the interpreter of "
+                                        f"an environment with {self.kind} installed, or leave python unset to use "
+                                        f"the one `make {self.setup_target}` installs")
+            return self.spec.python
+        if not self.installed_executable().exists():
+            raise FileNotFoundError(self.install_hint())
+        return str(self.installed_executable())
+
+    def package_versions(self, *distributions: str) -> dict[str, str]:
+        """Installed versions of the engine's packages, read by its own interpreter."""
+        code = ("import importlib.metadata as m, sys\n"
+                "for d in sys.argv[1:]:\n"
+                "    try: print(d, m.version(d))\n"
+                "    except m.PackageNotFoundError: print(d, 'not-installed')")
+        try:
+            out = subprocess.run([self.python, "-c", code, *distributions], capture_output=True, text=True,
+                                 timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
+            out = ""
+        found = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        return {d: found.get(d, "unknown") for d in distributions}
+
+
+def dtype_flag(kind: str, field: str, value: str, names: dict[str, str], weights: str) -> str:
+    """The engine's name for a precision the protocol fixes (KV cache, recurrent state); "auto"
+    (the checkpoint's dtype) where the engine has no name of its own and the precision equals the
+    weights'. Anything else is refused: the launch must match what the sizing assumed."""
+    if value in names:
+        return names[value]
+    if value == weights:
+        return "auto"
+    raise ValueError(f"{kind} has no setting for protocol.precision.{field}={value!r}; use one of "
+                     f"{sorted(names)} or the weights' precision {weights!r}")
 
 
 def _die_with_parent() -> None:

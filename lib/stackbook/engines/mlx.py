@@ -20,9 +20,8 @@ import httpx
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.base import EngineAdapter, chat_template_sha256
-from stackbook.engines.spec import CapacityBasis, EngineSpec
-from stackbook.locations import cache_dir
+from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
+from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"
 MLX_LM_VERSION = "0.32.2"
@@ -35,15 +34,13 @@ PROMPT_CACHE_LINE = r"Prompt Cache: (?P<sequences>\d+) sequences, (?P<gb>[\d.]+)
 MLX_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-class MlxEngine(EngineSpec):
+class MlxEngine(PythonEngineSpec):
     kind: Literal["mlx"]
     decode_concurrency: int = Field(4, gt=0, description="--decode-concurrency: sequences decoded in one batch")
     prompt_cache_size: int | None = Field(None, ge=0, description="--prompt-cache-size: cached sequences "
                                           "(None: the engine's default, 10)")
     prompt_cache_bytes: int | None = Field(None, gt=0, description="--prompt-cache-bytes: bound on the prompt "
                                            "cache in bytes (None: unbounded)")
-    python: str | None = Field(None, description="an interpreter with mlx and mlx-lm installed (e.g. a Mac's "
-                               "Metal build); None uses the environment tools/bootstrap.sh makes")
 
     def configured_capacity(self, protocol) -> dict:
         return {"decode_concurrency": self.decode_concurrency,
@@ -61,11 +58,6 @@ class MlxEngine(EngineSpec):
                 "kv_bytes_all_sequences_at_context": cells * per_token * self.decode_concurrency,
                 "rule": f"no KV pool: each of --decode-concurrency sequences grows its KV in "
                         f"{KV_STEP_TOKENS}-token steps up to the context"}
-
-
-def install_dir() -> Path:
-    """The virtual environment tools/bootstrap.sh makes for MLX."""
-    return cache_dir() / "engines" / f"mlx-{MLX_VERSION}"
 
 
 def eos_token_ids(hf_dir: Path) -> list[int]:
@@ -88,10 +80,12 @@ def eos_token_ids(hf_dir: Path) -> list[int]:
     return sorted(ids)
 
 
-class MlxAdapter(EngineAdapter):
+class MlxAdapter(PythonEngineAdapter):
+    """On a Mac, engine.python names an environment with `mlx` and `mlx-lm` (Metal backend)."""
     spec_model = MlxEngine
     installs = "MLX (mlx[cpu] and mlx-lm) into its own environment"
     bootstrap_step = "mlx"
+    env_name = f"mlx-{MLX_VERSION}"
     pinned_version = MLX_VERSION
     metrics_path = None  # mlx_lm's server answers /metrics with 404
     length_control = "logit_bias forbids the end-of-sequence tokens (mlx_lm has no ignore_eos or min_tokens)"
@@ -106,19 +100,9 @@ class MlxAdapter(EngineAdapter):
         # "default_model" names the checkpoint it was started with.
         self.served_name = "default_model"
 
-    @classmethod
-    def installed_executable(cls) -> Path:
-        return install_dir() / "bin" / "python"
-
-    @property
-    def python(self) -> str:
-        return str(self.spec.python or self.installed_executable())
-
     def command(self) -> list[str]:
         if self.artifacts is None or self.artifacts.hf_dir is None:
             raise FileNotFoundError("mlx needs a Hugging Face model directory: set model.hf_path")
-        if not self.spec.python and not self.installed_executable().exists():
-            raise FileNotFoundError(self.install_hint())
         prec = self.protocol.precision
         if prec.weights not in MLX_DTYPES or prec.kv_cache != prec.weights:
             raise ValueError(
@@ -165,7 +149,7 @@ class MlxAdapter(EngineAdapter):
                 "print(m.version('mlx'), m.version('mlx-lm'), mx.default_device())")
         try:
             out = subprocess.run([self.python, "-c", code], capture_output=True, text=True, timeout=60).stdout.split()
-        except (OSError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
             out = []
         return {"mlx": out[0] if out else "unknown", "mlx_lm": out[1] if len(out) > 1 else "unknown",
                 "device": " ".join(out[2:]) or "unknown"}

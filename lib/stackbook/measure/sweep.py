@@ -189,6 +189,10 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s.update(server_side.get(name, {}))
             points[name] = s
     out = summarize_sweep(points, telemetry, peak, protocol)
+    method = session.adapter.length_control
+    out["length_control"]["method"] = method or "none: this engine offers no way to force an exact length"
+    if method is None:
+        out["length_control"].update(controlled=False, honoured="not controlled: replies may end early")
     out["gpu_telemetry"] = gpu_summary
     out["prefix_cache"] = {"state": protocol.prefix_cache,
                            "points": {name: x["prefix_cache"] for name, x in server_side.items()}}

