@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 from stackbook.engines.llama_cpp import LlamaCppAdapter
+from stackbook.engines.mlx import MlxAdapter
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.locations import REPO_ROOT
 from stackbook.model.artifacts import embedded_artifacts
@@ -18,6 +19,8 @@ def engines_ready() -> str | None:
         return "llama-server is not built (make test builds it)"
     if not VllmCpuAdapter.installed_executable().exists():
         return "vLLM's CPU build is not installed (make test installs it)"
+    if not MlxAdapter.installed_executable().exists():
+        return "MLX is not installed (make test installs it)"
     return None
 
 
