@@ -20,7 +20,7 @@ protocol:
   decoding: {preset: greedy}
   workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}
   arrival: {kind: closed_loop, concurrency: [2]}
-  context_length: 512
+  context_length: 320              # short needle trials: MLX prefills slowly on this CPU
   requests_per_point: 2
   warmup_requests: 0
   request_timeout_s: 300
