@@ -50,15 +50,16 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         _fail(str(err))
     except RunInterrupted as stop:
         raise typer.Exit(128 + stop.signum)
-    manifest = json.loads((out / "manifest.json").read_text())
+    from stackbook.evidence.manifest import read_manifest
+
+    manifest = read_manifest(out)
     typer.echo(f"\nrun directory: {out}")
-    for name, a in manifest["arms"].items():
-        typer.echo(f"  arm {name}: {a['status']}")
-    report = out / "report.html"
-    if report.exists():
-        typer.echo(f"report: {report}  (the analysis notebook: {out / '40_analysis.ipynb'})")
-    if manifest["status"] != "complete":
-        _fail(f"the run is {manifest['status']}: see {out / 'manifest.json'}", code=1)
+    for name, a in manifest.arms.items():
+        typer.echo(f"  arm {name}: {a.status}")
+    if out.report.exists():
+        typer.echo(f"report: {out.report}  (the analysis notebook: {out.analysis_notebook})")
+    if manifest.status != "complete":
+        _fail(f"the run is {manifest.status}: see {out.manifest}", code=1)
 
 
 @app.command("setup-model")

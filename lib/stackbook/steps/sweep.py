@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from stackbook.evidence.files import read_json, update_results
+from stackbook.evidence.results import ArmResults
 from stackbook.evidence.passport import write_passport
 from stackbook.loadgen.lengths import describe_length
 from stackbook.loadgen.records import read_records
@@ -13,10 +14,9 @@ from stackbook.measure.sweep import run_sweep
 
 
 def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
-    canaries = (read_json(session.arm_dir / "results.json", {}) or {}).get("canaries")
-    label = "accepted" if canaries and canaries.get("verdict") == "PASS" else "HOLD"
     out = run_sweep(session, run_id or session.run_dir.name, progress=progress)
-    out["label"] = label
+    measured = ArmResults.model_validate({**(read_json(session.arm_dir.results, {}) or {}), "sweep": out})
+    out["label"] = measured.label().value
     update_results(session.arm_dir, "sweep", out)
     write_passport(session.campaign, session.arm, session.arm_dir)
     return out
@@ -31,7 +31,7 @@ def points_table(sweep: dict) -> pd.DataFrame:
 
 
 def arm_requests(session) -> pd.DataFrame:
-    return requests_frame(read_records(session.arm_dir / "requests.jsonl"))
+    return requests_frame(read_records(session.arm_dir.requests))
 
 
 def workload_table(session) -> pd.DataFrame:
@@ -61,7 +61,7 @@ def prefix_cache_table(sweep: dict) -> pd.DataFrame:
 
 def peer_definitions_table(session) -> pd.DataFrame:
     """This arm's measured requests under vLLM's, GuideLLM's and AIPerf's definitions."""
-    records = read_records(session.arm_dir / "requests.jsonl", latest_attempt=True)
+    records = read_records(session.arm_dir.requests, latest_attempt=True)
     return peer_definitions(records).round(2)
 
 
