@@ -107,11 +107,11 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
             available = (pool_gib * sizing.GiB if pool_gib else
                          hw.memory_bytes * gpu_memory_utilization - out["weights_bytes"] - activations_gib * sizing.GiB)
             out["engine"] = {"name": "vllm", **sizing.vllm_kv_accounting(
-                g, available, context, kv_dtype, state_dtype or g.state_dtype or "fp32")}
+                g, available, context, kv_dtype, sizing.resolve_state_precision(g, state_dtype))}
             out["max_concurrency"] = out["engine"]["max_concurrency"]
         elif engine == "sglang":
             out["engine"] = {"name": "sglang", **sizing.sglang_kv_accounting(
-                g, out["cache_pool_bytes"], context, kv_dtype, state_dtype or g.state_dtype or "fp32",
+                g, out["cache_pool_bytes"], context, kv_dtype, sizing.resolve_state_precision(g, state_dtype),
                 mamba_ratio, radix_cache)}
             out["max_concurrency"] = out["engine"]["max_concurrency"]
         elif engine is not None:

@@ -13,7 +13,14 @@ from pydantic import BaseModel
 from stackbook import __version__
 from stackbook.evidence.files import model_json, read_json, write_json_atomic
 from stackbook.evidence.label import Label
-from stackbook.evidence.results import ArmResults, Discard, Number, Open, PointSummary, Unknown
+from stackbook.evidence.results import (
+    ArmResults,
+    Discard,
+    Number,
+    Open,
+    PointSummary,
+    Unknown,
+)
 from stackbook.evidence.rundir import ArmDir
 from stackbook.host import host_identity
 from stackbook.loadgen.lengths import describe_length

@@ -44,7 +44,6 @@ class ApproximateTokenizer:
     """Counts words and punctuation: for endpoints whose tokenizer is not available locally, and
     for the calibration server (one word per streamed token). Client token counts are then
     approximate; the server's usage counts remain exact."""
-    approximate = True
 
     def encode(self, text, add_special_tokens=False):
         class Encoding:

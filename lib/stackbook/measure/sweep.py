@@ -30,10 +30,8 @@ from stackbook.measure.telemetry import (
     metrics_delta,
     scrape_metrics,
 )
+from stackbook.measure.validity import apply_discard_rules, point_validity
 from stackbook.model.artifacts import artifacts_for
-
-MAX_P99_LAG_MS = 5.0
-RATE_TOLERANCE = 0.05
 
 
 class EngineFailure(RuntimeError):
@@ -211,27 +209,6 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
 
 
-def point_validity(s: dict) -> dict:
-    """Did the client deliver the load the protocol asked for? (A point where it did not is the
-    client's number, not the engine's.)"""
-    if "concurrency" in s:
-        held = s.get("in_flight_mean")
-        return {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
-                "littles_law_concurrency": s.get("littles_law_concurrency"),
-                "valid": held is not None and abs(held - s["concurrency"]) <= 0.1 * s["concurrency"]}
-    lag = s.get("schedule_lag_ms_p99")
-    out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
-           "achieved_rate_rps": s.get("achieved_rate_rps"),
-           "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
-           "littles_law_concurrency": s.get("littles_law_concurrency")}
-    ok = lag is not None and lag <= MAX_P99_LAG_MS
-    want = s.get("scheduled_rate_rps")
-    if want and s.get("achieved_rate_rps"):
-        ok = ok and abs(s["achieved_rate_rps"] - want) <= RATE_TOLERANCE * want
-    out["valid"] = ok
-    return out
-
-
 def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol) -> dict:
     errors: dict[str, int] = {}
     for s in points.values():
@@ -269,25 +246,3 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
         "load_validity": load_validity,
         "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }
-
-
-def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
-    """Every point a preregistered rule discards, with the rule and the figure that triggered it."""
-    out = []
-    for name, s in points.items():
-        n = s.get("requests", 0)
-        failed = n - s.get("completed", 0)
-        if n and failed / n > rules.max_failed_fraction:
-            out.append({"point": name, "rule": "max_failed_fraction",
-                        "detail": f"{failed}/{n} requests failed (> {rules.max_failed_fraction:.0%})"})
-        if rules.on_engine_restart and s.get("errors", {}).get("engine_died"):
-            out.append({"point": name, "rule": "on_engine_restart",
-                        "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
-        if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
-            v = load_validity[name]
-            out.append({"point": name, "rule": "on_invalid_load", "detail": describe_validity(v)})
-    return out
-
-
-def describe_validity(v: dict) -> str:
-    return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")

