@@ -6,6 +6,7 @@ from pathlib import Path
 import nbformat
 import papermill as pm
 import pytest
+from stackbook.evidence.rundir import RunDir
 
 NOTEBOOKS = sorted(Path("notebooks").glob("*.ipynb"))
 
@@ -54,24 +55,24 @@ def test_decide_notebook_runs_with_other_answers(tmp_path):
 
 
 def test_sizing_notebook_runs_without_an_engine(tmp_path):
-    run_dir = tmp_path / "run"
+    run_dir = RunDir(tmp_path / "run")
     out = tmp_path / "10.ipynb"
     pm.execute_notebook("notebooks/10_sizing.ipynb", str(out), kernel_name="python3", progress_bar=False,
                         parameters={"campaign_file": "campaigns/seed-qwen3.8-27b.yaml", "run_dir": str(run_dir),
                                     "arm": "vllm", "start_engine": False})
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "no engine: arithmetic only" in text and "34.71" in text
-    sizing = json.loads((run_dir / "arms" / "vllm" / "results.json").read_text())["sizing"]
+    sizing = json.loads(run_dir.arm("vllm").results.read_text())["sizing"]
     assert sizing["max_live_sequences"] == 36 and sizing["predicted_capacity"]["max_concurrency"] == 34.71
     rows = {r["assumption"]: r["live sequences"] for r in sizing["assumptions_table"]}
     assert list(rows.values())[:4] == [36, 40, 46, 59]
 
 
 def test_committed_seed_run_is_complete():
-    run = Path("outputs/seed-qwen3.8-27b/reference")
-    manifest = json.loads((run / "manifest.json").read_text())
+    run = RunDir("outputs/seed-qwen3.8-27b/reference")
+    manifest = json.loads(run.manifest.read_text())
     assert manifest["status"] == "complete"
-    text = outputs_text(nbformat.read(run / "arms" / "vllm" / "10_sizing.ipynb", as_version=4))
+    text = outputs_text(nbformat.read(run.arm("vllm").notebook("10_sizing"), as_version=4))
     for figure in ("53,792,000,000", "17.11", "15.93", "65,536", "153,944,064", "23.300", "36"):
         assert figure in text, figure
 
@@ -90,14 +91,14 @@ arms:
   - name: llama
     engine: {kind: llama_cpp, parallel: 1}
 """)
-    run_dir = tmp_path / "run"
+    run_dir = RunDir(tmp_path / "run")
     out = tmp_path / "20.ipynb"
     pm.execute_notebook("notebooks/20_canaries.ipynb", str(out), kernel_name="python3", progress_bar=False,
                         parameters={"campaign_file": str(campaign), "run_dir": str(run_dir), "arm": "llama"})
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "## Verdict: **PASS**" in text
-    engine = json.loads((run_dir / "arms" / "llama" / "engine.json").read_text())
+    engine = json.loads(run_dir.arm("llama").engine_json.read_text())
     assert engine["kind"] == "llama_cpp" and engine["realized_capacity"]["kv_tokens"] == 1024
-    assert (run_dir / "arms" / "llama" / "engine.log").stat().st_size > 0
+    assert run_dir.arm("llama").engine_log.stat().st_size > 0
     pid = engine["pid"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
