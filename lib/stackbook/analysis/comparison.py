@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from stackbook.config.campaign import load_campaign
-from stackbook.evidence.files import model_json, read_json, write_json_atomic
+from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import ArmResults, Open
 from stackbook.evidence.rundir import RunDir
@@ -329,5 +329,5 @@ def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     """analysis.json beside the analysis notebook, validated through CampaignAnalysis."""
     run = run_dir if isinstance(run_dir, RunDir) else RunDir.existing(run_dir)
     result = analyse_run(run)
-    write_json_atomic(run.analysis, model_json(result))
+    write_model(run.analysis, result)
     return result

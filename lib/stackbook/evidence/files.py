@@ -6,8 +6,12 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from stackbook.evidence.rundir import ArmDir
 
 
 def write_json_atomic(path: str | os.PathLike, data) -> None:
@@ -34,6 +38,7 @@ def model_json(model: BaseModel) -> dict:
 
 
 def write_model(path: str | os.PathLike, model: BaseModel) -> None:
+    """A validated model, written atomically."""
     write_json_atomic(path, model_json(model))
 
 
@@ -61,7 +66,7 @@ def file_sha256(path: str | os.PathLike) -> str:
     return _hash_cache[key]
 
 
-def update_results(arm_dir, section: str, data) -> dict:
+def update_results(arm_dir: ArmDir, section: str, data) -> dict:
     """Set one section (sizing, canaries, sweep) of the arm's results.json, validated against its
     model first: a section that does not match is refused before it reaches the file."""
     from stackbook.evidence.results import validate_section

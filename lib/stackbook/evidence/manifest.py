@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from stackbook.evidence.files import model_json, read_json, write_json_atomic
+from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.results import Open
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import relative_to_repo
@@ -66,7 +66,7 @@ class ManifestFile:
             "created_unix": time.time(), "arms": {}, "analysis": {}}
 
     def save(self) -> None:
-        write_json_atomic(self.path, model_json(Manifest.model_validate(self.data)))
+        write_model(self.path, Manifest.model_validate(self.data))
 
     def arm(self, name: str) -> dict:
         return self.data["arms"].setdefault(name, {"status": "pending", "notebooks": {}})
