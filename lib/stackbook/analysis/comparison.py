@@ -126,7 +126,8 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
-    """Plain-language findings, with their caveats. HOLD and not-comparable arms are never ranked."""
+    """Plain-language findings, with their caveats. Only accepted, comparable arms are ranked; every
+    other label is named with its reason."""
     if df.empty:
         return ["No arm produced measurements."]
     lines = []
@@ -143,7 +144,7 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
     if df["discarded"].any():
         lines.append(f"Discarded by preregistered rules (kept on disk, not ranked): "
                      f"{', '.join(df.loc[df['discarded'], 'arm'] + ' ' + df.loc[df['discarded'], 'point'])}.")
-    ranked = df[(df["label"] == "accepted") & df["arm"].isin(ok_arms) & ~df["discarded"]]
+    ranked = df[(df["label"] == Label.ACCEPTED.value) & df["arm"].isin(ok_arms) & ~df["discarded"]]
     if ranked["arm"].nunique() < 2:
         lines.append("Fewer than two accepted, comparable arms: no ranking.")
         return lines
@@ -187,7 +188,7 @@ def sizing_frame(arms: dict) -> pd.DataFrame:
 
 def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
     """Points no other accepted point beats on both throughput (higher) and p99 E2E (lower)."""
-    pts = df[df["label"] == "accepted"][["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
+    pts = df[df["label"] == Label.ACCEPTED.value][["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
     keep = []
     for i, p in pts.iterrows():
         dominated = ((pts["output_throughput_tok_s"] >= p["output_throughput_tok_s"]) &

@@ -18,7 +18,7 @@ def _save(fig, out_dir: Path | None, name: str):
 
 
 def _label(arm: str, label: str) -> str:
-    return arm if label == "accepted" else f"{arm} [HOLD]"
+    return arm if label == "accepted" else f"{arm} [{label}]"
 
 
 def load_axis(df: pd.DataFrame) -> str:
