@@ -2,6 +2,7 @@
 ids; and the notebooks that need no engine still execute with papermill (the arm notebooks run
 against real engines in test_end_to_end)."""
 import json
+import shutil
 from pathlib import Path
 
 import jupytext
@@ -130,3 +131,64 @@ arms:
     assert (run_dir / "arms" / "llama" / "engine.log").stat().st_size > 0
     pid = engine["pid"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_committed_poisson_run_has_one_statistics_column_per_rate():
+    """The per-request view of the sweep notebook, on the committed open-loop run: its three rates
+    stay apart (they were pooled when the grouping keyed on concurrency, 0 for every record)."""
+    from stackbook.analysis.comparison import load_run
+    from stackbook.measure.sweep import load_levels
+    from stackbook.steps.sweep import request_stats_by_load
+
+    campaign, arms = load_run("outputs/workloads/reference")
+    a = arms["vllm-cpu"]
+    stats = request_stats_by_load(a["requests"], load_levels(campaign.protocol_for(a["arm"])))
+    assert list(stats.columns) == ["rate0.5", "rate1", "rate2"]
+    assert stats.loc[("e2e_ms", "count")].tolist() == [16.0, 16.0, 16.0]
+
+
+def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree("outputs/workloads/reference", run, ignore=shutil.ignore_patterns("figures", "*.html", "*.ipynb"))
+    out = tmp_path / "40.ipynb"
+    pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"run_dir": str(run)})
+    text = outputs_text(nbformat.read(out, as_version=4))
+    assert "**Campaign** `workloads`" in text and "`vllm-cpu`: [sizing](arms/vllm-cpu/10_sizing.ipynb)" in text
+    assert (run / "figures" / "pareto.png").stat().st_size > 0
+
+
+def test_sweep_notebook_runs_against_the_calibration_server(tmp_path):
+    """The whole sweep notebook, no engine: an endpoint arm on the zero-latency calibration server,
+    two Poisson rates, each its own column of per-request statistics (lightest first)."""
+    from stackbook.harness.calibration_server import CalibrationServer
+
+    server = CalibrationServer().start_in_thread()
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(f"""
+name: calibration
+model: {{name: smollm2-135m-instruct, source: embedded}}
+protocol:
+  stages: [sweep]
+  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
+  arrival: {{kind: poisson, rates: [20, 5]}}
+  context_length: 512
+  requests_per_point: 6
+  warmup_requests: 1
+arms:
+  - name: cal
+    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
+""")
+    out = tmp_path / "30.ipynb"
+    try:
+        pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
+                            parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"),
+                                        "arm": "cal"})
+    finally:
+        server.stop()
+    nb = nbformat.read(out, as_version=4)
+    outputs_text(nb)  # raises on any cell error
+    stats = next(c for c in nb.cells if "request_stats_by_load" in c.source).outputs[0].data["text/plain"]
+    header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
+    assert header == ["load", "level", "rate5", "rate20"]
+    assert count == ["ttft_ms", "count", "6.0", "6.0"]

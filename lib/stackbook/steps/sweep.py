@@ -104,4 +104,6 @@ def request_stats_by_load(requests: pd.DataFrame, levels: list[dict],
     stats = m[list(columns)].astype(float).groupby(keys, sort=False).describe().T
     known = [lv["level"] for lv in sorted(levels, key=_load_of)]
     order = [k for k in known if k in stats.columns] + sorted(k for k in stats.columns if k not in known)
-    return stats[order].round(1)
+    stats = stats[order].round(1)
+    stats.columns.name = "load level"
+    return stats
