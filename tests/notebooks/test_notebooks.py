@@ -26,6 +26,8 @@ def test_source_parses_with_one_parameters_cell_and_no_outputs(name):
     text = source_path(name).read_text()
     assert '# %% tags=["parameters"]' in text
     raw = jupytext.reads(text, fmt="py:percent")
+    # Canonical form: jupytext writes the source back byte for byte (a save from JupyterLab is a no-op).
+    assert jupytext.writes(raw, fmt="py:percent") == text
     nb = read_source(source_path(name))
     nbformat.validate(nb)
     assert len(nb.cells) == len(raw.cells) > 3
