@@ -113,10 +113,14 @@ class _RequestProgress:
 
 
 def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
+    """Execute notebooks/<name>.py (built into a notebook in memory) and write the executed
+    .ipynb to out_path."""
     import papermill as pm
 
+    from stackbook.notebook_sources import load_notebook
+
     t = time.monotonic()
-    pm.execute_notebook(f"notebooks/{name}.ipynb", str(out_path), parameters=parameters,
+    pm.execute_notebook(load_notebook(name), str(out_path), parameters=parameters,
                         kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
                         request_save_on_cell_execute=True)
     return time.monotonic() - t

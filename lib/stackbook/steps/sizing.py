@@ -110,3 +110,13 @@ def capacity_table(s: dict) -> pd.DataFrame:
         rows.append({"quantity": key, "predicted": pv, "realized (engine)": rv,
                      "realized / predicted": (rv / pv) if pv and rv else None})
     return pd.DataFrame(rows)
+
+
+def roofline_table(s: dict) -> pd.DataFrame:
+    """The bandwidth bound on single-stream decode at the protocol's context, and where the
+    bandwidth figure came from (catalog, or measured on this CPU)."""
+    hw = s["hardware"]
+    return pd.Series({"device": hw["name"],
+                      "bandwidth (GB/s)": round(hw["bandwidth_bytes_s"] / 1e9, 1),
+                      "decode bound at this context (tok/s)": round(s.get("roofline_decode_tok_s") or 0, 1),
+                      "bandwidth source": hw["source"]}).to_frame("value")
