@@ -11,7 +11,7 @@ from stackbook.config.campaign import load_campaign
 from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import ArmResults, Open
-from stackbook.evidence.rundir import RunDir
+from stackbook.evidence.rundir import STAGE_NOTEBOOK, ArmDir, RunDir
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import requests_frame
 
@@ -277,6 +277,47 @@ def canary_agreement(arms: dict) -> pd.DataFrame:
 
 def remote_arms(arms: dict) -> list[str]:
     return [n for n, a in arms.items() if a["engine"].get("remote")]
+
+
+def campaign_summary(campaign, arms: dict) -> str:
+    """The campaign, its arms and engines, remote endpoints, and links to each arm's evidence
+    (relative to the run directory, where the analysis notebook is written), as Markdown."""
+    lines = [f"**Campaign** `{campaign.name}`: {campaign.description}  \n**Arms:** "
+             + ", ".join(f"`{n}` ({a['arm'].engine.kind})" for n, a in arms.items())]
+    remote = remote_arms(arms)
+    if remote:
+        lines.append(f"**Remote endpoints:** {', '.join(remote)}: their latencies include the network path.")
+    def links(d: ArmDir) -> str:
+        evidence = [("sizing", d.notebook(STAGE_NOTEBOOK["sizing"])), ("canaries", d.notebook(STAGE_NOTEBOOK["canaries"])),
+                    ("sweep", d.notebook(STAGE_NOTEBOOK["sweep"])), ("raw requests", d.requests),
+                    ("engine log", d.engine_log), ("passport", d.passport_md)]
+        return ", ".join(f"[{what}]({d.link(path)})" for what, path in evidence)
+    lines.append("Evidence per arm: " + "; ".join(f"`{n}`: {links(a['dir'])}" for n, a in arms.items()))
+    return "\n\n".join(lines)
+
+
+def gate_table(arms: dict) -> pd.DataFrame:
+    """Per arm: the canary verdict and tally, and the KV capacity predicted against what the
+    engine allocated."""
+    rows = []
+    for n, a in arms.items():
+        c = a["results"].get("canaries", {})
+        sz = a["results"].get("sizing", {})
+        realized = sz.get("realized_capacity", {})
+        rows.append({"arm": n, "canaries": c.get("verdict", "not run"),
+                     "gating passed": f"{c.get('passed', 0)}/{c.get('gating_checks', 0)}",
+                     "expected failures": ", ".join(c.get("expected_failures", [])) or "-",
+                     "KV tokens predicted": sz.get("predicted_capacity", {}).get("kv_tokens"),
+                     "KV tokens realized": realized.get("kv_tokens"),
+                     "max concurrency (engine)": realized.get("max_concurrency"),
+                     "engine ready after (s)": round(a["engine"].get("ready_after_s") or 0, 1)})
+    return pd.DataFrame(rows).set_index("arm")
+
+
+def passports(arms: dict) -> list[str]:
+    """Each arm's passport.md, or a line saying the arm did not run."""
+    return [a["dir"].passport_md.read_text() if a["dir"].passport_md.exists()
+            else f"*{n}: no passport (the arm did not run)*" for n, a in arms.items()]
 
 
 class ArmAnalysis(Open):

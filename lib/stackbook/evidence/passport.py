@@ -138,7 +138,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "launch": engine.get("launch") or unknown("the engine was not started"),
         "host": engine.get("host") or host_identity(),
         "formats": {"weights": prec.weights, "kv_cache": prec.kv_cache,
-                    "recurrent_state": prec.state if prec.state != "none" else "not applicable: no recurrent layers"},
+                    "recurrent_state": (sizing or {}).get("state_precision") or (
+                        prec.state if prec.state != "none" else "not applicable: no recurrent layers")},
         "speculative_decoder": "none",
     }
     proto = {

@@ -53,6 +53,11 @@ class ArmDir:
         """The executed copy of an arm notebook, e.g. notebook("30_load_sweep")."""
         return self.path / f"{name}.ipynb"
 
+    def link(self, path: Path) -> str:
+        """A path of this arm relative to its run directory: how the analysis notebook, written
+        there, links to it."""
+        return os.path.relpath(path, self.path.parent.parent)
+
     @property
     def requests(self) -> Path:
         """One line per request, appended as it completes."""

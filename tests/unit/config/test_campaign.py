@@ -6,7 +6,8 @@ import time
 
 import psutil
 import pytest
-from stackbook.config.campaign import CampaignError, free_port, load_campaign
+from stackbook.config.campaign import CampaignError, load_campaign
+from stackbook.engines.spec import free_port
 
 GOOD = """
 name: t
