@@ -150,14 +150,14 @@ def test_committed_poisson_run_has_one_statistics_column_per_rate():
 
 
 def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree("outputs/workloads/reference", run, ignore=shutil.ignore_patterns("figures", "*.html", "*.ipynb"))
+    run = RunDir(tmp_path / "run")
+    shutil.copytree("outputs/workloads/reference", run.path, ignore=shutil.ignore_patterns("figures", "*.html", "*.ipynb"))
     out = tmp_path / "40.ipynb"
     pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"run_dir": str(run)})
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "**Campaign** `workloads`" in text and "`vllm-cpu`: [sizing](arms/vllm-cpu/10_sizing.ipynb)" in text
-    assert (run / "figures" / "pareto.png").stat().st_size > 0
+    assert (run.figures / "pareto.png").stat().st_size > 0
 
 
 def test_sweep_notebook_runs_against_the_calibration_server(tmp_path):
