@@ -12,12 +12,12 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
-from stackbook.config.campaign import Campaign, load_campaign
+from stackbook.config.campaign import Campaign
+from stackbook.config.loading import load_campaign
 from stackbook.engines import EngineStartError, adapter_for
 from stackbook.evidence.files import read_json, write_json_atomic
 from stackbook.evidence.passport import write_passport
 from stackbook.locations import REPO_ROOT, absolute_paths_in, relative_to_repo, symbolic
-from stackbook.measure.sweep import load_levels, requests_at
 from stackbook.steps.session import record_engine
 
 ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
@@ -279,7 +279,7 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
                       "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
                       "start_engine": needs_engine}
-            total = sum(requests_at(protocol, lv) for lv in load_levels(protocol)) * protocol.repetitions
+            total = protocol.requests_per_arm()
             try:
                 with _RequestProgress(arm_dir / "requests.jsonl", total, f"{arm.name} requests",
                                       progress and name == "30_load_sweep"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from stackbook.config.campaign import load_campaign
+from stackbook.config.loading import load_campaign
 from stackbook.evidence.files import read_json
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import requests_frame

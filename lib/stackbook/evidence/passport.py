@@ -14,7 +14,6 @@ import psutil
 
 from stackbook import __version__
 from stackbook.evidence.files import read_json, write_json_atomic
-from stackbook.loadgen.lengths import describe_length
 from stackbook.locations import REPO_ROOT
 
 
@@ -71,8 +70,8 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
         "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
-        "output_budget_tokens": describe_length(protocol.workload.output_tokens),
-        "prompt_tokens": describe_length(protocol.workload.prompt_tokens),
+        "output_budget_tokens": protocol.workload.output_tokens.describe(),
+        "prompt_tokens": protocol.workload.prompt_tokens.describe(),
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,

@@ -6,7 +6,9 @@ import time
 
 import psutil
 import pytest
-from stackbook.config.campaign import CampaignError, free_port, load_campaign
+from stackbook.config.campaign import free_port
+from stackbook.config.errors import CampaignError
+from stackbook.config.loading import load_campaign
 
 GOOD = """
 name: t
