@@ -148,3 +148,23 @@ def test_conversations_and_json_prompts():
     assert all(p.schema == ANSWER_SCHEMA for p in prompts)
     content, n_user, n_out = prompts[0].follow_ups[0]
     assert n_out == 8 and n_user == count_tokens(TOK, content) and "JSON" in content
+
+
+def test_each_distribution_describes_and_bounds_itself():
+    cases = [(dist_of(64), "64", (64, 64), 64.0),
+             (dist(kind="uniform", min=10, max=90), "uniform 10-90", (10, 90), 50.0),
+             (dist(kind="normal", mean=50, std=20, min=5, max=80), "normal mean 50, sd 20, clipped 5-80", (5, 80), None),
+             (dist(kind="lognormal", median=60, sigma=0.9, min=3, max=400),
+              "lognormal median 60, sigma 0.9, clipped 3-400", (3, 400), None)]
+    for d, words, bounds, mean in cases:
+        assert d.describe() == words and d.bounds() == bounds
+        if mean is not None:
+            assert d.mean_tokens() == mean
+    # Clipping moves the mean off the formula: a seeded sample estimates it.
+    assert dist(kind="normal", mean=50, std=20, min=5, max=80).mean_tokens() == pytest.approx(49.62415)
+
+
+def test_seeded_samples_are_the_reference_values():
+    """Reference runs stay comparable: the same seed draws the same lengths as before."""
+    assert dist(kind="uniform", min=10, max=90).sample(5, seed=0) == [78, 61, 51, 31, 34]
+    assert dist(kind="lognormal", median=60, sigma=0.9, min=3, max=400).sample(5, seed=5) == [29, 18, 48, 88, 167]
