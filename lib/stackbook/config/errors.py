@@ -147,11 +147,11 @@ def locate(root: type[BaseModel], loc: tuple) -> Place:
 
 def describe_error(root: type[BaseModel], e: dict) -> str:
     """One line for one pydantic error: where, what, and the fix."""
-    kind = e["type"]
+    error_type = e["type"]
     place = locate(root, e["loc"])
     where, msg = place.path, e["msg"].removeprefix("Value error, ")
-    fix = FIXES.get(kind, "")
-    if kind == "extra_forbidden":
+    fix = FIXES.get(error_type, "")
+    if error_type == "extra_forbidden":
         key, parent = str(e["loc"][-1]), locate(root, e["loc"][:-1])
         close = difflib.get_close_matches(key, parent.fields, n=3)
         owners = [tag for tag, fields in parent.fields_by_kind if key in fields]
@@ -159,12 +159,12 @@ def describe_error(root: type[BaseModel], e: dict) -> str:
             fix = f"did you mean {', '.join(close)}? Otherwise remove it"
         elif owners:
             fix = f"{key} applies to {parent.discriminator} {', '.join(owners)} only; remove it or change the kind"
-    elif kind in ("model_attributes_type", "model_type") and place.kinds:
+    elif error_type in ("model_attributes_type", "model_type") and place.kinds:
         fix = f"give a mapping with {place.discriminator}: one of {', '.join(place.kinds)}"
-    elif kind in ("union_tag_invalid", "union_tag_not_found"):
+    elif error_type in ("union_tag_invalid", "union_tag_not_found"):
         kinds = ", ".join(place.kinds)
         where = f"{where}.{place.discriminator}"
-        if kind == "union_tag_not_found":
+        if error_type == "union_tag_not_found":
             msg, fix = "missing", f"add {place.discriminator}: one of {kinds}"
         else:
             got = str(e.get("ctx", {}).get("tag"))
@@ -173,7 +173,7 @@ def describe_error(root: type[BaseModel], e: dict) -> str:
             fix = (f"did you mean {close[0]!r}? " if close else "") + f"{place.discriminator} is one of: {kinds}"
         return f"  - {where}: {msg}. Fix: {fix}"
     got = e.get("input")
-    got_s = f" (got {got!r})" if not isinstance(got, (dict, list)) and kind != "missing" else ""
+    got_s = f" (got {got!r})" if not isinstance(got, (dict, list)) and error_type != "missing" else ""
     return f"  - {where}: {msg}{got_s}" + (f". Fix: {fix}" if fix else "")
 
 
