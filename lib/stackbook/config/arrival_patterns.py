@@ -3,9 +3,9 @@ knows its load levels, its cool-down, how many prompts a level sends and the sch
 follow; the schedule arithmetic itself lives in loadgen.arrivals."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from stackbook.config.strict import Strict
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
@@ -20,6 +20,8 @@ LoadLevel = dict
 
 
 class ArrivalPattern(Strict):
+    kind: str  # each pattern narrows it to its own tag; declared here so dumps list it first
+
     def load_levels(self) -> list[LoadLevel]:
         """One entry per load level, in sweep order."""
         raise NotImplementedError
@@ -75,6 +77,10 @@ class ClosedLoop(ArrivalPattern):
 class OpenLoop(ArrivalPattern):
     """Requests sent on a schedule whatever the replies do, at each of `rates`."""
     rates: list[float] = Field(description="requests per second, one sweep point each")
+    # Only gamma arrivals set the burstiness; the others accept the default 1 that every run
+    # directory's resolved campaign records, so earlier runs still load.
+    burstiness: float = Field(1.0, gt=0, description="gamma: squared CV of inter-arrival times (1 = Poisson)")
+    burstiness_is_set: ClassVar[bool] = False
 
     @field_validator("rates")
     @classmethod
@@ -84,6 +90,13 @@ class OpenLoop(ArrivalPattern):
         if any(r <= 0 for r in v):
             raise ValueError(f"rates must be positive (requests per second), got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _burstiness_only_where_set(self):
+        if self.burstiness != 1.0 and not self.burstiness_is_set:
+            raise ValueError(f"burstiness {self.burstiness:g} has no effect on {self.kind} arrivals; use "
+                             "kind: gamma to set it, or remove burstiness")
+        return self
 
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": f"rate{r:g}", "rate": r} for r in self.rates]
@@ -112,7 +125,7 @@ class PoissonArrivals(OpenLoop):
 class GammaArrivals(OpenLoop):
     """Gamma-distributed gaps: burstier (or more regular) than Poisson at the same mean rate."""
     kind: Literal["gamma"]
-    burstiness: float = Field(1.0, gt=0, description="squared CV of inter-arrival times (1 = Poisson)")
+    burstiness_is_set: ClassVar[bool] = True
 
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
         return gamma_schedule(level["rate"], n, self.burstiness, seed)

@@ -72,3 +72,10 @@ def test_the_sweep_counts_through_the_protocol():
     assert sweep.requests_at(p, level) == 14 and sweep.turns_of(p) == 2
     assert sweep.cooldown_requests(p, level) == 1 and sweep.point_name(level, 0) == "c2-r0"
     assert p.requests_per_arm() == sweep.requests_at(p, level) * sweep.turns_of(p)
+
+
+def test_runs_recorded_before_the_split_still_load():
+    """Every resolved campaign records burstiness 1 for any open loop; it loads, and means Poisson."""
+    p = protocol({"kind": "poisson", "rates": [1.0], "burstiness": 1.0})
+    assert list(p.arrival.model_dump().items()) == [("kind", "poisson"), ("rates", [1.0]), ("burstiness", 1.0)]
+    assert Protocol.model_validate(p.model_dump()) == p

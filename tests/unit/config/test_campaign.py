@@ -112,10 +112,14 @@ EXACT_LINES = {
         GOOD.replace("output_tokens: 16", "output_tokens: {kind: lognorm, median: 8}"),
         "  - protocol.workload.output_tokens.kind: unknown kind 'lognorm'. Fix: did you mean 'lognormal'? "
         "kind is one of: fixed, uniform, normal, lognormal, empirical"),
-    "option of another arrival kind": (
+    "option of another engine kind": (
+        GOOD.replace("engine: {kind: llama_cpp}", "engine: {kind: llama_cpp, kv_cache_gib: 2}"),
+        "  - arms[0].engine.kv_cache_gib: Extra inputs are not permitted (got 2). Fix: kv_cache_gib applies to "
+        "kind vllm_cpu only; remove it or change the kind"),
+    "burstiness of a poisson arrival": (
         GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: poisson, rates: [1], burstiness: 2}"),
-        "  - protocol.arrival.burstiness: Extra inputs are not permitted (got 2). Fix: burstiness applies to "
-        "kind gamma only; remove it or change the kind"),
+        "  - protocol.arrival: burstiness 2 has no effect on poisson arrivals; use kind: gamma to set it, "
+        "or remove burstiness"),
     "length that is neither a number nor a mapping": (
         GOOD.replace("output_tokens: 16", "output_tokens: many"),
         "  - protocol.workload.output_tokens: Input should be a valid dictionary or object to extract fields from "
