@@ -3,7 +3,7 @@ knows its load levels, its cool-down, how many prompts a level sends and the sch
 follow; the schedule arithmetic itself lives in loadgen.arrivals."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypedDict, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -14,9 +14,14 @@ from stackbook.locations import resolve_symbolic
 if TYPE_CHECKING:
     from stackbook.config.protocol import Protocol
 
-# A load level is a plain mapping, as the sweep records it: "level" names it, and "concurrency",
-# "rate" or "trace" (with "speedup") say what load it is.
-LoadLevel = dict
+class LoadLevel(TypedDict, total=False):
+    """One point of the sweep, as its records carry it: `level` names it; the other keys say
+    which load it is (a closed loop's concurrency, an open loop's rate, or a trace)."""
+    level: str
+    concurrency: int
+    rate: float
+    trace: str
+    speedup: float
 
 
 class ArrivalPattern(Strict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Discriminator, ValidationError
@@ -48,7 +48,7 @@ class Place:
     kinds: tuple[str, ...] = ()     # the tags a union here accepts
     discriminator: str = "kind"     # the field that carries those tags
     # For the chosen member of a union: the fields of every member of that union, by tag.
-    fields_by_kind: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    fields_by_kind: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,10 @@ def _members(node: _Node) -> list[Any] | None:
 
 def _tags(member: Any, discriminator: str) -> tuple[str, ...]:
     """The values a union member's Literal tag field accepts."""
-    field = member.model_fields.get(discriminator) if _is_model(member) else None
-    if field is None or typing.get_origin(field.annotation) is not Literal:
+    info = member.model_fields.get(discriminator) if _is_model(member) else None
+    if info is None or typing.get_origin(info.annotation) is not Literal:
         return ()
-    return tuple(str(v) for v in typing.get_args(field.annotation))
+    return tuple(str(v) for v in typing.get_args(info.annotation))
 
 
 def _is_model(tp: Any) -> bool:
@@ -104,8 +104,8 @@ def _step(node: _Node, part: str | int) -> tuple[_Node | None, bool]:
             return _step(_Node(members[0]), part)
         return None, False
     if _is_model(node.tp):
-        field = node.tp.model_fields.get(str(part))
-        return (_unwrap(field.annotation, field.discriminator) if field else None), False
+        info = node.tp.model_fields.get(str(part))
+        return (_unwrap(info.annotation, info.discriminator) if info else None), False
     origin, args = typing.get_origin(node.tp), typing.get_args(node.tp)
     if origin in (list, tuple, set, frozenset) and args and isinstance(part, int):
         return _unwrap(args[0]), False
@@ -136,10 +136,9 @@ def locate(root: type[BaseModel], loc: tuple) -> Place:
         disc = node.discriminator or "kind"
         return Place(path, kinds=tuple(t for m in members for t in _tags(m, disc)), discriminator=disc)
     if _is_model(node.tp):
-        by_kind = ()
         if union is not None:
             disc = union.discriminator or "kind"
-            by_kind = tuple((t, tuple(m.model_fields)) for m in _members(union) for t in _tags(m, disc))
+            by_kind = {t: tuple(m.model_fields) for m in _members(union) for t in _tags(m, disc)}
             return Place(path, fields=tuple(node.tp.model_fields), discriminator=disc, fields_by_kind=by_kind)
         return Place(path, fields=tuple(node.tp.model_fields))
     return Place(path)
@@ -154,7 +153,7 @@ def describe_error(root: type[BaseModel], e: dict) -> str:
     if error_type == "extra_forbidden":
         key, parent = str(e["loc"][-1]), locate(root, e["loc"][:-1])
         close = difflib.get_close_matches(key, parent.fields, n=3)
-        owners = [tag for tag, fields in parent.fields_by_kind if key in fields]
+        owners = [tag for tag, fields in parent.fields_by_kind.items() if key in fields]
         if close:
             fix = f"did you mean {', '.join(close)}? Otherwise remove it"
         elif owners:
