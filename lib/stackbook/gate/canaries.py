@@ -211,12 +211,19 @@ class Needle(_Check):
             lengths.add(room)
         return sorted(n for n in lengths if n > 0)
 
+    def prompt_at(self, tokens: int, depth: float, tokenizer=None) -> str:
+        """Filler of about `tokens` tokens with the needle at `depth` (0 = start, 1 = end)."""
+        per = len(tokenizer.encode(self.filler, add_special_tokens=False).ids) + 1 if tokenizer else 16
+        sentences = [self.filler] * max(1, tokens // per)
+        sentences.insert(round(depth * len(sentences)), self.needle)
+        return "Document:\n" + " ".join(sentences) + f"\n\nQuestion: {self.question}"
+
     def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
         """One trial per length and depth; every needle must be found."""
         trials = []
         for n in self.lengths_for(context_length):
             for depth in self.depths:
-                text, reply = self.ask(target, [{"role": "user", "content": needle_prompt(self, n, depth, tokenizer)}])
+                text, reply = self.ask(target, [{"role": "user", "content": self.prompt_at(n, depth, tokenizer)}])
                 usage = reply.get("usage") or {}
                 trials.append({"tokens": usage.get("prompt_tokens", n), "depth": depth,
                                "found": text is not None and self.expect.lower() in text.lower(),
@@ -284,15 +291,6 @@ def run_code(code: str, tests: str, timeout_s: float) -> tuple[bool, str]:
         return True, "the asserts passed"
     last = (r.stderr.strip().splitlines() or ["no output"])[-1]
     return False, f"exit {r.returncode}: {last[:200]}"
-
-
-def needle_prompt(check: Needle, tokens: int, depth: float, tokenizer=None) -> str:
-    """Filler of about `tokens` tokens with the needle at `depth` (0 = start, 1 = end)."""
-    per = len(tokenizer.encode(check.filler, add_special_tokens=False).ids) + 1 if tokenizer else 16
-    sentences = [check.filler] * max(1, tokens // per)
-    at = round(depth * len(sentences))
-    sentences.insert(at, check.needle)
-    return "Document:\n" + " ".join(sentences) + f"\n\nQuestion: {check.question}"
 
 
 def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=None,

@@ -111,3 +111,9 @@ def test_no_reply_is_a_transport_failure_and_known_failures_do_not_gate(engine):
 def test_the_embedded_suite_loads_every_check_kind():
     suite, digest = load_suite("embedded-smollm2")
     assert len(digest) == 64 and all(hasattr(c, "run") for c in suite.checks)
+
+
+def test_needle_sits_at_its_depth():
+    c = check(kind="needle", needle="NEEDLE.", question="Q?", expect="x", filler="f.")
+    assert c.prompt_at(64, 0.0) == "Document:\nNEEDLE. " + " ".join(["f."] * 4) + "\n\nQuestion: Q?"
+    assert c.prompt_at(64, 1.0).endswith("f. NEEDLE.\n\nQuestion: Q?")
