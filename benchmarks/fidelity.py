@@ -23,8 +23,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from stackbook.config.campaign import load_campaign
+from stackbook.config.loading import load_campaign
 from stackbook.engines import adapter_for
+from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.harness.fidelity import highest_rate_held, ratio, server_lag_ms, verdicts
 from stackbook.harness.selftest import start_server
 from stackbook.loadgen.arrivals import constant_schedule
@@ -43,7 +44,6 @@ from stackbook.measure.telemetry import (
     metrics_delta,
     scrape_metrics,
 )
-from stackbook.model.artifacts import vllm_python
 
 RATES = [100, 200, 400, 600, 800, 1000, 1200, 1600, 2000]
 OUT = REPO_ROOT / "benchmarks" / "results" / "fidelity.json"
@@ -69,7 +69,7 @@ def vllm_bench(workdir: Path, url: str, model: str, tokenizer_dir: str, n: int, 
     launcher = workdir / "vllm_bench_launcher.py"
     launcher.write_text(LAUNCHER)
     result = workdir / f"vb-{rate}-{n}{tag}.json"
-    cmd = [str(vllm_python()), str(launcher), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
+    cmd = [str(VllmCpuAdapter.installed_executable()), str(launcher), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
            "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", tokenizer_dir,
            *(["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(output_len),
                "--disable-shuffle"] if dataset else

@@ -2,8 +2,10 @@ import os
 from pathlib import Path
 
 import pytest
+from stackbook.engines.llama_cpp import LlamaCppAdapter
+from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.locations import REPO_ROOT
-from stackbook.model.artifacts import embedded_artifacts, engine_dir, vllm_python
+from stackbook.model.artifacts import embedded_artifacts
 
 os.chdir(REPO_ROOT)
 
@@ -12,9 +14,9 @@ def engines_ready() -> str | None:
     art = embedded_artifacts()
     if not (art.hf_dir / "model.safetensors").exists() or not art.gguf.exists():
         return "the embedded model is not set up (make test sets it up)"
-    if not (engine_dir("llama_cpp") / "bin" / "llama-server").exists():
+    if not LlamaCppAdapter.installed_executable().exists():
         return "llama-server is not built (make test builds it)"
-    if not vllm_python().exists():
+    if not VllmCpuAdapter.installed_executable().exists():
         return "vLLM's CPU build is not installed (make test installs it)"
     return None
 

@@ -113,10 +113,14 @@ class _RequestProgress:
 
 
 def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
+    """Execute notebooks/<name>.py (built into a notebook in memory) and write the executed
+    .ipynb to out_path."""
     import papermill as pm
 
+    from stackbook.notebook_sources import load_notebook
+
     t = time.monotonic()
-    pm.execute_notebook(f"notebooks/{name}.ipynb", str(out_path), parameters=parameters,
+    pm.execute_notebook(load_notebook(name), str(out_path), parameters=parameters,
                         kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
                         request_save_on_cell_execute=True)
     return time.monotonic() - t
@@ -260,9 +264,8 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             if notebook_ok(entry, name, out):
                 steps.update(1)
                 continue
-            if name == "10_sizing" and arm.engine.kind == "openai_endpoint":
-                entry["notebooks"][name] = {"status": "skipped",
-                                            "reason": "a managed endpoint has no local memory to size"}
+            if name == "10_sizing" and arm.engine.sizing_skip_reason:
+                entry["notebooks"][name] = {"status": "skipped", "reason": arm.engine.sizing_skip_reason}
                 steps.update(1)
                 continue
             if name == "30_load_sweep":

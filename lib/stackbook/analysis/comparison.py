@@ -250,3 +250,42 @@ def canary_agreement(arms: dict) -> pd.DataFrame:
 
 def remote_arms(arms: dict) -> list[str]:
     return [n for n, a in arms.items() if a["engine"].get("remote")]
+
+
+def campaign_summary(campaign, arms: dict) -> str:
+    """The campaign, its arms and engines, remote endpoints, and links to each arm's evidence
+    (relative to the run directory, where the analysis notebook is written), as Markdown."""
+    lines = [f"**Campaign** `{campaign.name}`: {campaign.description}  \n**Arms:** "
+             + ", ".join(f"`{n}` ({a['arm'].engine.kind})" for n, a in arms.items())]
+    remote = remote_arms(arms)
+    if remote:
+        lines.append(f"**Remote endpoints:** {', '.join(remote)}: their latencies include the network path.")
+    lines.append("Evidence per arm: " + "; ".join(
+        f"`{n}`: [sizing](arms/{n}/10_sizing.ipynb), [canaries](arms/{n}/20_canaries.ipynb), "
+        f"[sweep](arms/{n}/30_load_sweep.ipynb), [raw requests](arms/{n}/requests.jsonl), "
+        f"[engine log](arms/{n}/engine.log), [passport](arms/{n}/passport.md)" for n in arms))
+    return "\n\n".join(lines)
+
+
+def gate_table(arms: dict) -> pd.DataFrame:
+    """Per arm: the canary verdict and tally, and the KV capacity predicted against what the
+    engine allocated."""
+    rows = []
+    for n, a in arms.items():
+        c = a["results"].get("canaries", {})
+        sz = a["results"].get("sizing", {})
+        realized = sz.get("realized_capacity", {})
+        rows.append({"arm": n, "canaries": c.get("verdict", "not run"),
+                     "gating passed": f"{c.get('passed', 0)}/{c.get('gating_checks', 0)}",
+                     "expected failures": ", ".join(c.get("expected_failures", [])) or "-",
+                     "KV tokens predicted": sz.get("predicted_capacity", {}).get("kv_tokens"),
+                     "KV tokens realized": realized.get("kv_tokens"),
+                     "max concurrency (engine)": realized.get("max_concurrency"),
+                     "engine ready after (s)": round(a["engine"].get("ready_after_s") or 0, 1)})
+    return pd.DataFrame(rows).set_index("arm")
+
+
+def passports(arms: dict) -> list[str]:
+    """Each arm's passport.md, or a line saying the arm did not run."""
+    return [(a["dir"] / "passport.md").read_text() if (a["dir"] / "passport.md").exists()
+            else f"*{n}: no passport (the arm did not run)*" for n, a in arms.items()]

@@ -3,7 +3,6 @@ before any engine starts."""
 from __future__ import annotations
 
 import difflib
-import socket
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -14,6 +13,7 @@ from pydantic import (
 
 from stackbook.config.protocol import Protocol
 from stackbook.config.strict import Strict
+from stackbook.engines.registry import engine_kinds, engine_specs
 from stackbook.locations import resolve_symbolic
 
 
@@ -71,71 +71,9 @@ class ModelSpec(Strict):
 
 # --------------------------------------------------------------------------- engines
 
-class EngineBase(Strict):
-    host: str = "127.0.0.1"
-    port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
-    extra_args: list[str] = Field(default_factory=list)
-    startup_timeout_s: float = Field(300, gt=0)
-
-    @field_validator("port")
-    @classmethod
-    def _port_free(cls, v: int | None) -> int | None:
-        if v is not None and not port_is_free(v):
-            raise ValueError(f"port {v} is already in use on 127.0.0.1; pick another or leave port unset "
-                             "so a free one is chosen")
-        return v
-
-
-class LlamaCppEngine(EngineBase):
-    kind: Literal["llama_cpp"]
-    threads: int = Field(1, gt=0)
-    parallel: int = Field(4, gt=0, description="slots: sequences decoded together")
-    binary: str | None = None
-
-
-class VllmCpuEngine(EngineBase):
-    kind: Literal["vllm_cpu"]
-    kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE, whole GiB")
-    enforce_eager: bool = True
-    max_num_seqs: int | None = Field(None, gt=0)
-    python: str | None = None
-
-
-class VllmEngine(EngineBase):
-    kind: Literal["vllm"]
-    gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
-    tensor_parallel_size: int = Field(1, gt=0)
-    max_num_seqs: int | None = Field(None, gt=0)
-    kv_cache_dtype: str = "auto"
-
-
-class SglangEngine(EngineBase):
-    kind: Literal["sglang"]
-    mem_fraction_static: float | None = Field(None, gt=0, le=1)
-    tp_size: int = Field(1, gt=0)
-    disable_radix_cache: bool = False
-    mamba_full_memory_ratio: float = Field(0.9, gt=0)
-    mamba_scheduler_strategy: Literal["extra_buffer", "no_buffer"] = "extra_buffer"
-
-
-class OpenAIEndpoint(EngineBase):
-    """A managed OpenAI-compatible endpoint. The API key is read from the named variable."""
-    kind: Literal["openai_endpoint"]
-    base_url: str
-    api_key_env: str | None = None
-    served_model: str | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
-        return v.rstrip("/")
-
-
-Engine = Annotated[Union[LlamaCppEngine, VllmCpuEngine, VllmEngine, SglangEngine, OpenAIEndpoint],
-                   Field(discriminator="kind")]
-ENGINE_KINDS = ["llama_cpp", "vllm_cpu", "vllm", "sglang", "openai_endpoint"]
+# Each kind's spec lives with its adapter in engines/<kind>.py; the registry lists them.
+Engine = Annotated[Union[engine_specs()], Field(discriminator="kind")]
+ENGINE_KINDS = engine_kinds()
 
 
 class Arm(Strict):
@@ -193,20 +131,3 @@ class Campaign(Strict):
                 node = node[p]
             node[leaf] = value
         return Protocol.model_validate(data)
-
-
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-            return True
-        except OSError:
-            return False
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]

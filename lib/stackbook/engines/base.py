@@ -1,4 +1,5 @@
-"""What every engine adapter does: launch, wait until ready, capture its log, stop it."""
+"""What every engine adapter does: launch, wait until ready, capture its log, stop it; and what
+each kind's adapter states about itself (its spec model, its install in the cache)."""
 from __future__ import annotations
 
 import os
@@ -8,11 +9,15 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
+from urllib.parse import urlparse
 
 import httpx
 
-from stackbook.config.campaign import free_port
+from stackbook.engines.spec import EngineSpec, free_port
 from stackbook.locations import symbolic
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes some engines write into their log
 
 
 class EngineStartError(RuntimeError):
@@ -20,10 +25,21 @@ class EngineStartError(RuntimeError):
 
 
 class EngineAdapter:
-    kind = "base"
+    """Runs one engine kind. A subclass names its `spec_model`; its `kind` follows from it."""
+    spec_model: ClassVar[type[EngineSpec]]
+    kind: ClassVar[str] = "base"
     health_path = "/health"
     metrics_path: str | None = "/metrics"
     remote = False
+    # Install facts: what to install, and the tools/bootstrap.sh step for kinds it installs.
+    installs: ClassVar[str] = ""
+    bootstrap_step: ClassVar[str | None] = None
+    pinned_version: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "spec_model" in cls.__dict__:
+            cls.kind = cls.spec_model.kind_name()
 
     def __init__(self, spec, artifacts, protocol, served_name: str, log_path: str | os.PathLike | None = None):
         self.spec = spec
@@ -31,13 +47,28 @@ class EngineAdapter:
         self.protocol = protocol
         self.served_name = served_name
         self.log_path = Path(log_path) if log_path else None
-        self.port = spec.port or (free_port(spec.host) if hasattr(spec, "host") else None)
+        self.port = spec.port or free_port(spec.host)
         self.proc: subprocess.Popen | None = None
         self.log_lines: list[str] = []
         self._log_thread: threading.Thread | None = None
         self.started_at: float | None = None
         self.ready_after_s: float | None = None
         self.exit_code: int | None = None
+
+    # -- install ----------------------------------------------------------------------------
+    @classmethod
+    def installed_executable(cls) -> Path | None:
+        """What tools/bootstrap.sh puts in the cache to launch this kind; None when the kind
+        is installed some other way (a GPU image, a managed service)."""
+        return None
+
+    @classmethod
+    def install_hint(cls) -> str:
+        """The sentence that tells a user how to install this kind."""
+        if cls.bootstrap_step is None:
+            return f"{cls.kind}: install {cls.installs}"
+        return (f"{symbolic(cls.installed_executable())} is missing; run `make quickstart` (or "
+                f"tools/bootstrap.sh {cls.bootstrap_step}) to install {cls.installs}")
 
     # -- what differs per engine -------------------------------------------------------
     def command(self) -> list[str]:
@@ -71,6 +102,11 @@ class EngineAdapter:
     @property
     def base_url(self) -> str:
         return f"http://{self.spec.host}:{self.port}"
+
+    def attach(self, endpoint: str) -> None:
+        """Talk to an engine of this arm that is already serving at `endpoint` (the runner
+        started it) instead of one started here."""
+        self.port = urlparse(endpoint).port
 
     def headers(self) -> dict[str, str]:
         return {}

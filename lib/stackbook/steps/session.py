@@ -7,7 +7,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
 
 import psutil
 
@@ -21,21 +20,6 @@ from stackbook.loadgen.drivers import Target
 from stackbook.locations import REPO_ROOT
 
 
-def configured_capacity(adapter: EngineAdapter) -> dict:
-    s, p = adapter.spec, adapter.protocol
-    if adapter.kind == "llama_cpp":
-        return {"slots": s.parallel, "context_per_sequence": p.context_length,
-                "total_context_cells": p.context_length * s.parallel}
-    if adapter.kind == "vllm_cpu":
-        return {"kv_cache_space_gib": s.kv_cache_gib, "max_model_len": p.context_length,
-                "max_num_seqs": s.max_num_seqs or "engine default"}
-    if adapter.kind == "vllm":
-        return {"gpu_memory_utilization": s.gpu_memory_utilization, "max_model_len": p.context_length}
-    if adapter.kind == "sglang":
-        return {"mem_fraction_static": s.mem_fraction_static or "engine default", "context_length": p.context_length}
-    return {"note": "a managed endpoint does not disclose its capacity"}
-
-
 def record_engine(adapter: EngineAdapter, arm_dir: Path, restarts: int = 0) -> dict:
     """engine.json: who served the arm and what capacity the engine itself reported."""
     info = {
@@ -47,7 +31,7 @@ def record_engine(adapter: EngineAdapter, arm_dir: Path, restarts: int = 0) -> d
         "model": adapter.artifacts.identity() if adapter.artifacts else {"name": adapter.served_name},
         "identity": adapter.identity(),
         "launch": adapter.launch_record(),
-        "configured_capacity": configured_capacity(adapter),
+        "configured_capacity": adapter.spec.configured_capacity(adapter.protocol),
         "realized_capacity": adapter.realized_capacity(),
         "host": host_identity(),
         "restarts": restarts,
@@ -113,9 +97,8 @@ def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = N
     log_path = arm_dir / "engine.log" if endpoint is None and start_engine else None
     adapter = adapter_for(campaign, chosen, log_path=log_path)
     session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run_path, arm_dir, adapter)
-    if endpoint is not None and adapter.kind != "openai_endpoint":
-        adapter.port = urlparse(endpoint).port
     if endpoint is not None:
+        adapter.attach(endpoint)
         session.engine = read_json(arm_dir / "engine.json", {}) or {}
     elif start_engine:
         adapter.start()

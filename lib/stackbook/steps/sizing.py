@@ -5,10 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from stackbook import sizing
+from stackbook.engines.spec import CapacityBasis
 from stackbook.evidence.files import update_results
 from stackbook.model.geometry import geometry_for
-
-VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
 
 def model_geometry(session):
@@ -27,40 +26,6 @@ def model_geometry(session):
     return geometry_for(art.gguf)
 
 
-def predicted_capacity(g, session, pool_bytes: float | None) -> dict:
-    """The engine's own allocation rule applied to the arithmetic: what it should report."""
-    spec, p = session.adapter.spec, session.protocol
-    prec = p.precision
-    state = prec.state if prec.state != "none" else None
-    if spec.kind == "llama_cpp":
-        tokens = p.context_length * spec.parallel
-        return {"kv_tokens": tokens, "kv_cache_mib": tokens * sizing.model_kv_bytes_per_token(g, prec.kv_cache) / 2**20,
-                "max_concurrency": spec.parallel,
-                "rule": "-c = context x slots; one KV stream of `context` cells per slot"}
-    if spec.kind == "vllm_cpu":
-        acc = sizing.vllm_kv_accounting(g, spec.kv_cache_gib * sizing.GiB, p.context_length, prec.kv_cache,
-                                        state or "fp32", block_size=VLLM_CPU_BLOCK_TOKENS)
-        return {"kv_tokens": acc["kv_cache_size_tokens"], "max_concurrency": acc["max_concurrency"],
-                "num_blocks": acc["num_blocks"],
-                "rule": f"VLLM_CPU_KVCACHE_SPACE GiB / page bytes / layers, {VLLM_CPU_BLOCK_TOKENS}-token blocks"}
-    if spec.kind == "vllm":
-        hw = sizing.accelerator(session.campaign.hardware.accelerator)
-        available = pool_bytes if pool_bytes is not None else (
-            hw.memory_bytes * spec.gpu_memory_utilization
-            - sizing.weight_bytes(g.num_parameters, prec.weights, session.campaign.model.artifact_bytes)
-            - session.campaign.hardware.activations_gib * sizing.GiB)
-        acc = sizing.vllm_kv_accounting(g, available, p.context_length, prec.kv_cache, state or "fp32")
-        return {"kv_tokens": acc["kv_cache_size_tokens"], "max_concurrency": acc["max_concurrency"], **acc,
-                "rule": "vLLM V1 block accounting (hybrid attention blocks inflated to the state page size)"}
-    if spec.kind == "sglang":
-        acc = sizing.sglang_kv_accounting(g, pool_bytes, p.context_length, prec.kv_cache, state or "fp32",
-                                          spec.mamba_full_memory_ratio,
-                                          "disabled" if spec.disable_radix_cache else spec.mamba_scheduler_strategy)
-        return {"kv_tokens": acc["max_total_num_tokens"], "max_concurrency": acc["max_concurrency"], **acc,
-                "rule": "SGLang: state slots = pool x r/(1+r) / state; KV gets the rest; requests <= slots // S"}
-    return {"rule": "a managed endpoint discloses no capacity"}
-
-
 def arm_sizing(session) -> dict:
     """Weights, KV per token, recurrent state, the cache pool and the sequences it holds,
     predicted by arithmetic and set beside what the engine itself reported."""
@@ -75,16 +40,19 @@ def arm_sizing(session) -> dict:
     prec = p.precision
     state = prec.state if prec.state != "none" else None
     spec = session.adapter.spec
-    pool = hw_spec.pool_gib * sizing.GiB if hw_spec.pool_gib else None
-    if spec.kind == "vllm_cpu":
-        pool = spec.kv_cache_gib * sizing.GiB
+    pool = spec.cache_pool_bytes()
+    if pool is None and hw_spec.pool_gib:
+        pool = hw_spec.pool_gib * sizing.GiB
     budget = sizing.size_model(
         g, memory_bytes=hw.usable_bytes or hw.memory_bytes, context_tokens=p.context_length,
         weights_precision=prec.weights, kv_precision=prec.kv_cache, state_precision=state,
         artifact_bytes=session.campaign.model.artifact_bytes, pool_bytes=pool,
         workspace_bytes=hw_spec.workspace_gib * sizing.GiB, activations_bytes=hw_spec.activations_gib * sizing.GiB,
         bandwidth=hw.bandwidth or None)
-    predicted = predicted_capacity(g, session, budget["cache_pool_bytes"] if pool is not None else pool)
+    predicted = spec.predicted_capacity(CapacityBasis(
+        geometry=g, protocol=p, device_memory_bytes=hw.memory_bytes,
+        activations_bytes=hw_spec.activations_gib * sizing.GiB, artifact_bytes=session.campaign.model.artifact_bytes,
+        pool_bytes=budget["cache_pool_bytes"] if pool is not None else None))
     out = {
         "geometry": {"name": g.name, "architecture": g.architecture, "parameters": g.num_parameters,
                      "layers": g.num_layers, "full_attention_layers": g.kv_layers,
@@ -142,3 +110,13 @@ def capacity_table(s: dict) -> pd.DataFrame:
         rows.append({"quantity": key, "predicted": pv, "realized (engine)": rv,
                      "realized / predicted": (rv / pv) if pv and rv else None})
     return pd.DataFrame(rows)
+
+
+def roofline_table(s: dict) -> pd.DataFrame:
+    """The bandwidth bound on single-stream decode at the protocol's context, and where the
+    bandwidth figure came from (catalog, or measured on this CPU)."""
+    hw = s["hardware"]
+    return pd.Series({"device": hw["name"],
+                      "bandwidth (GB/s)": round(hw["bandwidth_bytes_s"] / 1e9, 1),
+                      "decode bound at this context (tok/s)": round(s.get("roofline_decode_tok_s") or 0, 1),
+                      "bandwidth source": hw["source"]}).to_frame("value")

@@ -8,7 +8,7 @@ from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.passport import write_passport
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import peer_definitions, requests_frame
-from stackbook.measure.sweep import run_sweep
+from stackbook.measure.sweep import point_name, run_sweep
 
 
 def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
@@ -74,3 +74,35 @@ def engine_truth_table(sweep: dict) -> pd.DataFrame:
                 row[f"{key.split('{', 1)[0]} mean/max"] = f"{v['mean']:g} / {v['max']:g}"
         rows[name] = row
     return pd.DataFrame(rows).T
+
+
+def sweep_summary(sweep: dict) -> str:
+    """The sweep's label, peak engine memory and error counts, in one line of Markdown."""
+    return (f"Label: **{sweep['label']}** · peak engine memory {sweep['peak_engine_rss_gib']} GiB · "
+            f"errors {sweep['error_counts']}")
+
+
+def _load_of(level: dict) -> float:
+    return level.get("concurrency", level.get("rate", 0))
+
+
+def request_stats_by_load(requests: pd.DataFrame, levels: list[dict],
+                          columns: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens")
+                          ) -> pd.DataFrame:
+    """Statistics of the measured requests, one column per load level (repetitions pooled),
+    ordered by load: concurrency for a closed loop, offered rate for an open one.
+
+    The level comes from each record's point name, not from its `concurrency` field, which is 0
+    for every open-loop record: grouping on it would pool all the rates into one column.
+    `levels` is `measure.sweep.load_levels(protocol)`."""
+    m = requests[requests["phase"] == "measure"]
+    if m.empty:
+        return pd.DataFrame()
+    level_of = {point_name(lv, int(r)): lv["level"] for lv in levels for r in m["repetition"].unique()}
+    keys = m["point"].map(lambda p: level_of.get(p, p))
+    stats = m[list(columns)].astype(float).groupby(keys, sort=False).describe().T
+    known = [lv["level"] for lv in sorted(levels, key=_load_of)]
+    order = [k for k in known if k in stats.columns] + sorted(k for k in stats.columns if k not in known)
+    stats = stats[order].round(1)
+    stats.columns.name = "load level"
+    return stats

@@ -9,9 +9,9 @@ from typing import Annotated, Literal, Union
 import psutil
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from stackbook.config.campaign import free_port
 from stackbook.config.errors import CampaignError, format_validation_error, locate
 from stackbook.config.loading import load_campaign
+from stackbook.engines.spec import free_port
 
 GOOD = """
 name: t

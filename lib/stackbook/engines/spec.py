@@ -1,0 +1,91 @@
+"""What every engine spec in a campaign has (where it listens, extra flags, how long it may take
+to start), what its capacity rules read, and the port helpers its validation needs.
+
+This module imports nothing from config: config builds the campaign's engine union from the
+registry, so the dependency runs one way only."""
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from stackbook.config.protocol import Protocol
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class CapacityBasis:
+    """What an engine's capacity rule is applied to: the model's geometry, the arm's protocol,
+    the device's memory and the cache pool the sizing arithmetic found (None when unknown)."""
+    geometry: Any
+    protocol: "Protocol"
+    device_memory_bytes: float
+    activations_bytes: float
+    artifact_bytes: int | None
+    pool_bytes: float | None
+
+    @property
+    def state_precision(self) -> str:
+        """The recurrent-state precision the engines' pool accounting assumes when none is set."""
+        state = self.protocol.precision.state
+        return state if state != "none" else "fp32"
+
+
+class EngineSpec(BaseModel):
+    """The `engine:` mapping of an arm. Each kind's subclass adds its own fields and answers the
+    questions that depend on the kind: its capacity as configured and as its own allocation rule
+    predicts it, the pool it fixes, whether it serves local weights and whether sizing applies."""
+    model_config = ConfigDict(extra="forbid")
+
+    # Facts of the kind, read before any engine starts.
+    serves_local_weights: ClassVar[bool] = True
+    sizing_skip_reason: ClassVar[str | None] = None  # None: the 10_sizing notebook applies
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
+    extra_args: list[str] = Field(default_factory=list)
+    startup_timeout_s: float = Field(300, gt=0)
+
+    @field_validator("port")
+    @classmethod
+    def _port_free(cls, v: int | None) -> int | None:
+        if v is not None and not port_is_free(v):
+            raise ValueError(f"port {v} is already in use on 127.0.0.1; pick another or leave port unset "
+                             "so a free one is chosen")
+        return v
+
+    @classmethod
+    def kind_name(cls) -> str:
+        """The `kind:` value that selects this spec in a campaign (its Literal tag)."""
+        return get_args(cls.model_fields["kind"].annotation)[0]
+
+    def configured_capacity(self, protocol: "Protocol") -> dict:
+        """The capacity settings as the campaign gives them to the engine."""
+        raise NotImplementedError
+
+    def predicted_capacity(self, basis: CapacityBasis) -> dict:
+        """The engine's own allocation rule applied to the sizing arithmetic: what its log
+        should report. Always carries a `rule` saying which rule was applied."""
+        raise NotImplementedError
+
+    def cache_pool_bytes(self) -> float | None:
+        """The cache pool this configuration fixes by itself, when it does; else the sizing
+        arithmetic (or hardware.pool_gib) decides it."""
+        return None

