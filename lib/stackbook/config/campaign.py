@@ -13,7 +13,7 @@ from pydantic import (
 
 from stackbook.config.protocol import Protocol
 from stackbook.config.strict import Strict
-from stackbook.engines.registry import engine_kinds, engine_specs
+from stackbook.engines.registry import engine_specs
 from stackbook.locations import resolve_symbolic
 
 
@@ -73,7 +73,6 @@ class ModelSpec(Strict):
 
 # Each kind's spec lives with its adapter in engines/<kind>.py; the registry lists them.
 Engine = Annotated[Union[engine_specs()], Field(discriminator="kind")]
-ENGINE_KINDS = engine_kinds()
 
 
 class Arm(Strict):
