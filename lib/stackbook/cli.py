@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from stackbook.config.campaign import CampaignError
+from stackbook.config.errors import CampaignError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Choose an LLM inference stack: size with arithmetic, confirm with a fair measurement.")
@@ -27,7 +27,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         arm: list[str] = typer.Option([], "--arm", help="run only these arms (repeatable)"),
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
-    from stackbook.config.campaign import load_campaign
+    from stackbook.config.loading import load_campaign
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")

@@ -11,7 +11,8 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
-from stackbook.config.campaign import Campaign, load_campaign
+from stackbook.config.campaign import Campaign
+from stackbook.config.loading import load_campaign
 from stackbook.engines import EngineStartError, adapter_for
 from stackbook.evidence.files import file_sha256, read_json
 from stackbook.evidence.manifest import ManifestFile
@@ -19,7 +20,6 @@ from stackbook.evidence.passport import write_passport
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
 from stackbook.locations import REPO_ROOT, symbolic
-from stackbook.measure.sweep import load_levels, requests_at
 from stackbook.steps.session import record_engine
 
 
@@ -225,7 +225,7 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
                       "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
                       "start_engine": needs_engine}
-            total = sum(requests_at(protocol, lv) for lv in load_levels(protocol)) * protocol.repetitions
+            total = protocol.requests_per_arm()
             try:
                 with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests",
                                       progress and name == "30_load_sweep"):

@@ -61,7 +61,7 @@ arms:
 
 
 def test_missing_key_variable_is_a_clear_error(tmp_path):
-    from stackbook.config.campaign import load_campaign
+    from stackbook.config.loading import load_campaign
     from stackbook.engines import adapter_for
     p = tmp_path / "c.yaml"
     p.write_text("""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from stackbook.config.campaign import load_campaign
+from stackbook.config.loading import load_campaign
 from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import ArmResults, Open

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from stackbook.sizing.memory import resolve_state_precision
 
 if TYPE_CHECKING:
-    from stackbook.config.campaign import Protocol
+    from stackbook.config.protocol import Protocol
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -23,7 +23,6 @@ from stackbook.evidence.results import (
 )
 from stackbook.evidence.rundir import ArmDir
 from stackbook.host import host_identity
-from stackbook.loadgen.lengths import describe_length
 from stackbook.locations import REPO_ROOT
 
 Known = Union[dict[str, Any], Unknown]
@@ -146,8 +145,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
         "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
-        "output_budget_tokens": describe_length(protocol.workload.output_tokens),
-        "prompt_tokens": describe_length(protocol.workload.prompt_tokens),
+        "output_budget_tokens": protocol.workload.output_tokens.describe(),
+        "prompt_tokens": protocol.workload.prompt_tokens.describe(),
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,

@@ -6,14 +6,9 @@ import time
 
 from tqdm import tqdm
 
-from stackbook.loadgen.arrivals import (
-    constant_schedule,
-    gamma_schedule,
-    poisson_schedule,
-    read_trace,
-)
+from stackbook.config.arrival_patterns import ArrivalPattern
+from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
-from stackbook.loadgen.lengths import describe_length
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.workload import (
     ApproximateTokenizer,
@@ -61,51 +56,28 @@ def tokenizer_for(session):
 
 def load_levels(protocol) -> list[dict]:
     """One entry per load level of the protocol's arrival pattern."""
-    a = protocol.arrival
-    if a.kind == "closed_loop":
-        return [{"level": f"c{c}", "concurrency": c} for c in a.concurrency]
-    if a.kind == "trace":
-        return [{"level": "trace", "trace": a.path, "speedup": a.speedup}]
-    return [{"level": f"rate{r:g}", "rate": r} for r in a.rates]
+    return protocol.arrival.load_levels()
 
 
 def cooldown_requests(protocol, level: dict) -> int:
-    """Requests sent after the measured ones so the last measured request still runs under the
-    configured load (a fixed-count closed loop otherwise drains at its end)."""
-    if "concurrency" in level:
-        return level["concurrency"] - 1
-    if "rate" in level:
-        return protocol.warmup_requests
-    return 0
+    return protocol.arrival.cooldown_requests(level, protocol)
 
 
 def turns_of(protocol) -> int:
-    c = protocol.workload.conversation
-    return c.turns if c else 1
+    return protocol.workload.turns()
 
 
-def requests_at(protocol, level: dict | int) -> int:
+def requests_at(protocol, level: dict) -> int:
     """Prompts (conversations, in a multi-turn workload) sent at this load level."""
-    if isinstance(level, int):
-        level = {"level": f"c{level}", "concurrency": level}
-    if "trace" in level:
-        return len(read_trace(resolve_symbolic(level["trace"])))
-    return protocol.warmup_requests + protocol.requests_per_point + cooldown_requests(protocol, level)
+    return protocol.arrival.prompts_at(level, protocol)
 
 
 def point_name(level: dict, repetition: int) -> str:
-    return f"{level['level']}-r{repetition}"
+    return ArrivalPattern.point_name(level, repetition)
 
 
 def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
-    a = protocol.arrival
-    if a.kind == "constant":
-        return constant_schedule(level["rate"], n)
-    if a.kind == "poisson":
-        return poisson_schedule(level["rate"], n, seed)
-    if a.kind == "gamma":
-        return gamma_schedule(level["rate"], n, a.burstiness, seed)
-    raise ValueError(a.kind)
+    return protocol.arrival.schedule(level, n, seed)
 
 
 def run_sweep(session, run_id: str, progress: bool = True) -> dict:
@@ -120,7 +92,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
     turns = turns_of(protocol)
     attempts = latest_attempts(read_records(records_path))
-    total = sum(expected.values()) * turns
+    total = protocol.requests_per_arm()
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
     alive = session.engine_alive
     telemetry: dict[str, dict] = {}
@@ -238,7 +210,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "not_checked_in_sweep": {
                              "completed_but_wrong": "the sweep's prompts have no expected answer: "
                                                     "correctness is the canaries' job"}},
-        "length_control": {"requested_output_tokens": describe_length(protocol.workload.output_tokens),
+        "length_control": {"requested_output_tokens": protocol.workload.output_tokens.describe(),
                            "controlled": not as_json,
                            "completed_requests": completed, "shorter_than_requested": short,
                            "honoured": short == 0 if not as_json else

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from stackbook.config.campaign import Arm, Campaign, Protocol, load_campaign
+from stackbook.config.campaign import Arm, Campaign
+from stackbook.config.loading import load_campaign
+from stackbook.config.protocol import Protocol
 from stackbook.engines import EngineAdapter, adapter_for
 from stackbook.evidence.files import read_json, write_json_atomic
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity
 from stackbook.loadgen.drivers import Target
-from stackbook.loadgen.lengths import length_bounds
 from stackbook.locations import REPO_ROOT
 
 
@@ -54,7 +55,7 @@ class ArmSession:
     def target(self) -> Target:
         d = self.protocol.decoding.resolved()
         return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
-                      self.adapter.output_length_fields(length_bounds(self.protocol.workload.output_tokens)[1]),
+                      self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
                       self.adapter.headers(), self.protocol.request_timeout_s)
 
     def engine_alive(self) -> bool:

@@ -7,7 +7,6 @@ import pandas as pd
 from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.results import ArmResults
-from stackbook.loadgen.lengths import describe_length
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import peer_definitions, requests_frame
 from stackbook.measure.sweep import point_name, run_sweep
@@ -39,8 +38,8 @@ def workload_table(session) -> pd.DataFrame:
     p = session.protocol
     w = p.workload
     rows = {
-        "prompt tokens (user content per request or turn)": describe_length(w.prompt_tokens),
-        "output tokens": describe_length(w.output_tokens),
+        "prompt tokens (user content per request or turn)": w.prompt_tokens.describe(),
+        "output tokens": w.output_tokens.describe(),
         "shared prefix": (f"{w.shared_prefix.groups} group(s) of {w.shared_prefix.tokens} tokens"
                           if w.shared_prefix else "none: prompts share only the chat template"),
         "conversation": f"{w.conversation.turns} turns, full history each turn" if w.conversation else "single turn",

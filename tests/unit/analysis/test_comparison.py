@@ -1,7 +1,8 @@
 """Campaign analysis on hand-made inputs: fairness, verdicts, frontier, SLO capacity."""
 import pandas as pd
 from stackbook.analysis import comparison as analysis
-from stackbook.config.campaign import Slo, parse_campaign
+from stackbook.config.loading import parse_campaign
+from stackbook.config.protocol import Slo
 
 BASE = {
     "name": "t",

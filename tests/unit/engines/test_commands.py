@@ -5,7 +5,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from stackbook.config.campaign import Protocol
+from stackbook.config.protocol import Protocol
 from stackbook.engines.llama_cpp import LlamaCppAdapter, LlamaCppEngine
 from stackbook.engines.openai_endpoint import OpenAIEndpoint, OpenAIEndpointAdapter
 from stackbook.engines.sglang import SglangAdapter, SglangEngine

@@ -3,7 +3,7 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from stackbook.config.campaign import parse_campaign
+from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.manifest import ManifestFile, read_manifest
 from stackbook.evidence.passport import write_passport

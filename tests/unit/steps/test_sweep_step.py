@@ -1,5 +1,5 @@
 """The sweep notebook's per-request statistics: one column per load level, in load order."""
-from stackbook.config.campaign import parse_campaign
+from stackbook.config.loading import parse_campaign
 from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.metrics import requests_frame
 from stackbook.measure.sweep import load_levels, point_name
