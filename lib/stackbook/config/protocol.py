@@ -87,9 +87,6 @@ class SyntheticWorkload(Strict):
         """The longest request the workload can make (prompt, history and output), for the context check."""
         return self.turns() * (self.prompt_tokens.bounds()[1] + self.output_tokens.bounds()[1])
 
-    def mean_output_tokens(self) -> float:
-        return self.output_tokens.mean_tokens()
-
 
 Workload = Annotated[Union[SyntheticWorkload], Field(discriminator="kind")]
 

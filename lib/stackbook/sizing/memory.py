@@ -76,12 +76,6 @@ def max_live_sequences(pool_bytes: float, context_tokens: int, kv_per_token: flo
     return int(pool_bytes // per_seq)
 
 
-def kv_tokens_in_pool(pool_bytes: float, kv_per_token: float, block_tokens: int = 1) -> int:
-    """Tokens of KV a pool holds, rounded down to whole blocks as paged engines allocate them."""
-    tokens = int(pool_bytes // kv_per_token)
-    return tokens // block_tokens * block_tokens
-
-
 def cache_pool_bytes(memory_bytes: float, weights: float, workspace: float = 0.0, activations: float = 0.0,
                      utilization: float = 1.0) -> float:
     """What is left for cache after weights, workspace and activations, of the usable fraction."""
