@@ -81,6 +81,7 @@ class Validity(Open):
 
 
 class MeasuredResults(Open):
+    """The sweep ran: its label, every point, and where the raw records are."""
     label: Label
     points: dict[str, PointSummary]
     peak_engine_rss_gib: Union[Number, Unknown]
@@ -95,7 +96,7 @@ class NotMeasured(BaseModel):
 
 
 class Passport(Open):
-    """passport.json."""
+    """passport.json: the four parts, validated before the file is written."""
     passport_version: int
     campaign: str
     identity: Identity
