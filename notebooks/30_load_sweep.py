@@ -134,4 +134,4 @@ sweep_step.request_stats_by_load(requests, load_levels(session.protocol))
 # `passport.md`.
 
 # %%
-display(Markdown((session.arm_dir / "passport.md").read_text()))
+display(Markdown(session.arm_dir.passport_md.read_text()))

@@ -27,17 +27,17 @@ run_dir = "outputs/quickstart/reference"  # the run directory to analyse
 
 # %%
 import os
-from pathlib import Path
 from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.analysis import comparison as analysis
 from stackbook.analysis import plots
+from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT
 
 os.chdir(REPO_ROOT)
-run = Path(run_dir)
+run = RunDir(run_dir)
 campaign, arms = analysis.load_run(run)
-figures = run / "figures"
+figures = run.figures
 display(Markdown(analysis.campaign_summary(campaign, arms)))
 
 # %% [markdown]
@@ -103,7 +103,8 @@ d if not d.empty else Markdown("*No point was discarded.*")
 # ## Verdict
 
 # %%
-display(Markdown("\n".join(f"* {line}" for line in analysis.verdict(df, fair, campaign.protocol.slo))))
+result = analysis.write_analysis(run)  # analysis.json beside this notebook: labels, fairness, points, verdict
+display(Markdown("\n".join(f"* {line}" for line in result.verdict)))
 
 # %% [markdown]
 # ## Figures
