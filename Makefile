@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 CAMPAIGN ?= campaigns/quickstart.yaml
 
-.PHONY: setup setup-gpu quickstart test test-fast notebooks clean-runs
+.PHONY: setup setup-gpu quickstart test test-fast clean-runs
 
 setup:
 	@bash tools/bootstrap.sh all
@@ -24,10 +24,6 @@ test: setup
 test-fast:
 	@bash tools/bootstrap.sh workbook
 	@$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
-
-# Rewrite the source notebooks from tools/make_notebooks.py (outputs stripped).
-notebooks:
-	@$(PY) tools/make_notebooks.py
 
 # Remove run directories other than the committed reference runs.
 clean-runs:

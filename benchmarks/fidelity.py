@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from stackbook.config.campaign import load_campaign
+from stackbook.config.loading import load_campaign
 from stackbook.engines import adapter_for
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.harness.fidelity import highest_rate_held, ratio, server_lag_ms, verdicts

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from stackbook.config.campaign import CampaignError
+from stackbook.config.errors import CampaignError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Choose an LLM inference stack: size with arithmetic, confirm with a fair measurement.")
@@ -27,7 +27,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         arm: list[str] = typer.Option([], "--arm", help="run only these arms (repeatable)"),
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
-    from stackbook.config.campaign import load_campaign
+    from stackbook.config.loading import load_campaign
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")
@@ -50,15 +50,16 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         _fail(str(err))
     except RunInterrupted as stop:
         raise typer.Exit(128 + stop.signum)
-    manifest = json.loads((out / "manifest.json").read_text())
+    from stackbook.evidence.manifest import read_manifest
+
+    manifest = read_manifest(out)
     typer.echo(f"\nrun directory: {out}")
-    for name, a in manifest["arms"].items():
-        typer.echo(f"  arm {name}: {a['status']}")
-    report = out / "report.html"
-    if report.exists():
-        typer.echo(f"report: {report}  (the analysis notebook: {out / '40_analysis.ipynb'})")
-    if manifest["status"] != "complete":
-        _fail(f"the run is {manifest['status']}: see {out / 'manifest.json'}", code=1)
+    for name, a in manifest.arms.items():
+        typer.echo(f"  arm {name}: {a.status}")
+    if out.report.exists():
+        typer.echo(f"report: {out.report}  (the analysis notebook: {out.analysis_notebook})")
+    if manifest.status != "complete":
+        _fail(f"the run is {manifest.status}: see {out.manifest}", code=1)
 
 
 @app.command("setup-model")
@@ -106,11 +107,11 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
             available = (pool_gib * sizing.GiB if pool_gib else
                          hw.memory_bytes * gpu_memory_utilization - out["weights_bytes"] - activations_gib * sizing.GiB)
             out["engine"] = {"name": "vllm", **sizing.vllm_kv_accounting(
-                g, available, context, kv_dtype, state_dtype or g.state_dtype or "fp32")}
+                g, available, context, kv_dtype, sizing.resolve_state_precision(g, state_dtype))}
             out["max_concurrency"] = out["engine"]["max_concurrency"]
         elif engine == "sglang":
             out["engine"] = {"name": "sglang", **sizing.sglang_kv_accounting(
-                g, out["cache_pool_bytes"], context, kv_dtype, state_dtype or g.state_dtype or "fp32",
+                g, out["cache_pool_bytes"], context, kv_dtype, sizing.resolve_state_precision(g, state_dtype),
                 mamba_ratio, radix_cache)}
             out["max_concurrency"] = out["engine"]["max_concurrency"]
         elif engine is not None:
@@ -161,6 +162,40 @@ def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (
                f"{out['max_open_loop_rate_rps']} req/s")
     for row in out["rate_ladder"]:
         typer.echo(f"  {row}")
+
+
+SCHEMAS = {
+    "campaign": ("stackbook.config.campaign", "Campaign"),
+    "results": ("stackbook.evidence.results", "ArmResults"),
+    "passport": ("stackbook.evidence.passport", "Passport"),
+    "analysis": ("stackbook.analysis.comparison", "CampaignAnalysis"),
+    "manifest": ("stackbook.evidence.manifest", "Manifest"),
+}
+
+
+def schema_of(kind: str) -> dict:
+    """The JSON Schema of a campaign file or of one of the files a run writes."""
+    import importlib
+    import warnings
+
+    if kind not in SCHEMAS:
+        raise ValueError(f"no schema {kind!r}; choose one of: {', '.join(SCHEMAS)}")
+    module, name = SCHEMAS[kind]
+    with warnings.catch_warnings():
+        # A length written as a bare integer (the campaign's shorthand) is a valid default that
+        # pydantic warns about when it serializes it into the schema.
+        warnings.simplefilter("ignore", UserWarning)
+        return getattr(importlib.import_module(module), name).model_json_schema()
+
+
+@app.command()
+def schema(kind: str = typer.Argument(..., help="campaign, results, passport, analysis or manifest")) -> None:
+    """Print the JSON Schema of the campaign file or of a result file, for editors and other tools."""
+    try:
+        out = schema_of(kind)
+    except ValueError as err:
+        _fail(str(err))
+    typer.echo(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

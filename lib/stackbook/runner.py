@@ -2,7 +2,6 @@
 stop the engine; then the campaign analysis, a manifest and an HTML report."""
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import threading
@@ -12,71 +11,16 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
-from stackbook.config.campaign import Campaign, load_campaign
+from stackbook.config.campaign import Campaign
+from stackbook.config.loading import load_campaign
 from stackbook.engines import EngineStartError, adapter_for
-from stackbook.evidence.files import read_json, write_json_atomic
+from stackbook.evidence.files import file_sha256, read_json
+from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.passport import write_passport
-from stackbook.locations import REPO_ROOT, absolute_paths_in, relative_to_repo, symbolic
-from stackbook.measure.sweep import load_levels, requests_at
+from stackbook.evidence.portable import campaign_secrets, make_portable, redact
+from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
+from stackbook.locations import REPO_ROOT, symbolic
 from stackbook.steps.session import record_engine
-
-ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
-STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}
-CAMPAIGN_NOTEBOOK = "40_analysis"
-TEXT_SUFFIXES = {".ipynb", ".json", ".jsonl", ".md", ".log", ".yaml", ".html", ".txt", ".csv"}
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-class Manifest:
-    """manifest.json: per arm and notebook, status, timings and hashes; rewritten atomically."""
-
-    def __init__(self, run_dir: Path, campaign: Campaign, campaign_file: str):
-        self.path = run_dir / "manifest.json"
-        self.data = read_json(self.path) or {
-            "campaign": campaign.name, "campaign_file": relative_to_repo(campaign_file), "status": "running",
-            "created_unix": time.time(), "arms": {}, "analysis": {}}
-
-    def save(self) -> None:
-        write_json_atomic(self.path, self.data)
-
-    def arm(self, name: str) -> dict:
-        return self.data["arms"].setdefault(name, {"status": "pending", "notebooks": {}})
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "[REDACTED]")
-    return text
-
-
-def campaign_secrets(campaign: Campaign) -> list[str]:
-    """Values of every API-key variable an arm names (they must never reach a file)."""
-    out = []
-    for arm in campaign.arms:
-        env = getattr(arm.engine, "api_key_env", None)
-        if env and os.environ.get(env):
-            out.append(os.environ[env])
-    return out
-
-
-def make_portable(run_dir: Path, secrets: list[str]) -> list[str]:
-    """Rewrite every text file of a run with symbolic paths and secrets redacted.
-
-    Returns the absolute paths that survived (there should be none)."""
-    leftovers = []
-    for p in run_dir.rglob("*"):
-        if not p.is_file() or p.suffix not in TEXT_SUFFIXES:
-            continue
-        text = p.read_text(errors="replace")
-        new = redact(symbolic(text), secrets)
-        if new != text:
-            p.write_text(new)
-        leftovers += [f"{p.relative_to(run_dir)}: {symbolic(a)}" for a in absolute_paths_in(new)]
-    return leftovers
 
 
 def _count_lines(path: Path) -> int:
@@ -113,10 +57,14 @@ class _RequestProgress:
 
 
 def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
+    """Execute notebooks/<name>.py (built into a notebook in memory) and write the executed
+    .ipynb to out_path."""
     import papermill as pm
 
+    from stackbook.notebook_sources import load_notebook
+
     t = time.monotonic()
-    pm.execute_notebook(f"notebooks/{name}.ipynb", str(out_path), parameters=parameters,
+    pm.execute_notebook(load_notebook(name), str(out_path), parameters=parameters,
                         kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
                         request_save_on_cell_execute=True)
     return time.monotonic() - t
@@ -124,7 +72,7 @@ def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
 
 def notebook_ok(manifest_arm: dict, name: str, out_path: Path) -> bool:
     entry = manifest_arm["notebooks"].get(name, {})
-    return entry.get("status") == "ok" and out_path.exists() and entry.get("sha256") == sha256_file(out_path)
+    return entry.get("status") == "ok" and out_path.exists() and entry.get("sha256") == file_sha256(out_path)
 
 
 class RunInterrupted(BaseException):
@@ -139,24 +87,23 @@ def _raise_interrupt(signum, frame):
     raise RunInterrupted(signum)
 
 
-def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tuple[Campaign, Path]:
+def _repo_relative(run: RunDir) -> RunDir:
+    return RunDir(os.path.relpath(run.path.resolve(), REPO_ROOT))
+
+
+def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tuple[Campaign, RunDir]:
     if resume:
-        run_dir = Path(resume)
-        if not (run_dir / "campaign.resolved.yaml").exists():
-            raise FileNotFoundError(f"{resume}: not a run directory (no campaign.resolved.yaml); give "
-                                    "outputs/<campaign>/<run-id>")
-        return load_campaign(run_dir / "campaign.resolved.yaml"), Path(os.path.relpath(run_dir.resolve(), REPO_ROOT))
+        run = RunDir.existing(resume)
+        return load_campaign(run.campaign_resolved), _repo_relative(run)
     campaign = load_campaign(campaign_file)
-    run_id = run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    run_dir = Path("outputs") / campaign.name / run_id
-    if (run_dir / "manifest.json").exists():
-        raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return campaign, Path(os.path.relpath(run_dir.resolve(), REPO_ROOT))
+    run = RunDir.new(campaign.name, run_id)
+    if run.manifest.exists():
+        raise FileExistsError(f"{run} already holds a run; use --resume {run} to continue it")
+    return campaign, _repo_relative(run.create())
 
 
 def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | None = None,
-                 only_arms: list[str] | None = None, progress: bool = True, log=print) -> Path:
+                 only_arms: list[str] | None = None, progress: bool = True, log=print) -> RunDir:
     """Execute a campaign into outputs/<campaign>/<run-id>/ and return that directory.
 
     SIGINT and SIGTERM stop the run cleanly: the engine of the arm in progress is stopped, every
@@ -165,13 +112,13 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     os.chdir(REPO_ROOT)
     campaign, run_dir = open_run(campaign_file, run_id, resume)
     secrets = campaign_secrets(campaign)
-    resolved = run_dir / "campaign.resolved.yaml"
+    resolved = run_dir.campaign_resolved
     if not resolved.exists():
         dumped = campaign.model_dump(mode="json", by_alias=True)
         resolved.write_text(redact(yaml.safe_dump(dumped, sort_keys=False), secrets))
-    manifest = Manifest(run_dir, campaign, str(campaign_file or resolved))
+    manifest = ManifestFile(run_dir, campaign, str(campaign_file or resolved))
     manifest.data["status"] = "running"
-    manifest.data["campaign_sha256"] = sha256_file(resolved)
+    manifest.data["campaign_sha256"] = file_sha256(resolved)
     if resume:
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()
@@ -201,37 +148,37 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         manifest.data["finished_unix"] = time.time()
         manifest.save()
         leftovers = make_portable(run_dir, secrets)
-        manifest.data["outputs"] = {str(p.relative_to(run_dir)): sha256_file(p) for p in sorted(run_dir.rglob("*"))
-                                    if p.is_file() and p.name != "manifest.json"}
+        manifest.data["outputs"] = {str(p.relative_to(run_dir.path)): file_sha256(p) for p in run_dir.files()
+                                    if p != run_dir.manifest}
         manifest.data["absolute_paths_left"] = leftovers
         manifest.save()
     return run_dir
 
 
-def run_analysis(run_dir: Path, manifest: Manifest) -> None:
-    out = run_dir / f"{CAMPAIGN_NOTEBOOK}.ipynb"
+def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
+    out = run_dir.analysis_notebook
     try:
-        secs = execute_notebook(CAMPAIGN_NOTEBOOK, out, {"run_dir": str(run_dir)})
-        manifest.data["analysis"] = {"status": "ok", "seconds": round(secs, 1), "sha256": sha256_file(out)}
-        write_report(out, run_dir / "report.html")
+        secs = execute_notebook(ANALYSIS_NOTEBOOK, out, {"run_dir": str(run_dir)})
+        manifest.data["analysis"] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
+        write_report(out, run_dir.report)
     except Exception as err:  # the executed notebook keeps the traceback; the manifest says where
         manifest.data["analysis"] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
     manifest.save()
 
 
-def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, steps, progress: bool, log) -> None:
+def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFile, steps, progress: bool,
+            log) -> None:
     """One arm: start its engine once, execute its notebooks, stop the engine, write the passport."""
     entry = manifest.arm(arm.name)
     if entry["status"] == "complete":
         steps.update(len(ARM_NOTEBOOKS) + 1)
         return
-    arm_dir = run_dir / "arms" / arm.name
-    arm_dir.mkdir(parents=True, exist_ok=True)
+    arm_dir = run_dir.arm(arm.name).create()
     protocol = campaign.protocol_for(arm)
     needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))
     notebooks = [STAGE_NOTEBOOK[st] for st in ("sizing", "canaries", "sweep") if st in protocol.stages]
     steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
-    adapter = adapter_for(campaign, arm, log_path=arm_dir / "engine.log" if needs_engine else None)
+    adapter = adapter_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)
     t_arm = time.monotonic()
     entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
     entry.pop("error", None)
@@ -256,7 +203,7 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             entry["engine_ready_s"] = adapter.ready_after_s
         steps.update(1)
         for name in notebooks:
-            out = arm_dir / f"{name}.ipynb"
+            out = arm_dir.notebook(name)
             if notebook_ok(entry, name, out):
                 steps.update(1)
                 continue
@@ -265,7 +212,7 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
                 steps.update(1)
                 continue
             if name == "30_load_sweep":
-                canaries = (read_json(arm_dir / "results.json", {}) or {}).get("canaries", {})
+                canaries = (read_json(arm_dir.results, {}) or {}).get("canaries", {})
                 if canaries.get("verdict") != "PASS" and not protocol.canaries.run_sweep_on_hold:
                     entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}: "
                                                 "set protocol.canaries.run_sweep_on_hold to measure anyway"}
@@ -278,12 +225,12 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
                       "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
                       "start_engine": needs_engine}
-            total = sum(requests_at(protocol, lv) for lv in load_levels(protocol)) * protocol.repetitions
+            total = protocol.requests_per_arm()
             try:
-                with _RequestProgress(arm_dir / "requests.jsonl", total, f"{arm.name} requests",
+                with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests",
                                       progress and name == "30_load_sweep"):
                     secs = execute_notebook(name, out, params)
-                entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": sha256_file(out)}
+                entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
             except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
                 entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
                 entry["status"] = "failed"
@@ -306,7 +253,7 @@ def run_arm(campaign, arm, run_dir: Path, resolved: Path, manifest: Manifest, st
             if adapter.is_alive():
                 record_engine(adapter, arm_dir, restarts=restarts)
             entry["engine_exit_code"] = adapter.stop()
-        write_passport(campaign, arm, arm_dir)
+        write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":
             entry["status"] = "complete"
         entry["seconds"] = round(time.monotonic() - t_arm, 1)

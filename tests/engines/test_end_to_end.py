@@ -45,24 +45,24 @@ def run(real_engines, tmp_path_factory):
 
 
 def test_run_directory_is_complete(run):
-    manifest = json.loads((run / "manifest.json").read_text())
+    manifest = json.loads(run.manifest.read_text())
     assert manifest["status"] == "complete", json.dumps(manifest, indent=1)[:3000]
     for arm in ("llama", "vllm"):
-        d = run / "arms" / arm
+        d = run.arm(arm)
         for name in ("10_sizing", "20_canaries", "30_load_sweep"):
-            nb = nbformat.read(d / f"{name}.ipynb", as_version=4)
+            nb = nbformat.read(d.notebook(name), as_version=4)
             assert nb.metadata["papermill"]["exception"] is None or nb.metadata["papermill"]["exception"] is False
             assert manifest["arms"][arm]["notebooks"][name]["status"] == "ok"
-        for f in ("engine.log", "engine.json", "requests.jsonl", "results.json", "passport.json", "passport.md"):
-            assert (d / f).stat().st_size > 0, f
-    assert (run / "40_analysis.ipynb").exists() and (run / "report.html").stat().st_size > 10_000
-    assert (run / "figures" / "pareto.png").exists()
-    assert manifest["outputs"]["arms/llama/requests.jsonl"]
+        for f in (d.engine_log, d.engine_json, d.requests, d.results, d.passport_json, d.passport_md):
+            assert f.stat().st_size > 0, f
+    assert run.analysis_notebook.exists() and run.report.stat().st_size > 10_000
+    assert (run.figures / "pareto.png").exists()
+    assert manifest["outputs"][str(run.arm("llama").requests.relative_to(run.path))]
 
 
 def test_records_hold_every_request_with_chunk_times(run):
     for arm in ("llama", "vllm"):
-        recs = read_records(run / "arms" / arm / "requests.jsonl")
+        recs = read_records(run.arm(arm).requests)
         # per point: 1 warm-up + 4 measured + (c - 1) cool-down
         assert len(recs) == (1 + 4 + 0) + (1 + 4 + 1)
         measured = [r for r in recs if r.phase == "measure"]
@@ -76,7 +76,7 @@ def test_records_hold_every_request_with_chunk_times(run):
 
 def test_passports_have_four_parts_and_capacity(run):
     for arm, kind in (("llama", "llama_cpp"), ("vllm", "vllm_cpu")):
-        p = json.loads((run / "arms" / arm / "passport.json").read_text())
+        p = json.loads(run.arm(arm).passport_json.read_text())
         assert set(p) >= {"identity", "protocol", "validity", "results"}
         assert p["validity"]["canaries"]["verdict"] == "PASS"
         cap = p["validity"]["capacity"]
@@ -84,10 +84,10 @@ def test_passports_have_four_parts_and_capacity(run):
         assert p["results"]["label"] == "accepted"
         assert p["results"]["points"]["c2-r0"]["completed"] == 4
         assert p["identity"]["model"]["source_artifact"]["sha256"].startswith("b179c952")
-    llama = json.loads((run / "arms" / "llama" / "passport.json").read_text())["validity"]["capacity"]
+    llama = json.loads(run.arm("llama").passport_json.read_text())["validity"]["capacity"]
     # llama-server: 2 slots x 512 tokens, one KV stream per slot: predicted exactly.
     assert llama["realized"]["kv_tokens"] == llama["predicted"]["kv_tokens"] == 1024
-    vllm = json.loads((run / "arms" / "vllm" / "passport.json").read_text())["validity"]["capacity"]
+    vllm = json.loads(run.arm("vllm").passport_json.read_text())["validity"]["capacity"]
     assert vllm["realized"]["kv_tokens"] == vllm["predicted"]["kv_tokens"] == 46_592
 
 
@@ -95,16 +95,16 @@ def test_server_side_truth_per_point(run):
     """Gauges sampled while the load ran; vLLM's histograms beside the client's figures; the
     cold cache flushed before each point; replies report cached prompt tokens on both engines."""
     for arm in ("llama", "vllm"):
-        sweep = json.loads((run / "arms" / arm / "results.json").read_text())["sweep"]
+        sweep = json.loads(run.arm(arm).results.read_text())["sweep"]
         for name, p in sweep["points"].items():
             assert p["engine_gauges_during"]["samples"] >= 1, (arm, name)
             assert p["prefix_cache"]["state"] == "cold"
-        recs = [r for r in read_records(run / "arms" / arm / "requests.jsonl") if r.phase == "measure"]
+        recs = [r for r in read_records(run.arm(arm).requests) if r.phase == "measure"]
         assert all(r.cached_prompt_tokens is not None for r in recs), arm
-    llama = json.loads((run / "arms" / "llama" / "results.json").read_text())["sweep"]
+    llama = json.loads(run.arm("llama").results.read_text())["sweep"]
     assert llama["points"]["c1-r0"]["engine_reconciliation"] == {"engine_histograms": "not exported by this engine"}
     assert llama["prefix_cache"]["points"]["c1-r0"]["flush"].startswith("erased 2/2 slots")
-    vllm = json.loads((run / "arms" / "vllm" / "results.json").read_text())["sweep"]
+    vllm = json.loads(run.arm("vllm").results.read_text())["sweep"]
     for name, p in vllm["points"].items():
         rec = p["engine_reconciliation"]
         # the engine saw every request of the point: warm-up, measured and cool-down
@@ -116,27 +116,27 @@ def test_server_side_truth_per_point(run):
 
 
 def test_both_engines_served_the_same_weights_and_template(run):
-    ids = [json.loads((run / "arms" / a / "engine.json").read_text()) for a in ("llama", "vllm")]
+    ids = [json.loads(run.arm(a).engine_json.read_text()) for a in ("llama", "vllm")]
     assert ids[0]["identity"]["chat_template_sha256"] == ids[1]["identity"]["chat_template_sha256"]
     assert ids[0]["model"]["source_artifact"] == ids[1]["model"]["source_artifact"]
 
 
 def test_records_are_portable(run):
-    for p in run.rglob("*"):
-        if p.is_file() and p.suffix in (".ipynb", ".json", ".jsonl", ".md", ".log", ".yaml", ".html"):
+    for p in run.files():
+        if p.suffix in (".ipynb", ".json", ".jsonl", ".md", ".log", ".yaml", ".html"):
             assert absolute_paths_in(p.read_text(errors="replace")) == [], p
 
 
 def test_no_engine_left_running(run):
     for arm in ("llama", "vllm"):
-        pid = json.loads((run / "arms" / arm / "engine.json").read_text())["pid"]
+        pid = json.loads(run.arm(arm).engine_json.read_text())["pid"]
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_each_canary_kind_on_real_engine_output(run):
     """Every kind of check ran against both engines, with the outcome seen on this model."""
     for arm, tool_ok in (("llama", False), ("vllm", True)):
-        c = json.loads((run / "arms" / arm / "results.json").read_text())["canaries"]
+        c = json.loads(run.arm(arm).results.read_text())["canaries"]
         by_id = {r["id"]: r for r in c["results"]}
         kinds = {r["kind"] for r in c["results"]}
         assert kinds == {"contains", "exact", "regex", "json_schema", "determinism", "coding", "needle", "tool_call",
@@ -178,17 +178,17 @@ arms:
 """)
     run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
     try:
-        sweep = json.loads((run_dir / "arms" / "llama" / "results.json").read_text())["sweep"]
+        sweep = json.loads(run_dir.arm("llama").results.read_text())["sweep"]
         assert set(sweep["points"]) == {"rate0.5-r0", "rate1.5-r0"}
         for name, p in sweep["points"].items():
             assert p["completed"] == 8 and p["rate"] in (0.5, 1.5)
             assert p["achieved_rate_rps"] > 0 and p["schedule_lag_ms_p99"] >= 0
             v = sweep["load_validity"][name]
             assert abs(v["achieved_rate_rps"] - v["scheduled_rate_rps"]) / v["scheduled_rate_rps"] < 0.05
-        recs = read_records(run_dir / "arms" / "llama" / "requests.jsonl")
+        recs = read_records(run_dir.arm("llama").requests)
         # warm-up 1, measured 8, cool-down 1 (= warm-up) per point
         assert sorted(r.phase for r in recs if r.point == "rate0.5-r0") == ["cooldown"] + ["measure"] * 8 + ["warmup"]
-        assert json.loads((run_dir / "manifest.json").read_text())["analysis"]["status"] == "ok"
+        assert json.loads(run_dir.manifest.read_text())["analysis"]["status"] == "ok"
     finally:
         import shutil
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -210,11 +210,11 @@ arms:
 """)
     run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
     try:
-        results = json.loads((run_dir / "arms" / "llama" / "results.json").read_text())
+        results = json.loads(run_dir.arm("llama").results.read_text())
         assert results["canaries"]["verdict"] == "PASS"
         assert results["sizing"]["geometry"]["parameters"] == 134_515_008
         assert results["sizing"]["kv_bytes_per_token"] == 23_040
-        engine = json.loads((run_dir / "arms" / "llama" / "engine.json").read_text())
+        engine = json.loads(run_dir.arm("llama").engine_json.read_text())
         assert engine["model"]["name"] == "by-path" and engine["model"]["gguf"].startswith("$STACKBOOK_CACHE/")
     finally:
         import shutil

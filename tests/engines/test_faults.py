@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
+from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.loadgen.records import read_records
 
 pytestmark = pytest.mark.engine
@@ -41,21 +41,21 @@ def start_run(tmp_path, run_id):
     path.write_text(CAMPAIGN)
     proc = subprocess.Popen([sys.executable, "-m", "stackbook.cli", "run", str(path), "--run-id", run_id,
                              "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc, Path("outputs/faults") / run_id
+    return proc, RunDir.new("faults", run_id)
 
 
-def wait_for_records(arm_dir: Path, n: int, timeout=120):
+def wait_for_records(arm_dir: ArmDir, n: int, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        p = arm_dir / "requests.jsonl"
+        p = arm_dir.requests
         if p.exists() and len(p.read_text().splitlines()) >= n:
             return
         time.sleep(0.2)
     raise AssertionError(f"fewer than {n} records in {arm_dir} after {timeout} s")
 
 
-def engine_pid(arm_dir: Path) -> int:
-    return json.loads((arm_dir / "engine.json").read_text())["pid"]
+def engine_pid(arm_dir: ArmDir) -> int:
+    return json.loads(arm_dir.engine_json.read_text())["pid"]
 
 
 def assert_gone(pid: int):
@@ -68,24 +68,24 @@ def assert_gone(pid: int):
 
 
 def manifest(run_dir):
-    return json.loads((run_dir / "manifest.json").read_text())
+    return json.loads(run_dir.manifest.read_text())
 
 
-def records_intact(arm_dir: Path) -> list:
-    lines = (arm_dir / "requests.jsonl").read_text().splitlines()
-    recs = read_records(arm_dir / "requests.jsonl")
+def records_intact(arm_dir: ArmDir) -> list:
+    lines = arm_dir.requests.read_text().splitlines()
+    recs = read_records(arm_dir.requests)
     assert len(recs) == len(lines), "every line written is a complete record"
     return recs
 
 
-def resume_and_check(run_dir: Path):
+def resume_and_check(run_dir: RunDir):
     r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", "--resume", str(run_dir), "--no-progress"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     m = manifest(run_dir)
     assert m["status"] == "complete" and m["resumed"] == 1
     for arm in ("first", "second"):
-        latest = read_records(run_dir / "arms" / arm / "requests.jsonl", latest_attempt=True)
+        latest = read_records(run_dir.arm(arm).requests, latest_attempt=True)
         per_point = {}
         for rec in latest:
             per_point[rec.point] = per_point.get(rec.point, 0) + 1
@@ -108,7 +108,7 @@ def cleanup():
 def test_engine_killed_mid_sweep(real_engines, tmp_path, cleanup):
     proc, run_dir = start_run(tmp_path, f"kill-{tmp_path.name}")
     cleanup.append(run_dir)
-    first = run_dir / "arms" / "first"
+    first = run_dir.arm("first")
     wait_for_records(first, 4)
     pid = engine_pid(first)
     os.kill(pid, signal.SIGKILL)
@@ -120,17 +120,17 @@ def test_engine_killed_mid_sweep(real_engines, tmp_path, cleanup):
     kept = records_intact(first)
     assert len([r for r in kept if r.ok]) >= 4
     assert_gone(pid)
-    assert_gone(engine_pid(run_dir / "arms" / "second"))
+    assert_gone(engine_pid(run_dir.arm("second")))
     m = resume_and_check(run_dir)
     assert m["arms"]["first"]["engine_starts"] == 2
-    passport = json.loads((first / "passport.json").read_text())
+    passport = json.loads(first.passport_json.read_text())
     assert passport["validity"]["engine_restarts"] == 1
 
 
 def test_engine_frozen_mid_sweep(real_engines, tmp_path, cleanup):
     proc, run_dir = start_run(tmp_path, f"freeze-{tmp_path.name}")
     cleanup.append(run_dir)
-    first = run_dir / "arms" / "first"
+    first = run_dir.arm("first")
     wait_for_records(first, 3)
     pid = engine_pid(first)
     os.kill(pid, signal.SIGSTOP)
@@ -148,7 +148,7 @@ def test_engine_frozen_mid_sweep(real_engines, tmp_path, cleanup):
 def test_runner_interrupted(real_engines, tmp_path, cleanup, sig):
     proc, run_dir = start_run(tmp_path, f"{sig.name}-{tmp_path.name}")
     cleanup.append(run_dir)
-    first = run_dir / "arms" / "first"
+    first = run_dir.arm("first")
     wait_for_records(first, 3)
     pid = engine_pid(first)
     t = time.monotonic()

@@ -43,8 +43,8 @@ def run(real_engines, tmp_path_factory):
 
 
 def test_broken_arm_is_hold_and_good_arm_passes(run):
-    good = json.loads((run / "arms" / "good" / "results.json").read_text())["canaries"]
-    bad = json.loads((run / "arms" / "broken-template" / "results.json").read_text())["canaries"]
+    good = json.loads(run.arm("good").results.read_text())["canaries"]
+    bad = json.loads(run.arm("broken-template").results.read_text())["canaries"]
     assert good["verdict"] == "PASS"
     assert bad["verdict"] == "HOLD"
     assert "capital-of-france" in bad["failed"]
@@ -52,18 +52,18 @@ def test_broken_arm_is_hold_and_good_arm_passes(run):
 
 
 def test_hold_label_reaches_passport_and_report(run):
-    p = json.loads((run / "arms" / "broken-template" / "passport.json").read_text())
+    p = json.loads(run.arm("broken-template").passport_json.read_text())
     assert p["validity"]["canaries"]["verdict"] == "HOLD"
     assert p["results"]["label"] == "HOLD"          # measured on request, labelled everywhere
-    assert "HOLD" in (run / "arms" / "broken-template" / "passport.md").read_text()
-    nb = nbformat.read(run / "40_analysis.ipynb", as_version=4)
+    assert "HOLD" in run.arm("broken-template").passport_md.read_text()
+    nb = nbformat.read(run.analysis_notebook, as_version=4)
     text = "\n".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
     assert "Not ranked (canaries HOLD): broken-template" in text
 
 
 def test_template_difference_makes_the_arm_not_comparable(run):
-    engines = {a: json.loads((run / "arms" / a / "engine.json").read_text()) for a in ("good", "broken-template")}
+    engines = {a: json.loads(run.arm(a).engine_json.read_text()) for a in ("good", "broken-template")}
     assert engines["good"]["identity"]["chat_template_sha256"] != engines["broken-template"]["identity"]["chat_template_sha256"]
-    nb = nbformat.read(run / "40_analysis.ipynb", as_version=4)
+    nb = nbformat.read(run.analysis_notebook, as_version=4)
     text = "\n".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
     assert "Not comparable (protocol differs): broken-template" in text

@@ -61,8 +61,8 @@ def run(tmp_path, text, name):
 def test_lengths_prefixes_conversations_and_a_warm_cache(real_engines, tmp_path):
     run_dir = run(tmp_path, SHAPES, "shapes")
     try:
-        arm = run_dir / "arms" / "llama"
-        recs = read_records(arm / "requests.jsonl")
+        arm = run_dir.arm("llama")
+        recs = read_records(arm.requests)
         # 1 warm-up + 6 measured + 1 cool-down conversations, two turns each
         assert len(recs) == 16 and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
         first = [r for r in recs if r.turn == 0]
@@ -77,13 +77,13 @@ def test_lengths_prefixes_conversations_and_a_warm_cache(real_engines, tmp_path)
             assert later.prompt_tokens_server > r.prompt_tokens_server + r.output_tokens_server
             assert later.sent_s >= r.end_s
         assert len({r.output_tokens_requested for r in recs}) > 2
-        sweep = json.loads((arm / "results.json").read_text())["sweep"]
+        sweep = json.loads(arm.results.read_text())["sweep"]
         cache = sweep["prefix_cache"]["points"]["rate3-r0"]
         assert cache["state"] == "warm" and cache["flush"].startswith("erased")
         assert cache["primed_requests"] == 2
         # every prompt opens with a primed prefix: the engine reports cached prompt tokens
         assert cache["reported_cached_prompt_tokens"] > 8 * 32 * 0.5
-        passport = json.loads((arm / "passport.json").read_text())
+        passport = json.loads(arm.passport_json.read_text())
         assert passport["validity"]["prefix_cache"]["state"] == "warm"
         assert passport["validity"]["gpu_telemetry"]["nvml"] == "absent"
         assert passport["protocol"]["prompt_tokens"].startswith("lognormal median 70")
@@ -97,13 +97,13 @@ def test_json_replies_are_checked_against_the_schema(real_engines, tmp_path, bud
     reply cannot be JSON, and the sweep counts a schema failure, not a success."""
     run_dir = run(tmp_path, JSON_REPLIES % budget, f"json{budget}")
     try:
-        arm = run_dir / "arms" / "llama"
-        recs = [r for r in read_records(arm / "requests.jsonl") if r.phase == "measure"]
+        arm = run_dir.arm("llama")
+        recs = [r for r in read_records(arm.requests) if r.phase == "measure"]
         assert len(recs) == 4 and {r.error_class for r in recs} == {expect}, [r.error for r in recs]
         assert all(not r.length_controlled for r in recs)
         if expect == "none":
             assert all(set(json.loads(r.output_text)) == {"words", "count"} for r in recs)
-        sweep = json.loads((arm / "results.json").read_text())["sweep"]
+        sweep = json.loads(arm.results.read_text())["sweep"]
         assert sweep["error_counts"]["schema_failure"] == (4 if expect != "none" else 0)
         assert sweep["length_control"]["controlled"] is False
         assert sweep["prefix_cache"]["points"]["c2-r0"]["flush"].startswith("erased")

@@ -1,35 +1,67 @@
-"""The source notebooks: stripped, parameterized, and executable with papermill where no
-engine is needed (the arm notebooks run against real engines in test_end_to_end)."""
+"""The notebook sources (jupytext percent files): one parameters cell, no outputs, stable cell
+ids; and the notebooks that need no engine still execute with papermill (the arm notebooks run
+against real engines in test_end_to_end)."""
 import json
-from pathlib import Path
+import shutil
 
+import jupytext
 import nbformat
 import papermill as pm
 import pytest
+from stackbook.evidence.rundir import RunDir
+from stackbook.notebook_sources import SOURCES_DIR, load_notebook, read_source, source_names, source_path
+from stackbook.runner import execute_notebook
 
-NOTEBOOKS = sorted(Path("notebooks").glob("*.ipynb"))
+NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map"]
 
 
-def test_all_notebooks_exist():
-    assert [p.stem for p in NOTEBOOKS] == ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis",
-                                           "50_demand_map"]
+def test_every_source_exists_and_no_ipynb_is_kept():
+    assert source_names() == NAMES
+    assert all(source_path(n).is_file() for n in NAMES)
+    assert not list(SOURCES_DIR.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_source_parses_with_one_parameters_cell_and_no_outputs(name):
+    text = source_path(name).read_text()
+    assert '# %% tags=["parameters"]' in text
+    raw = jupytext.reads(text, fmt="py:percent")
+    # Canonical form: jupytext writes the source back byte for byte (a save from JupyterLab is a no-op).
+    assert jupytext.writes(raw, fmt="py:percent") == text
+    nb = read_source(source_path(name))
+    nbformat.validate(nb)
+    assert len(nb.cells) == len(raw.cells) > 3
+    assert nb.metadata.kernelspec.name == "python3" and "jupytext" not in nb.metadata
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert sum("parameters" in c.metadata.get("tags", []) for c in nb.cells) == 1
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {name[:2]} · ")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_two_reads_give_the_same_cell_ids(name):
+    first, second = load_notebook(name), load_notebook(name)
+    ids = [c.id for c in first.cells]
+    assert ids == [c.id for c in second.cells]
+    assert len(set(ids)) == len(ids)
+    assert first == second
+
+
+def test_runner_executes_the_source_and_keeps_its_cell_ids(tmp_path):
+    out = tmp_path / "50_demand_map.ipynb"
+    assert execute_notebook("50_demand_map", out, {"improvement": 0.5}) > 0
+    executed = nbformat.read(out, as_version=4)
+    source_ids = [c.id for c in load_notebook("50_demand_map").cells]
+    kept = [c.id for c in executed.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    assert kept == source_ids
+    assert "Making **runtime** 50% faster" in outputs_text(executed)
 
 
 def test_demand_map_notebook_moves_the_bottleneck(tmp_path):
     out = tmp_path / "50.ipynb"
-    pm.execute_notebook("notebooks/50_demand_map.ipynb", str(out), kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(load_notebook("50_demand_map"), str(out), kernel_name="python3", progress_bar=False)
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "bottleneck **runtime** -> **kernels**; bound 76.9 -> 83.3 requests/s" in text
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_source_notebook_is_stripped_and_parameterized(path):
-    nb = nbformat.read(path, as_version=4)
-    nbformat.validate(nb)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1
-    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
 
 def outputs_text(nb) -> str:
@@ -45,7 +77,7 @@ def outputs_text(nb) -> str:
 
 def test_decide_notebook_runs_with_other_answers(tmp_path):
     out = tmp_path / "00.ipynb"
-    pm.execute_notebook("notebooks/00_decide.ipynb", str(out), kernel_name="python3", progress_bar=False,
+    pm.execute_notebook(load_notebook("00_decide"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"model": "llama-3.1-8b", "platform": "apple", "shared_prefix": False,
                                     "json_output": False, "tokens_per_day": 1e9})
     text = outputs_text(nbformat.read(out, as_version=4))
@@ -54,24 +86,24 @@ def test_decide_notebook_runs_with_other_answers(tmp_path):
 
 
 def test_sizing_notebook_runs_without_an_engine(tmp_path):
-    run_dir = tmp_path / "run"
+    run_dir = RunDir(tmp_path / "run")
     out = tmp_path / "10.ipynb"
-    pm.execute_notebook("notebooks/10_sizing.ipynb", str(out), kernel_name="python3", progress_bar=False,
+    pm.execute_notebook(load_notebook("10_sizing"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"campaign_file": "campaigns/seed-qwen3.8-27b.yaml", "run_dir": str(run_dir),
                                     "arm": "vllm", "start_engine": False})
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "no engine: arithmetic only" in text and "34.71" in text
-    sizing = json.loads((run_dir / "arms" / "vllm" / "results.json").read_text())["sizing"]
+    sizing = json.loads(run_dir.arm("vllm").results.read_text())["sizing"]
     assert sizing["max_live_sequences"] == 36 and sizing["predicted_capacity"]["max_concurrency"] == 34.71
     rows = {r["assumption"]: r["live sequences"] for r in sizing["assumptions_table"]}
     assert list(rows.values())[:4] == [36, 40, 46, 59]
 
 
 def test_committed_seed_run_is_complete():
-    run = Path("outputs/seed-qwen3.8-27b/reference")
-    manifest = json.loads((run / "manifest.json").read_text())
+    run = RunDir("outputs/seed-qwen3.8-27b/reference")
+    manifest = json.loads(run.manifest.read_text())
     assert manifest["status"] == "complete"
-    text = outputs_text(nbformat.read(run / "arms" / "vllm" / "10_sizing.ipynb", as_version=4))
+    text = outputs_text(nbformat.read(run.arm("vllm").notebook("10_sizing"), as_version=4))
     for figure in ("53,792,000,000", "17.11", "15.93", "65,536", "153,944,064", "23.300", "36"):
         assert figure in text, figure
 
@@ -90,14 +122,75 @@ arms:
   - name: llama
     engine: {kind: llama_cpp, parallel: 1}
 """)
-    run_dir = tmp_path / "run"
+    run_dir = RunDir(tmp_path / "run")
     out = tmp_path / "20.ipynb"
-    pm.execute_notebook("notebooks/20_canaries.ipynb", str(out), kernel_name="python3", progress_bar=False,
+    pm.execute_notebook(load_notebook("20_canaries"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"campaign_file": str(campaign), "run_dir": str(run_dir), "arm": "llama"})
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "## Verdict: **PASS**" in text
-    engine = json.loads((run_dir / "arms" / "llama" / "engine.json").read_text())
+    engine = json.loads(run_dir.arm("llama").engine_json.read_text())
     assert engine["kind"] == "llama_cpp" and engine["realized_capacity"]["kv_tokens"] == 1024
-    assert (run_dir / "arms" / "llama" / "engine.log").stat().st_size > 0
+    assert run_dir.arm("llama").engine_log.stat().st_size > 0
     pid = engine["pid"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_committed_poisson_run_has_one_statistics_column_per_rate():
+    """The per-request view of the sweep notebook, on the committed open-loop run: its three rates
+    stay apart (they were pooled when the grouping keyed on concurrency, 0 for every record)."""
+    from stackbook.analysis.comparison import load_run
+    from stackbook.measure.sweep import load_levels
+    from stackbook.steps.sweep import request_stats_by_load
+
+    campaign, arms = load_run("outputs/workloads/reference")
+    a = arms["vllm-cpu"]
+    stats = request_stats_by_load(a["requests"], load_levels(campaign.protocol_for(a["arm"])))
+    assert list(stats.columns) == ["rate0.5", "rate1", "rate2"]
+    assert stats.loc[("e2e_ms", "count")].tolist() == [16.0, 16.0, 16.0]
+
+
+def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
+    run = RunDir(tmp_path / "run")
+    shutil.copytree("outputs/workloads/reference", run.path, ignore=shutil.ignore_patterns("figures", "*.html", "*.ipynb"))
+    out = tmp_path / "40.ipynb"
+    pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"run_dir": str(run)})
+    text = outputs_text(nbformat.read(out, as_version=4))
+    assert "**Campaign** `workloads`" in text and "`vllm-cpu`: [sizing](arms/vllm-cpu/10_sizing.ipynb)" in text
+    assert (run.figures / "pareto.png").stat().st_size > 0
+
+
+def test_sweep_notebook_runs_against_the_calibration_server(tmp_path):
+    """The whole sweep notebook, no engine: an endpoint arm on the zero-latency calibration server,
+    two Poisson rates, each its own column of per-request statistics (lightest first)."""
+    from stackbook.harness.calibration_server import CalibrationServer
+
+    server = CalibrationServer().start_in_thread()
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(f"""
+name: calibration
+model: {{name: smollm2-135m-instruct, source: embedded}}
+protocol:
+  stages: [sweep]
+  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
+  arrival: {{kind: poisson, rates: [20, 5]}}
+  context_length: 512
+  requests_per_point: 6
+  warmup_requests: 1
+arms:
+  - name: cal
+    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
+""")
+    out = tmp_path / "30.ipynb"
+    try:
+        pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
+                            parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"),
+                                        "arm": "cal"})
+    finally:
+        server.stop()
+    nb = nbformat.read(out, as_version=4)
+    outputs_text(nb)  # raises on any cell error
+    stats = next(c for c in nb.cells if "request_stats_by_load" in c.source).outputs[0].data["text/plain"]
+    header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
+    assert header == ["load", "level", "rate5", "rate20"]
+    assert count == ["ttft_ms", "count", "6.0", "6.0"]

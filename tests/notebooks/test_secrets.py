@@ -4,9 +4,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from stackbook.evidence.rundir import RunDir
 from stackbook.harness.calibration_server import CalibrationServer
 
 KEY = "sk-planted-4f1b2c9d8e7a6b5c"
@@ -39,21 +39,21 @@ arms:
     env = {**os.environ, "PLANTED_KEY": KEY}
     r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(campaign), "--run-id", run_id, "--no-progress"],
                        capture_output=True, text=True, env=env, timeout=300)
-    run_dir = Path("outputs/secrets-test") / run_id
+    run_dir = RunDir.new("secrets-test", run_id)
     try:
         assert KEY not in r.stdout + r.stderr
-        m = json.loads((run_dir / "manifest.json").read_text())
+        m = json.loads(run_dir.manifest.read_text())
         assert m["arms"]["managed"]["notebooks"].get("30_load_sweep", {}).get("status") == "ok", \
             json.dumps(m["arms"]["managed"])[-3000:]
-        recs = [json.loads(line) for line in (run_dir / "arms/managed/requests.jsonl").read_text().splitlines()]
+        recs = [json.loads(line) for line in run_dir.arm("managed").requests.read_text().splitlines()]
         assert recs and all(x["status"] == 200 for x in recs)       # the key was used: no 401
-        files = [p for p in run_dir.rglob("*") if p.is_file()]
+        files = run_dir.files()
         assert len(files) >= 10
         for p in files:
             assert KEY.encode() not in p.read_bytes(), p
-        resolved = (run_dir / "campaign.resolved.yaml").read_text()
+        resolved = run_dir.campaign_resolved.read_text()
         assert "api_key_env: PLANTED_KEY" in resolved
-        passport = json.loads((run_dir / "arms/managed/passport.json").read_text())
+        passport = json.loads(run_dir.arm("managed").passport_json.read_text())
         assert passport["identity"]["launch"]["api_key_env"] == "PLANTED_KEY"
     finally:
         import shutil
@@ -61,7 +61,7 @@ arms:
 
 
 def test_missing_key_variable_is_a_clear_error(tmp_path):
-    from stackbook.config.campaign import load_campaign
+    from stackbook.config.loading import load_campaign
     from stackbook.engines import adapter_for
     p = tmp_path / "c.yaml"
     p.write_text("""

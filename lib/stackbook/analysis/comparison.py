@@ -2,37 +2,58 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
+from typing import Any
 
 import pandas as pd
 
-from stackbook.config.campaign import load_campaign
-from stackbook.evidence.files import read_json
+from stackbook.config.loading import load_campaign
+from stackbook.evidence.files import read_json, write_model
+from stackbook.evidence.label import Label
+from stackbook.evidence.results import ArmResults, Open
+from stackbook.evidence.rundir import STAGE_NOTEBOOK, ArmDir, RunDir
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import requests_frame
 
 
-def load_run(run_dir: str | Path) -> tuple:
-    """(campaign, {arm: {engine, results, passport, requests}}) for a run directory."""
-    run_dir = Path(run_dir)
-    campaign = load_campaign(run_dir / "campaign.resolved.yaml")
+def load_run(run_dir: str | os.PathLike | RunDir) -> tuple:
+    """(campaign, {arm: {arm, dir, engine, results, passport, requests, status}}) for a run
+    directory; status is the arm's status in the manifest (e.g. engine_died)."""
+    run = run_dir if isinstance(run_dir, RunDir) else RunDir.existing(run_dir)
+    campaign = load_campaign(run.campaign_resolved)
+    manifest_arms = (read_json(run.manifest, {}) or {}).get("arms", {})
     arms = {}
     for arm in campaign.arms:
-        d = run_dir / "arms" / arm.name
+        d = run.arm(arm.name)
         if not d.exists():
             continue
         arms[arm.name] = {
             "arm": arm, "dir": d,
-            "engine": read_json(d / "engine.json", {}) or {},
-            "results": read_json(d / "results.json", {}) or {},
-            "passport": read_json(d / "passport.json", {}) or {},
-            "requests": requests_frame(read_records(d / "requests.jsonl")),
+            "engine": read_json(d.engine_json, {}) or {},
+            "results": read_json(d.results, {}) or {},
+            "passport": read_json(d.passport_json, {}) or {},
+            "requests": requests_frame(read_records(d.requests)),
+            "status": manifest_arms.get(arm.name, {}).get("status"),
         }
     return campaign, arms
 
 
+def arm_labels(arms: dict, fairness: pd.DataFrame | None = None) -> dict[str, Label]:
+    """Each arm's label from its typed results, its manifest status and, when given, the
+    fairness check (the rule itself is evidence.label.arm_label)."""
+    comparable = dict(fairness["comparable"]) if fairness is not None and not fairness.empty else {}
+    return {name: ArmResults.model_validate(a["results"]).label(
+                engine_died=a.get("status") == "engine_died", comparable=bool(comparable.get(name, True)))
+            for name, a in arms.items()}
+
+
 def _canon(v) -> str:
     return json.dumps(v, sort_keys=True, default=str)
+
+
+def _same(a, b) -> bool:
+    """Equal, counting two missing values (an engine that did not run) as the same."""
+    return a == b or (pd.isna(a) and pd.isna(b))
 
 
 def fairness_table(campaign, arms: dict) -> pd.DataFrame:
@@ -65,7 +86,7 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
     declared = set(campaign.variables_under_test)
     diffs = []
     for name, row in df.iterrows():
-        differing = [c for c in df.columns if row[c] != reference[c]
+        differing = [c for c in df.columns if not _same(row[c], reference[c])
                      and not any(c == v.split(".")[0] or c in v for v in declared)]
         diffs.append(", ".join(differing) if differing else "")
     df["differs_from_" + df.index[0]] = diffs
@@ -73,11 +94,13 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
     return df
 
 
-def comparison_frame(arms: dict) -> pd.DataFrame:
+def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per arm and point, with the arm's label (fairness included when given)."""
     rows = []
+    labels = arm_labels(arms, fairness)
     for name, a in arms.items():
         sweep = a["results"].get("sweep")
-        label = (a["passport"].get("results") or {}).get("label", "not measured")
+        label = labels[name].value
         if not sweep:
             continue
         for point, s in sweep["points"].items():
@@ -103,21 +126,25 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
-    """Plain-language findings, with their caveats. HOLD and not-comparable arms are never ranked."""
+    """Plain-language findings, with their caveats. Only accepted, comparable arms are ranked; every
+    other label is named with its reason."""
     if df.empty:
         return ["No arm produced measurements."]
     lines = []
     ok_arms = set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
-    held = sorted(set(df.loc[df["label"] != "accepted", "arm"]))
-    if held:
-        lines.append(f"Not ranked (canaries HOLD): {', '.join(held)}.")
+    for label in Label:
+        if label in (Label.ACCEPTED, Label.NOT_COMPARABLE):
+            continue  # comparability has its own line below, from the fairness table
+        held = sorted(set(df.loc[df["label"] == label.value, "arm"]))
+        if held:
+            lines.append(f"Not ranked ({label.reason}): {', '.join(held)}.")
     unfair = sorted(set(df["arm"]) - ok_arms)
     if unfair:
         lines.append(f"Not comparable (protocol differs): {', '.join(unfair)}.")
     if df["discarded"].any():
         lines.append(f"Discarded by preregistered rules (kept on disk, not ranked): "
                      f"{', '.join(df.loc[df['discarded'], 'arm'] + ' ' + df.loc[df['discarded'], 'point'])}.")
-    ranked = df[(df["label"] == "accepted") & df["arm"].isin(ok_arms) & ~df["discarded"]]
+    ranked = df[(df["label"] == Label.ACCEPTED.value) & df["arm"].isin(ok_arms) & ~df["discarded"]]
     if ranked["arm"].nunique() < 2:
         lines.append("Fewer than two accepted, comparable arms: no ranking.")
         return lines
@@ -161,7 +188,7 @@ def sizing_frame(arms: dict) -> pd.DataFrame:
 
 def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
     """Points no other accepted point beats on both throughput (higher) and p99 E2E (lower)."""
-    pts = df[df["label"] == "accepted"][["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
+    pts = df[df["label"] == Label.ACCEPTED.value][["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
     keep = []
     for i, p in pts.iterrows():
         dominated = ((pts["output_throughput_tok_s"] >= p["output_throughput_tok_s"]) &
@@ -250,3 +277,99 @@ def canary_agreement(arms: dict) -> pd.DataFrame:
 
 def remote_arms(arms: dict) -> list[str]:
     return [n for n, a in arms.items() if a["engine"].get("remote")]
+
+
+def campaign_summary(campaign, arms: dict) -> str:
+    """The campaign, its arms and engines, remote endpoints, and links to each arm's evidence
+    (relative to the run directory, where the analysis notebook is written), as Markdown."""
+    lines = [f"**Campaign** `{campaign.name}`: {campaign.description}  \n**Arms:** "
+             + ", ".join(f"`{n}` ({a['arm'].engine.kind})" for n, a in arms.items())]
+    remote = remote_arms(arms)
+    if remote:
+        lines.append(f"**Remote endpoints:** {', '.join(remote)}: their latencies include the network path.")
+    def links(d: ArmDir) -> str:
+        evidence = [("sizing", d.notebook(STAGE_NOTEBOOK["sizing"])), ("canaries", d.notebook(STAGE_NOTEBOOK["canaries"])),
+                    ("sweep", d.notebook(STAGE_NOTEBOOK["sweep"])), ("raw requests", d.requests),
+                    ("engine log", d.engine_log), ("passport", d.passport_md)]
+        return ", ".join(f"[{what}]({d.link(path)})" for what, path in evidence)
+    lines.append("Evidence per arm: " + "; ".join(f"`{n}`: {links(a['dir'])}" for n, a in arms.items()))
+    return "\n\n".join(lines)
+
+
+def gate_table(arms: dict) -> pd.DataFrame:
+    """Per arm: the canary verdict and tally, and the KV capacity predicted against what the
+    engine allocated."""
+    rows = []
+    for n, a in arms.items():
+        c = a["results"].get("canaries", {})
+        sz = a["results"].get("sizing", {})
+        realized = sz.get("realized_capacity", {})
+        rows.append({"arm": n, "canaries": c.get("verdict", "not run"),
+                     "gating passed": f"{c.get('passed', 0)}/{c.get('gating_checks', 0)}",
+                     "expected failures": ", ".join(c.get("expected_failures", [])) or "-",
+                     "KV tokens predicted": sz.get("predicted_capacity", {}).get("kv_tokens"),
+                     "KV tokens realized": realized.get("kv_tokens"),
+                     "max concurrency (engine)": realized.get("max_concurrency"),
+                     "engine ready after (s)": round(a["engine"].get("ready_after_s") or 0, 1)})
+    return pd.DataFrame(rows).set_index("arm")
+
+
+def passports(arms: dict) -> list[str]:
+    """Each arm's passport.md, or a line saying the arm did not run."""
+    return [a["dir"].passport_md.read_text() if a["dir"].passport_md.exists()
+            else f"*{n}: no passport (the arm did not run)*" for n, a in arms.items()]
+
+
+class ArmAnalysis(Open):
+    engine: str
+    label: Label
+    comparable: bool
+    differs: list[str]
+
+
+class CampaignAnalysis(Open):
+    """analysis.json: the campaign analysis as data (the notebook beside it shows the same)."""
+    campaign: str
+    arms: dict[str, ArmAnalysis]
+    fairness: list[dict[str, Any]]
+    points: list[dict[str, Any]]
+    discards: list[dict[str, Any]]
+    pareto_frontier: list[dict[str, Any]]
+    slo_capacity: list[dict[str, Any]]
+    verdict: list[str]
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    """A table as JSON rows; a missing value is null."""
+    if df is None or df.empty:
+        return []
+    return df.astype(object).where(df.notna(), None).to_dict("records")
+
+
+def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
+    """Fairness, labels, the side-by-side points, the frontier, SLO capacity and the verdict."""
+    campaign, arms = load_run(run_dir)
+    fair = fairness_table(campaign, arms)
+    labels = arm_labels(arms, fair)
+    df = comparison_frame(arms, fair)
+    differs = fair.filter(like="differs_from_").iloc[:, 0] if not fair.empty else pd.Series(dtype=object)
+    return CampaignAnalysis(
+        campaign=campaign.name,
+        arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],
+                             comparable=bool(fair.loc[n, "comparable"]) if n in fair.index else True,
+                             differs=[c for c in str(differs.get(n) or "").split(", ") if c])
+              for n, a in arms.items()},
+        fairness=_records(fair.reset_index()) if not fair.empty else [],
+        points=_records(headline(df)),
+        discards=_records(discards_frame(arms)),
+        pareto_frontier=_records(pareto_frontier(df)) if not df.empty else [],
+        slo_capacity=_records(slo_capacity(df).reset_index()) if not df.empty else [],
+        verdict=verdict(df, fair, campaign.protocol.slo))
+
+
+def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
+    """analysis.json beside the analysis notebook, validated through CampaignAnalysis."""
+    run = run_dir if isinstance(run_dir, RunDir) else RunDir.existing(run_dir)
+    result = analyse_run(run)
+    write_model(run.analysis, result)
+    return result

@@ -59,3 +59,10 @@ def seed_example() -> dict:
     after = demand_map(improve(SEED_LAYERS, "runtime", 0.10))
     return {"before": before, "after_runtime_10pct": after,
             "note": "illustrative V, S and m chosen to reproduce the article's scores; not measurements"}
+
+
+def improvement_summary(before: dict, after: dict, layer: str, fraction: float) -> str:
+    """Where the bottleneck and the throughput bound went when one layer got faster, in Markdown."""
+    return (f"Making **{layer}** {fraction:.0%} faster: bottleneck **{before['bottleneck']}** -> "
+            f"**{after['bottleneck']}**; bound {before['throughput_bound_rps']:.1f} -> "
+            f"{after['throughput_bound_rps']:.1f} requests/s.")

@@ -18,7 +18,7 @@ def _save(fig, out_dir: Path | None, name: str):
 
 
 def _label(arm: str, label: str) -> str:
-    return arm if label == "accepted" else f"{arm} [HOLD]"
+    return arm if label == "accepted" else f"{arm} [{label}]"
 
 
 def load_axis(df: pd.DataFrame) -> str:
@@ -147,3 +147,28 @@ def demand_bars(demand: dict, out_dir: Path | None = None, name: str = "demand_m
     ax.set_title(f"Bottleneck: {demand['bottleneck']} (bound {demand['throughput_bound_rps']:.1f} req/s)")
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, out_dir, name)
+
+
+def kingman_curves(cases=((1, 0), (1, 1), (2, 1), (1, 2)), out_dir: Path | None = None):
+    """Mean wait over mean service time against utilization, for (Ca, Cs) pairs: Ca = 1 is
+    Pollaczek-Khinchine; every curve diverges as utilization nears 1, faster with variance."""
+    import numpy as np
+
+    from stackbook.analysis.queueing import kingman_wait
+
+    rho = np.linspace(0.05, 0.95, 50)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for ca, cs in cases:
+        ax.plot(rho, [kingman_wait(r, 1.0, ca, cs) for r in rho], label=f"Ca={ca}, Cs={cs}")
+    ax.set_yscale("log")
+    return _finish(fig, ax, out_dir, "kingman", "Kingman's approximation (Ca=1: Pollaczek-Khinchine)",
+                   "utilization rho", "mean wait / mean service time")
+
+
+def mva_throughput(curve: pd.DataFrame, bound_rps: float, out_dir: Path | None = None):
+    """Closed-network throughput against the number of clients, with the bottleneck's bound."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.plot(curve["n"], curve["throughput"], "-o", ms=3, label="throughput (req/s)")
+    ax.axhline(bound_rps, ls="--", color="gray", label="bound 1/D_max")
+    return _finish(fig, ax, out_dir, "mva", "Mean Value Analysis: throughput as clients are added", "clients N",
+                   "requests / s")

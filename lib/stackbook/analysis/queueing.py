@@ -13,15 +13,9 @@ def _check_utilization(rho: float) -> None:
                          "rate or add capacity)")
 
 
-def pollaczek_khinchine_wait(arrival_rate: float, service_mean: float, service_cv: float) -> float:
-    """M/G/1 mean queueing delay: Wq = rho S / (1 - rho) x (1 + Cs^2) / 2."""
-    rho = arrival_rate * service_mean
-    _check_utilization(rho)
-    return rho * service_mean / (1 - rho) * (1 + service_cv**2) / 2
-
-
 def kingman_wait(arrival_rate: float, service_mean: float, arrival_cv: float, service_cv: float) -> float:
-    """G/G/1 approximation: Wq ~ rho / (1 - rho) x (Ca^2 + Cs^2) / 2 x S. Equals P-K at Ca = 1."""
+    """G/G/1 approximation: Wq ~ rho / (1 - rho) x (Ca^2 + Cs^2) / 2 x S. At Ca = 1 (Poisson
+    arrivals) it is exact: the Pollaczek-Khinchine M/G/1 mean wait."""
     rho = arrival_rate * service_mean
     _check_utilization(rho)
     return rho / (1 - rho) * (arrival_cv**2 + service_cv**2) / 2 * service_mean

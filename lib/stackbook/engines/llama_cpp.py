@@ -13,8 +13,9 @@ from pydantic import Field
 from stackbook import sizing
 from stackbook.engines.base import EngineAdapter, parse_int
 from stackbook.engines.spec import CapacityBasis, EngineSpec
+from stackbook.evidence.files import file_sha256
+from stackbook.host import cpu_flags_line
 from stackbook.locations import cache_dir
-from stackbook.model.artifacts import file_sha256
 
 LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python sdist whose vendored llama.cpp is built
 
@@ -44,19 +45,8 @@ class LlamaCppEngine(EngineSpec):
 
 def install_dir() -> Path:
     """The cached build: tied to this CPU's flags (GGML_NATIVE), keyed as tools/bootstrap.sh keys it."""
-    cpu = hashlib.sha256(_cpu_flags_line().encode()).hexdigest()[:12]
+    cpu = hashlib.sha256(cpu_flags_line().encode()).hexdigest()[:12]
     return cache_dir() / "engines" / f"llama.cpp-{LLAMA_CPP_VERSION}-native-{cpu}"
-
-
-def _cpu_flags_line() -> str:
-    # Same key as tools/bootstrap.sh: the first 'flags' line of /proc/cpuinfo, newline included.
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return "unknown\n"
 
 
 class LlamaCppAdapter(EngineAdapter):

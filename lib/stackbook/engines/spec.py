@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from stackbook.sizing.memory import resolve_state_precision
+
 if TYPE_CHECKING:
-    from stackbook.config.campaign import Protocol
+    from stackbook.config.protocol import Protocol
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -43,9 +45,9 @@ class CapacityBasis:
 
     @property
     def state_precision(self) -> str:
-        """The recurrent-state precision the engines' pool accounting assumes when none is set."""
-        state = self.protocol.precision.state
-        return state if state != "none" else "fp32"
+        """The recurrent-state precision the engines' pool accounting uses (the one rule:
+        sizing.resolve_state_precision)."""
+        return resolve_state_precision(self.geometry, self.protocol.precision.state)
 
 
 class EngineSpec(BaseModel):

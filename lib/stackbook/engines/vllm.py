@@ -53,8 +53,11 @@ class VllmEngine(PythonEngineSpec):
     @classmethod
     def _precision_is_the_protocols(cls, data: Any) -> Any:
         if isinstance(data, dict) and "kv_cache_dtype" in data:
-            raise ValueError("kv_cache_dtype: the KV precision is part of the protocol, the same for every arm; "
-                             "remove it here and set protocol.precision.kv_cache")
+            # "auto" is what earlier run directories recorded for the field; they still load.
+            if data["kv_cache_dtype"] != "auto":
+                raise ValueError("kv_cache_dtype: the KV precision is part of the protocol, the same for every "
+                                 "arm; remove it here and set protocol.precision.kv_cache")
+            data = {k: v for k, v in data.items() if k != "kv_cache_dtype"}
         return data
 
     def configured_capacity(self, protocol) -> dict:

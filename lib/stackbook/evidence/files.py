@@ -1,10 +1,17 @@
-"""Small file helpers for run directories: atomic JSON, the arm's results side file."""
+"""Small file helpers for run directories: atomic JSON, a file's sha256, the arm's results side file."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from stackbook.evidence.rundir import ArmDir
 
 
 def write_json_atomic(path: str | os.PathLike, data) -> None:
@@ -20,6 +27,21 @@ def write_json_atomic(path: str | os.PathLike, data) -> None:
     os.replace(tmp, p)
 
 
+def _jsonable(value):
+    """What pydantic cannot serialize on its own (numpy scalars in open dicts): plain values."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def model_json(model: BaseModel) -> dict:
+    """A validated model as the JSON a file holds: the fields that were set, extras kept."""
+    return model.model_dump(mode="json", exclude_unset=True, fallback=_jsonable)
+
+
+def write_model(path: str | os.PathLike, model: BaseModel) -> None:
+    """A validated model, written atomically."""
+    write_json_atomic(path, model_json(model))
+
+
 def read_json(path: str | os.PathLike, default=None):
     p = Path(path)
     if not p.exists():
@@ -27,10 +49,31 @@ def read_json(path: str | os.PathLike, default=None):
     return json.loads(p.read_text())
 
 
-def update_results(arm_dir: str | os.PathLike, section: str, data) -> dict:
-    """Set one section (sizing, canaries, sweep, ...) of the arm's results.json."""
-    path = Path(arm_dir) / "results.json"
+_hash_cache: dict[tuple, str] = {}
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file, read in blocks (model weights are large); cached per size and mtime."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _hash_cache:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _hash_cache[key] = h.hexdigest()
+    return _hash_cache[key]
+
+
+def update_results(arm_dir: ArmDir, section: str, data) -> dict:
+    """Set one section (sizing, canaries, sweep) of the arm's results.json, validated against its
+    model first: a section that does not match is refused before it reaches the file."""
+    from stackbook.evidence.results import validate_section
+
+    path = arm_dir.results
+    section_json = model_json(validate_section(section, data))
     results = read_json(path, {}) or {}
-    results[section] = data
+    results[section] = section_json
     write_json_atomic(path, results)
     return results

@@ -5,17 +5,104 @@ A field not known says so, with the reason; nothing is left silently blank.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
-from pathlib import Path
+from typing import Any, Optional, Union
 
-import psutil
+from pydantic import BaseModel
 
 from stackbook import __version__
-from stackbook.evidence.files import read_json, write_json_atomic
-from stackbook.loadgen.lengths import describe_length
+from stackbook.evidence.files import model_json, read_json, write_json_atomic
+from stackbook.evidence.label import Label
+from stackbook.evidence.results import (
+    ArmResults,
+    Discard,
+    Number,
+    Open,
+    PointSummary,
+    Unknown,
+)
+from stackbook.evidence.rundir import ArmDir
+from stackbook.host import host_identity
 from stackbook.locations import REPO_ROOT
+
+Known = Union[dict[str, Any], Unknown]
+
+
+class Identity(Open):
+    """Who served the arm, on what, in which formats."""
+    arm: str
+    model: Known
+    engine: Known
+    launch: Known
+    host: dict[str, Any]
+    formats: dict[str, str]
+    speculative_decoder: str
+
+
+class ProtocolPart(Open):
+    """What every request of the arm followed."""
+    workload: dict[str, Any]
+    harness: str
+    decoding: dict[str, Any]
+    output_budget_tokens: Union[str, int]
+    prompt_tokens: Union[str, int, None] = None
+    arrival: dict[str, Any]
+    prefix_cache: str
+    warmup_requests_per_point: int
+    cooldown_requests_per_point: str
+    requests_per_point: int
+    repetitions: int
+    seeds: list[int]
+    context_length: int
+    slo: dict[str, Any]
+    overrides: dict[str, Any]
+
+
+class Capacity(Open):
+    configured: Known
+    realized: Known
+    predicted: Known
+
+
+class Validity(Open):
+    """Whether the numbers may be believed: canaries, capacity, discards, errors, load held."""
+    canaries: Known
+    capability_probe: Known
+    capacity: Capacity
+    discard_rules: dict[str, Any]
+    discards: Union[list[Discard], Unknown]
+    error_counts: Known
+    wrong_output_counts: Known
+    length_control: Known
+    load_validity: Known
+    prefix_cache: Optional[Known] = None
+    gpu_telemetry: Optional[Known] = None
+    engine_restarts: int
+
+
+class MeasuredResults(Open):
+    """The sweep ran: its label, every point, and where the raw records are."""
+    label: Label
+    points: dict[str, PointSummary]
+    peak_engine_rss_gib: Union[Number, Unknown]
+    energy: Known
+    raw: dict[str, str]
+
+
+class NotMeasured(BaseModel):
+    """No sweep: the label still says why the arm is not ranked."""
+    label: Label
+    unknown: str
+
+
+class Passport(Open):
+    """passport.json: the four parts, validated before the file is written."""
+    passport_version: int
+    campaign: str
+    identity: Identity
+    protocol: ProtocolPart
+    validity: Validity
+    results: Union[MeasuredResults, NotMeasured, Unknown]
 
 
 def unknown(reason: str) -> dict:
@@ -33,24 +120,11 @@ def harness_revision() -> str:
         return f"stackbook {__version__}"
 
 
-def host_identity() -> dict:
-    cpu = "unknown"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
-            "accelerator": "none (CPU)", "driver": "not applicable: no GPU"}
-
-
-def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
-    arm_dir = Path(arm_dir)
-    engine = read_json(arm_dir / "engine.json", {}) or {}
-    results = read_json(arm_dir / "results.json", {}) or {}
+def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) -> Passport:
+    """The passport from the arm's records; engine_died: the engine exited before the arm finished."""
+    engine = read_json(arm_dir.engine_json, {}) or {}
+    results = read_json(arm_dir.results, {}) or {}
+    label = ArmResults.model_validate(results).label(engine_died=engine_died)
     protocol = campaign.protocol_for(arm)
     sizing = results.get("sizing")
     canaries = results.get("canaries")
@@ -64,15 +138,16 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
         "launch": engine.get("launch") or unknown("the engine was not started"),
         "host": engine.get("host") or host_identity(),
         "formats": {"weights": prec.weights, "kv_cache": prec.kv_cache,
-                    "recurrent_state": prec.state if prec.state != "none" else "not applicable: no recurrent layers"},
+                    "recurrent_state": (sizing or {}).get("state_precision") or (
+                        prec.state if prec.state != "none" else "not applicable: no recurrent layers")},
         "speculative_decoder": "none",
     }
     proto = {
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
         "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
-        "output_budget_tokens": describe_length(protocol.workload.output_tokens),
-        "prompt_tokens": describe_length(protocol.workload.prompt_tokens),
+        "output_budget_tokens": protocol.workload.output_tokens.describe(),
+        "prompt_tokens": protocol.workload.prompt_tokens.describe(),
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,
@@ -107,17 +182,17 @@ def build_passport(campaign, arm, arm_dir: str | Path) -> dict:
     }
     if sweep:
         results_part = {
-            "label": "HOLD" if canaries and canaries["verdict"] != "PASS" else "accepted",
+            "label": label,
             "points": sweep["points"],
             "peak_engine_rss_gib": sweep.get("peak_engine_rss_gib") or unknown("not sampled"),
             "energy": unknown("not measured: no power meter on this host"),
-            "raw": {"requests": "requests.jsonl", "engine_log": "engine.log"},
+            "raw": {"requests": arm_dir.requests.name, "engine_log": arm_dir.engine_log.name},
         }
     else:
-        results_part = unknown("the load sweep did not run" + (
-            f" (canaries {canaries['verdict']})" if canaries and canaries.get("verdict") != "PASS" else ""))
-    return {"passport_version": 1, "campaign": campaign.name, "identity": identity, "protocol": proto,
-            "validity": validity, "results": results_part}
+        results_part = {"label": label, **unknown("the load sweep did not run" + (
+            f" (canaries {canaries['verdict']})" if canaries and canaries.get("verdict") != "PASS" else ""))}
+    return Passport.model_validate({"passport_version": 1, "campaign": campaign.name, "identity": identity,
+                                    "protocol": proto, "validity": validity, "results": results_part})
 
 
 def _fmt(v) -> str:
@@ -152,7 +227,9 @@ def passport_markdown(p: dict) -> str:
     lines += ["## Results", ""]
     res = p["results"]
     if "points" not in res:
-        lines.append(_fmt(res))
+        if "label" in res:
+            lines += [f"Label: **{res['label']}**.", ""]
+        lines.append(_fmt({"unknown": res["unknown"]}))
     else:
         lines.append(f"Label: **{res['label']}**. Peak engine RSS: {_fmt(res['peak_engine_rss_gib'])} GiB. "
                      f"Energy: {_fmt(res['energy'])}.")
@@ -168,8 +245,10 @@ def passport_markdown(p: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_passport(campaign, arm, arm_dir: str | Path) -> dict:
-    p = build_passport(campaign, arm, arm_dir)
-    write_json_atomic(Path(arm_dir) / "passport.json", p)
-    (Path(arm_dir) / "passport.md").write_text(passport_markdown(p))
+def write_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) -> Passport:
+    """passport.json (validated) and its readable twin passport.md."""
+    p = build_passport(campaign, arm, arm_dir, engine_died=engine_died)
+    data = model_json(p)
+    write_json_atomic(arm_dir.passport_json, data)
+    arm_dir.passport_md.write_text(passport_markdown(data))
     return p

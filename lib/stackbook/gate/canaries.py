@@ -23,6 +23,8 @@ GREEDY = {"temperature": 0.0, "top_p": 1.0, "seed": 0}
 
 
 class _Check(BaseModel):
+    """One canary: how it asks (`messages`, `request_fields`) and how it judges the reply
+    (`judge`); checks that need more than one exchange override `run`."""
     model_config = ConfigDict(extra="forbid")
     id: str
     prompt: str = ""
@@ -35,21 +37,71 @@ class _Check(BaseModel):
             return self.expected_failure.get(engine_kind or "")
         return self.expected_failure
 
+    def messages(self) -> list[dict]:
+        return [{"role": "user", "content": self.prompt}]
+
+    def request_fields(self) -> dict:
+        """Fields the request carries beyond the messages (a response format, tools)."""
+        return {}
+
+    def ask(self, target: Target, messages: list | None = None, **extra) -> tuple[str | None, dict]:
+        """One greedy chat turn; the reply's text (None when there is no reply) and the reply."""
+        t = Target(target.base_url, target.model, {**target.sampling, **GREEDY}, {"max_tokens": self.max_tokens},
+                   target.headers, target.timeout_s)
+        reply = chat_once(t, messages or self.messages(), timeout_s=target.timeout_s, **extra)
+        return _text(reply), reply
+
+    def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
+        """Ask once and judge the reply: passed, the output seen and why it failed."""
+        text, reply = self.ask(target, **self.request_fields())
+        out = {"output": text,
+               "finish_reason": (reply.get("choices") or [{}])[0].get("finish_reason") if "choices" in reply else None}
+        if text is None:
+            return out | {"passed": False, "detail": reply.get("error", "no reply text"),
+                          "error_class": reply.get("error_class", "transport")}
+        return out | self.judge(text, reply)
+
+    def judge(self, text: str, reply: dict) -> dict:
+        """passed and detail (and error_class when the reply broke a format) for one reply."""
+        raise NotImplementedError
+
 
 class Contains(_Check):
     kind: Literal["contains"]
     expect: list[str]
     case_sensitive: bool = False
 
+    def judge(self, text: str, reply: dict) -> dict:
+        hay = text if self.case_sensitive else text.lower()
+        missing = [e for e in self.expect if (e if self.case_sensitive else e.lower()) not in hay]
+        return {"passed": not missing, "detail": f"missing {missing}" if missing else "all expected text present"}
+
 
 class Regex(_Check):
     kind: Literal["regex"]
     pattern: str
 
+    def judge(self, text: str, reply: dict) -> dict:
+        ok = re.search(self.pattern, text) is not None
+        return {"passed": ok, "detail": f"pattern {self.pattern!r} {'found' if ok else 'not found'}"}
+
 
 class JsonSchema(_Check):
     kind: Literal["json_schema"]
     schema_: dict = Field(alias="schema")
+
+    def request_fields(self) -> dict:
+        return {"response_format": {"type": "json_schema",
+                                    "json_schema": {"name": self.id, "schema": self.schema_, "strict": True}}}
+
+    def judge(self, text: str, reply: dict) -> dict:
+        try:
+            jsonschema.validate(json.loads(text), self.schema_)
+        except json.JSONDecodeError as err:
+            return {"passed": False, "detail": f"not JSON: {err}", "error_class": "schema_failure"}
+        except jsonschema.ValidationError as err:
+            return {"passed": False, "detail": f"schema violation: {err.message}", "error_class": "schema_failure"}
+        return {"passed": True, "detail": "parsed and valid against the schema"}
 
 
 class Determinism(_Check):
@@ -57,10 +109,29 @@ class Determinism(_Check):
     repeats: int = 3
     concurrent: bool = True
 
+    def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
+        """The same greedy prompt, sequentially then concurrently: every reply must be identical."""
+        def once(_):
+            return self.ask(target)[0]
+        outputs = [once(i) for i in range(self.repeats)]
+        if self.concurrent:
+            with ThreadPoolExecutor(self.repeats) as pool:
+                outputs += list(pool.map(once, range(self.repeats)))
+        distinct = sorted({o for o in outputs if o is not None})
+        return {"passed": None not in outputs and len(distinct) == 1, "output": outputs[0],
+                "detail": f"{len(outputs)} greedy replies ({self.repeats} sequential"
+                          f"{', ' + str(self.repeats) + ' concurrent' if self.concurrent else ''}), "
+                          f"{len(distinct)} distinct"}
+
 
 class Exact(_Check):
     kind: Literal["exact"]
     reference: str
+
+    def judge(self, text: str, reply: dict) -> dict:
+        ok = text == self.reference
+        return {"passed": ok,
+                "detail": "identical to the reference" if ok else f"differs from reference {self.reference!r}"}
 
 
 class ToolCall(_Check):
@@ -69,6 +140,28 @@ class ToolCall(_Check):
     tool: dict
     expect_arguments: dict = Field(default_factory=dict)
 
+    def request_fields(self) -> dict:
+        return {"tools": [self.tool],
+                "tool_choice": {"type": "function", "function": {"name": self.tool["function"]["name"]}}}
+
+    def judge(self, text: str, reply: dict) -> dict:
+        name = self.tool["function"]["name"]
+        calls = ((reply.get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []
+        if not calls:
+            return {"passed": False, "detail": "no tool call in the reply", "error_class": "schema_failure"}
+        shown = {"output": json.dumps(calls)[:300]}
+        fn = calls[0].get("function", {})
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+            jsonschema.validate(args, self.tool["function"].get("parameters", {}))
+        except (json.JSONDecodeError, jsonschema.ValidationError) as err:
+            return shown | {"passed": False, "detail": f"arguments invalid: {str(err)[:200]}",
+                            "error_class": "schema_failure"}
+        wrong = {k: v for k, v in self.expect_arguments.items() if str(args.get(k, "")).lower() != str(v).lower()}
+        ok = fn.get("name") == name and not wrong
+        return shown | {"passed": ok, "detail": f"called {fn.get('name')}({args})" + (f", expected {wrong}" if wrong else ""),
+                        "error_class": None if ok else "schema_failure"}
+
 
 class Coding(_Check):
     """The model writes a function; it runs in a subprocess, with a time limit, against asserts."""
@@ -76,12 +169,24 @@ class Coding(_Check):
     tests: str
     timeout_s: float = 10.0
 
+    def judge(self, text: str, reply: dict) -> dict:
+        m = CODE_BLOCK.search(text)
+        ok, why = run_code(m.group(1) if m else text, self.tests, self.timeout_s)
+        return {"passed": ok, "detail": why}
+
 
 class MultiTurn(_Check):
     """An answer that depends on an earlier turn of the conversation."""
     kind: Literal["multi_turn"]
     history: list[dict]
     expect: list[str]
+
+    def messages(self) -> list[dict]:
+        return [*self.history, {"role": "user", "content": self.prompt}]
+
+    def judge(self, text: str, reply: dict) -> dict:
+        missing = [e for e in self.expect if e.lower() not in text.lower()]
+        return {"passed": not missing, "detail": f"missing {missing}" if missing else "the earlier turn was used"}
 
 
 class Needle(_Check):
@@ -105,6 +210,28 @@ class Needle(_Check):
         if self.up_to_context:
             lengths.add(room)
         return sorted(n for n in lengths if n > 0)
+
+    def prompt_at(self, tokens: int, depth: float, tokenizer=None) -> str:
+        """Filler of about `tokens` tokens with the needle at `depth` (0 = start, 1 = end)."""
+        per = len(tokenizer.encode(self.filler, add_special_tokens=False).ids) + 1 if tokenizer else 16
+        sentences = [self.filler] * max(1, tokens // per)
+        sentences.insert(round(depth * len(sentences)), self.needle)
+        return "Document:\n" + " ".join(sentences) + f"\n\nQuestion: {self.question}"
+
+    def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
+        """One trial per length and depth; every needle must be found."""
+        trials = []
+        for n in self.lengths_for(context_length):
+            for depth in self.depths:
+                text, reply = self.ask(target, [{"role": "user", "content": self.prompt_at(n, depth, tokenizer)}])
+                usage = reply.get("usage") or {}
+                trials.append({"tokens": usage.get("prompt_tokens", n), "depth": depth,
+                               "found": text is not None and self.expect.lower() in text.lower(),
+                               "output": (text or reply.get("error", ""))[:120]})
+        longest = max((t["tokens"] for t in trials), default=0)
+        return {"passed": all(t["found"] for t in trials), "output": trials[-1]["output"] if trials else "",
+                "trials": trials, "detail": f"{sum(t['found'] for t in trials)}/{len(trials)} needles found, "
+                                            f"longest prompt {longest:,} tokens"}
 
 
 Check = Annotated[Union[Contains, Regex, JsonSchema, Determinism, Exact, ToolCall, Coding, MultiTurn, Needle],
@@ -143,14 +270,6 @@ def _text(reply: dict) -> str | None:
         return None
 
 
-def _ask(target: Target, check, messages: list | None = None, **extra) -> tuple[str | None, dict]:
-    t = Target(target.base_url, target.model, {**target.sampling, **GREEDY}, {"max_tokens": check.max_tokens},
-               target.headers, target.timeout_s)
-    messages = messages or [{"role": "user", "content": check.prompt}]
-    reply = chat_once(t, messages, timeout_s=target.timeout_s, **extra)
-    return _text(reply), reply
-
-
 CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
 
 
@@ -174,112 +293,12 @@ def run_code(code: str, tests: str, timeout_s: float) -> tuple[bool, str]:
     return False, f"exit {r.returncode}: {last[:200]}"
 
 
-def needle_prompt(check: Needle, tokens: int, depth: float, tokenizer=None) -> str:
-    """Filler of about `tokens` tokens with the needle at `depth` (0 = start, 1 = end)."""
-    per = len(tokenizer.encode(check.filler, add_special_tokens=False).ids) + 1 if tokenizer else 16
-    sentences = [check.filler] * max(1, tokens // per)
-    at = round(depth * len(sentences))
-    sentences.insert(at, check.needle)
-    return "Document:\n" + " ".join(sentences) + f"\n\nQuestion: {check.question}"
-
-
 def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=None,
               context_length: int | None = None) -> dict:
     """Run one check; the result says passed, the output seen and why it failed."""
     result = {"id": check.id, "kind": check.kind, "prompt": check.prompt,
               "expected_failure": check.expected_failure_for(engine_kind)}
-    if check.kind == "determinism":
-        def once(_):
-            return _ask(target, check)[0]
-        first = [once(i) for i in range(check.repeats)]
-        outputs = list(first)
-        if check.concurrent:
-            with ThreadPoolExecutor(check.repeats) as pool:
-                outputs += list(pool.map(once, range(check.repeats)))
-        distinct = sorted({o for o in outputs if o is not None})
-        ok = None not in outputs and len(distinct) == 1
-        result.update(passed=ok, output=outputs[0],
-                      detail=f"{len(outputs)} greedy replies ({check.repeats} sequential"
-                             f"{', ' + str(check.repeats) + ' concurrent' if check.concurrent else ''}), "
-                             f"{len(distinct)} distinct")
-        return result
-    if check.kind == "needle":
-        trials = []
-        for n in check.lengths_for(context_length):
-            for depth in check.depths:
-                text, reply = _ask(target, check, [{"role": "user", "content": needle_prompt(check, n, depth, tokenizer)}])
-                usage = reply.get("usage") or {}
-                trials.append({"tokens": usage.get("prompt_tokens", n), "depth": depth,
-                               "found": text is not None and check.expect.lower() in text.lower(),
-                               "output": (text or reply.get("error", ""))[:120]})
-        ok = all(t["found"] for t in trials)
-        longest = max((t["tokens"] for t in trials), default=0)
-        result.update(passed=ok, output=trials[-1]["output"] if trials else "", trials=trials,
-                      detail=f"{sum(t['found'] for t in trials)}/{len(trials)} needles found, longest prompt "
-                             f"{longest:,} tokens")
-        return result
-    if check.kind == "multi_turn":
-        text, reply = _ask(target, check, [*check.history, {"role": "user", "content": check.prompt}])
-        result["output"] = text
-        missing = [e for e in check.expect if text is None or e.lower() not in text.lower()]
-        result.update(passed=not missing, detail=f"missing {missing}" if missing else "the earlier turn was used")
-        return result
-    if check.kind == "tool_call":
-        name = check.tool["function"]["name"]
-        text, reply = _ask(target, check, tools=[check.tool],
-                           tool_choice={"type": "function", "function": {"name": name}})
-        calls = ((reply.get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []
-        result["output"] = json.dumps(calls)[:300] if calls else text
-        if not calls:
-            result.update(passed=False, detail="no tool call in the reply", error_class="schema_failure")
-            return result
-        fn = calls[0].get("function", {})
-        try:
-            args = json.loads(fn.get("arguments") or "{}")
-            jsonschema.validate(args, check.tool["function"].get("parameters", {}))
-        except (json.JSONDecodeError, jsonschema.ValidationError) as err:
-            result.update(passed=False, detail=f"arguments invalid: {str(err)[:200]}", error_class="schema_failure")
-            return result
-        wrong = {k: v for k, v in check.expect_arguments.items() if str(args.get(k, "")).lower() != str(v).lower()}
-        ok = fn.get("name") == name and not wrong
-        result.update(passed=ok, detail=f"called {fn.get('name')}({args})" + (f", expected {wrong}" if wrong else ""),
-                      error_class=None if ok else "schema_failure")
-        return result
-    extra = {}
-    if check.kind == "json_schema":
-        extra["response_format"] = {"type": "json_schema",
-                                    "json_schema": {"name": check.id, "schema": check.schema_, "strict": True}}
-    text, reply = _ask(target, check, **extra)
-    result["output"] = text
-    result["finish_reason"] = (reply.get("choices") or [{}])[0].get("finish_reason") if "choices" in reply else None
-    if text is None:
-        result.update(passed=False, detail=reply.get("error", "no reply text"),
-                      error_class=reply.get("error_class", "transport"))
-        return result
-    if check.kind == "contains":
-        hay = text if check.case_sensitive else text.lower()
-        missing = [e for e in check.expect if (e if check.case_sensitive else e.lower()) not in hay]
-        result.update(passed=not missing, detail=f"missing {missing}" if missing else "all expected text present")
-    elif check.kind == "regex":
-        ok = re.search(check.pattern, text) is not None
-        result.update(passed=ok, detail=f"pattern {check.pattern!r} {'found' if ok else 'not found'}")
-    elif check.kind == "coding":
-        m = CODE_BLOCK.search(text)
-        code = m.group(1) if m else text
-        ok, why = run_code(code, check.tests, check.timeout_s)
-        result.update(passed=ok, detail=why)
-    elif check.kind == "exact":
-        ok = text == check.reference
-        result.update(passed=ok, detail="identical to the reference" if ok else f"differs from reference {check.reference!r}")
-    elif check.kind == "json_schema":
-        try:
-            jsonschema.validate(json.loads(text), check.schema_)
-            result.update(passed=True, detail="parsed and valid against the schema")
-        except json.JSONDecodeError as err:
-            result.update(passed=False, detail=f"not JSON: {err}", error_class="schema_failure")
-        except jsonschema.ValidationError as err:
-            result.update(passed=False, detail=f"schema violation: {err.message}", error_class="schema_failure")
-    return result
+    return result | check.run(target, tokenizer=tokenizer, context_length=context_length)
 
 
 def run_suite(target: Target, suite: Suite, engine_kind: str | None = None, progress=None,

@@ -17,9 +17,6 @@ import time
 
 import uvloop
 
-MODES = ("ok", "http_429", "http_503", "malformed_sse", "invalid_json", "truncated", "error_event", "slow_headers")
-
-
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 

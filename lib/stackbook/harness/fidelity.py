@@ -2,7 +2,8 @@
 over its measurements, so the rules that turn figures into pass/fail are tested on their own."""
 from __future__ import annotations
 
-MAX_LAG_MS = 5.0
+from stackbook.measure.validity import MAX_SCHEDULE_LAG_MS
+
 AGREEMENT = 0.05        # medians and histogram means must agree within 5%
 RATE_ADVANTAGE = 2.0    # stackbook must hold at least twice the peer's rate
 
@@ -16,7 +17,7 @@ def server_lag_ms(arrivals: list[float], rate: float) -> list[float]:
     return [(o - origin) * 1000 for o in offsets]
 
 
-def highest_rate_held(ladder: list[dict], lag_key: str, errors_key: str, max_lag_ms: float = MAX_LAG_MS) -> float:
+def highest_rate_held(ladder: list[dict], lag_key: str, errors_key: str, max_lag_ms: float = MAX_SCHEDULE_LAG_MS) -> float:
     """The highest rate of an increasing ladder held at every rung up to it: p99 lag within the
     bound and no failed request. A rung passed after a failed one does not count."""
     held = 0.0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import random
 from pathlib import Path
 
@@ -67,12 +66,3 @@ def read_trace(path: str | Path) -> list[dict]:
     for r in out:
         r["timestamp_s"] -= t0
     return out
-
-
-def interarrival_cv(schedule: list[float]) -> float:
-    gaps = [b - a for a, b in zip(schedule, schedule[1:])]
-    if len(gaps) < 2:
-        return float("nan")
-    mean = sum(gaps) / len(gaps)
-    var = sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1)
-    return math.sqrt(var) / mean if mean else float("nan")

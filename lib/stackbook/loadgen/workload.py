@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from stackbook.loadgen.lengths import sample_lengths
 
 _WORDS = ("river mountain signal harbor lantern orchard meadow copper violet engine quiet morning "
           "window garden thunder silver station pocket marble ribbon canyon feather circuit harvest "
@@ -44,7 +43,6 @@ class ApproximateTokenizer:
     """Counts words and punctuation: for endpoints whose tokenizer is not available locally, and
     for the calibration server (one word per streamed token). Client token counts are then
     approximate; the server's usage counts remain exact."""
-    approximate = True
 
     def encode(self, text, add_special_tokens=False):
         class Encoding:
@@ -97,11 +95,11 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int,
     instruction = ('Reply with a JSON object: "words" holds the first five words above, "count" how many.'
                    if as_json else "Continue this list of words with more words:")
     overhead = count_tokens(tokenizer, instruction) + 1
-    turns = workload.conversation.turns if workload.conversation else 1
+    turns = workload.turns()
     if lengths is None:
         n = count * turns
-        lengths = list(zip(sample_lengths(workload.prompt_tokens, n, seed=hash_seed(workload.version, seed, "prompt")),
-                           sample_lengths(workload.output_tokens, n, seed=hash_seed(workload.version, seed, "output"))))
+        lengths = list(zip(workload.prompt_tokens.sample(n, seed=hash_seed(workload.version, seed, "prompt")),
+                           workload.output_tokens.sample(n, seed=hash_seed(workload.version, seed, "output"))))
     else:
         lengths = [lengths[i] for i in range(count) for _ in range(turns)]
     prefix_spec = workload.shared_prefix

@@ -6,14 +6,9 @@ import time
 
 from tqdm import tqdm
 
-from stackbook.loadgen.arrivals import (
-    constant_schedule,
-    gamma_schedule,
-    poisson_schedule,
-    read_trace,
-)
+from stackbook.config.arrival_patterns import ArrivalPattern
+from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
-from stackbook.loadgen.lengths import describe_length
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.workload import (
     ApproximateTokenizer,
@@ -30,10 +25,8 @@ from stackbook.measure.telemetry import (
     metrics_delta,
     scrape_metrics,
 )
+from stackbook.measure.validity import apply_discard_rules, point_validity
 from stackbook.model.artifacts import artifacts_for
-
-MAX_P99_LAG_MS = 5.0
-RATE_TOLERANCE = 0.05
 
 
 class EngineFailure(RuntimeError):
@@ -63,51 +56,28 @@ def tokenizer_for(session):
 
 def load_levels(protocol) -> list[dict]:
     """One entry per load level of the protocol's arrival pattern."""
-    a = protocol.arrival
-    if a.kind == "closed_loop":
-        return [{"level": f"c{c}", "concurrency": c} for c in a.concurrency]
-    if a.kind == "trace":
-        return [{"level": "trace", "trace": a.path, "speedup": a.speedup}]
-    return [{"level": f"rate{r:g}", "rate": r} for r in a.rates]
+    return protocol.arrival.load_levels()
 
 
 def cooldown_requests(protocol, level: dict) -> int:
-    """Requests sent after the measured ones so the last measured request still runs under the
-    configured load (a fixed-count closed loop otherwise drains at its end)."""
-    if "concurrency" in level:
-        return level["concurrency"] - 1
-    if "rate" in level:
-        return protocol.warmup_requests
-    return 0
+    return protocol.arrival.cooldown_requests(level, protocol)
 
 
 def turns_of(protocol) -> int:
-    c = protocol.workload.conversation
-    return c.turns if c else 1
+    return protocol.workload.turns()
 
 
-def requests_at(protocol, level: dict | int) -> int:
+def requests_at(protocol, level: dict) -> int:
     """Prompts (conversations, in a multi-turn workload) sent at this load level."""
-    if isinstance(level, int):
-        level = {"level": f"c{level}", "concurrency": level}
-    if "trace" in level:
-        return len(read_trace(resolve_symbolic(level["trace"])))
-    return protocol.warmup_requests + protocol.requests_per_point + cooldown_requests(protocol, level)
+    return protocol.arrival.prompts_at(level, protocol)
 
 
 def point_name(level: dict, repetition: int) -> str:
-    return f"{level['level']}-r{repetition}"
+    return ArrivalPattern.point_name(level, repetition)
 
 
 def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
-    a = protocol.arrival
-    if a.kind == "constant":
-        return constant_schedule(level["rate"], n)
-    if a.kind == "poisson":
-        return poisson_schedule(level["rate"], n, seed)
-    if a.kind == "gamma":
-        return gamma_schedule(level["rate"], n, a.burstiness, seed)
-    raise ValueError(a.kind)
+    return protocol.arrival.schedule(level, n, seed)
 
 
 def run_sweep(session, run_id: str, progress: bool = True) -> dict:
@@ -117,12 +87,12 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     target = session.target()
     target.length_for = session.adapter.output_length_fields
     tokenizer = tokenizer_for(session)
-    records_path = session.arm_dir / "requests.jsonl"
+    records_path = session.arm_dir.requests
     levels = load_levels(protocol)
     expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
     turns = turns_of(protocol)
     attempts = latest_attempts(read_records(records_path))
-    total = sum(expected.values()) * turns
+    total = protocol.requests_per_arm()
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
     alive = session.engine_alive
     telemetry: dict[str, dict] = {}
@@ -215,27 +185,6 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
 
 
-def point_validity(s: dict) -> dict:
-    """Did the client deliver the load the protocol asked for? (A point where it did not is the
-    client's number, not the engine's.)"""
-    if "concurrency" in s:
-        held = s.get("in_flight_mean")
-        return {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
-                "littles_law_concurrency": s.get("littles_law_concurrency"),
-                "valid": held is not None and abs(held - s["concurrency"]) <= 0.1 * s["concurrency"]}
-    lag = s.get("schedule_lag_ms_p99")
-    out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
-           "achieved_rate_rps": s.get("achieved_rate_rps"),
-           "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
-           "littles_law_concurrency": s.get("littles_law_concurrency")}
-    ok = lag is not None and lag <= MAX_P99_LAG_MS
-    want = s.get("scheduled_rate_rps")
-    if want and s.get("achieved_rate_rps"):
-        ok = ok and abs(s["achieved_rate_rps"] - want) <= RATE_TOLERANCE * want
-    out["valid"] = ok
-    return out
-
-
 def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol) -> dict:
     errors: dict[str, int] = {}
     for s in points.values():
@@ -265,7 +214,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "not_checked_in_sweep": {
                              "completed_but_wrong": "the sweep's prompts have no expected answer: "
                                                     "correctness is the canaries' job"}},
-        "length_control": {"requested_output_tokens": describe_length(protocol.workload.output_tokens),
+        "length_control": {"requested_output_tokens": protocol.workload.output_tokens.describe(),
                            "controlled": not as_json,
                            "completed_requests": completed, "shorter_than_requested": short,
                            "honoured": short == 0 if not as_json else
@@ -273,25 +222,3 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
         "load_validity": load_validity,
         "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }
-
-
-def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
-    """Every point a preregistered rule discards, with the rule and the figure that triggered it."""
-    out = []
-    for name, s in points.items():
-        n = s.get("requests", 0)
-        failed = n - s.get("completed", 0)
-        if n and failed / n > rules.max_failed_fraction:
-            out.append({"point": name, "rule": "max_failed_fraction",
-                        "detail": f"{failed}/{n} requests failed (> {rules.max_failed_fraction:.0%})"})
-        if rules.on_engine_restart and s.get("errors", {}).get("engine_died"):
-            out.append({"point": name, "rule": "on_engine_restart",
-                        "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
-        if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
-            v = load_validity[name]
-            out.append({"point": name, "rule": "on_invalid_load", "detail": describe_validity(v)})
-    return out
-
-
-def describe_validity(v: dict) -> str:
-    return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")

@@ -6,7 +6,6 @@ same bf16 weights are written to a GGUF by llama.cpp's own converter (for llama-
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackbook.evidence.files import file_sha256
 from stackbook.locations import cache_dir, resolve_symbolic, symbolic
 
 EMBEDDED_NAME = "smollm2-135m-instruct"
@@ -43,21 +43,6 @@ class ModelArtifacts:
         if self.source_gguf:
             out["source_artifact"] = {"wheel": WHEEL, "member": WHEEL_MEMBER, "sha256": Q4_1_SHA256}
         return out
-
-
-_hash_cache: dict[tuple, str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _hash_cache:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _hash_cache[key] = h.hexdigest()
-    return _hash_cache[key]
 
 
 def embedded_dir() -> Path:

@@ -76,12 +76,6 @@ def max_live_sequences(pool_bytes: float, context_tokens: int, kv_per_token: flo
     return int(pool_bytes // per_seq)
 
 
-def kv_tokens_in_pool(pool_bytes: float, kv_per_token: float, block_tokens: int = 1) -> int:
-    """Tokens of KV a pool holds, rounded down to whole blocks as paged engines allocate them."""
-    tokens = int(pool_bytes // kv_per_token)
-    return tokens // block_tokens * block_tokens
-
-
 def cache_pool_bytes(memory_bytes: float, weights: float, workspace: float = 0.0, activations: float = 0.0,
                      utilization: float = 1.0) -> float:
     """What is left for cache after weights, workspace and activations, of the usable fraction."""
@@ -124,17 +118,23 @@ def model_kv_bytes_per_sequence(g, context_tokens: int, kv_precision: str = "bf1
     return full
 
 
-def model_state_bytes_per_sequence(g, state_precision: str | None = None, conv_precision: str = "bf16") -> float:
-    """Recurrent state per sequence (0 for a model without linear-attention layers).
+def resolve_state_precision(g, requested: str | None = None) -> str:
+    """The recurrent state's precision: the one asked for, else the model's own config
+    (mamba_ssm_dtype), else fp32, as the reference implementation keeps it. The protocol's
+    `state: none` asks for nothing."""
+    if requested and requested != "none":
+        return requested
+    return g.state_dtype or "fp32"
 
-    Without an explicit precision, the model's own config decides (mamba_ssm_dtype), else fp32,
-    as the reference implementation keeps it.
-    """
+
+def model_state_bytes_per_sequence(g, state_precision: str | None = None, conv_precision: str = "bf16") -> float:
+    """Recurrent state per sequence (0 for a model without linear-attention layers), at
+    resolve_state_precision(g, state_precision)."""
     if not g.is_hybrid:
         return 0.0
     return recurrent_state_bytes_per_sequence(
         g.linear_layers, g.linear_num_key_heads, g.linear_num_value_heads, g.linear_key_head_dim,
-        g.linear_value_head_dim, g.linear_conv_kernel, state_precision or g.state_dtype or "fp32", conv_precision)
+        g.linear_value_head_dim, g.linear_conv_kernel, resolve_state_precision(g, state_precision), conv_precision)
 
 
 def state_bytes_per_layer(g, state_precision: str, conv_precision: str = "bf16") -> float:
@@ -175,7 +175,7 @@ def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision
     out = {
         "model": g.name, "context": context_tokens, "tensor_parallel": tensor_parallel,
         "weights_precision": weights_precision, "kv_precision": kv_precision,
-        "state_precision": (state_precision or g.state_dtype or "fp32") if g.is_hybrid else None,
+        "state_precision": resolve_state_precision(g, state_precision) if g.is_hybrid else None,
         "weights_bytes": int(weights), "kv_bytes_per_token": kv_tok, "state_bytes_per_sequence": state,
         "bytes_per_sequence": per_seq, "cache_pool_bytes": int(pool), "cache_pool_source": pool_source,
         "max_live_sequences": int(pool // per_seq),

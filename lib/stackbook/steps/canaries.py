@@ -28,3 +28,12 @@ def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
                            "result": ("PASS" if r["passed"] else "FAIL") + (" (expected failure)" if r["expected_failure"] else ""),
                            "output": (r.get("output") or "")[:80], "detail": r.get("detail")} for r in results])
     return out, table
+
+
+def verdict_summary(result: dict) -> str:
+    """The verdict, the gating tally and the suite's identity, as Markdown."""
+    return (f"## Verdict: **{result['verdict']}**  \n"
+            f"{result['passed']}/{result['gating_checks']} gating checks passed; "
+            f"expected failures: {result['expected_failures'] or 'none'}; "
+            f"failed: {result['failed'] or 'none'}.  \n"
+            f"Suite `{result['suite']}` v{result['suite_version']}, sha256 `{result['suite_sha256'][:16]}…`")

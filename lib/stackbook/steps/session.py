@@ -6,20 +6,21 @@ import atexit
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import psutil
 
-from stackbook.config.campaign import Arm, Campaign, Protocol, load_campaign
+from stackbook.config.campaign import Arm, Campaign
+from stackbook.config.loading import load_campaign
+from stackbook.config.protocol import Protocol
 from stackbook.engines import EngineAdapter, adapter_for
 from stackbook.evidence.files import read_json, write_json_atomic
-from stackbook.evidence.passport import host_identity
+from stackbook.evidence.rundir import ArmDir, RunDir
+from stackbook.host import host_identity
 from stackbook.loadgen.drivers import Target
-from stackbook.loadgen.lengths import length_bounds
 from stackbook.locations import REPO_ROOT
 
 
-def record_engine(adapter: EngineAdapter, arm_dir: Path, restarts: int = 0) -> dict:
+def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) -> dict:
     """engine.json: who served the arm and what capacity the engine itself reported."""
     info = {
         "kind": adapter.kind,
@@ -36,7 +37,7 @@ def record_engine(adapter: EngineAdapter, arm_dir: Path, restarts: int = 0) -> d
         "restarts": restarts,
         "recorded_unix": time.time(),
     }
-    write_json_atomic(arm_dir / "engine.json", info)
+    write_json_atomic(arm_dir.engine_json, info)
     return info
 
 
@@ -45,8 +46,8 @@ class ArmSession:
     campaign: Campaign
     arm: Arm
     protocol: Protocol
-    run_dir: Path
-    arm_dir: Path
+    run_dir: RunDir
+    arm_dir: ArmDir
     adapter: EngineAdapter
     started_here: bool = False
     engine: dict = field(default_factory=dict)
@@ -54,7 +55,7 @@ class ArmSession:
     def target(self) -> Target:
         d = self.protocol.decoding.resolved()
         return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
-                      self.adapter.output_length_fields(length_bounds(self.protocol.workload.output_tokens)[1]),
+                      self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
                       self.adapter.headers(), self.protocol.request_timeout_s)
 
     def engine_alive(self) -> bool:
@@ -88,17 +89,14 @@ def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = N
     os.chdir(REPO_ROOT)  # every path in a record is relative to the repository root
     campaign = load_campaign(campaign_file)
     chosen = campaign.arm(arm) if arm else campaign.arms[0]
-    if run_dir is None:
-        run_dir = f"outputs/{campaign.name}/interactive-{time.strftime('%Y%m%dT%H%M%S')}"
-    run_path = Path(run_dir)
-    arm_dir = run_path / "arms" / chosen.name
-    arm_dir.mkdir(parents=True, exist_ok=True)
-    log_path = arm_dir / "engine.log" if endpoint is None and start_engine else None
+    run = RunDir(run_dir) if run_dir is not None else RunDir.interactive(campaign.name)
+    arm_dir = run.arm(chosen.name).create()
+    log_path = arm_dir.engine_log if endpoint is None and start_engine else None
     adapter = adapter_for(campaign, chosen, log_path=log_path)
-    session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run_path, arm_dir, adapter)
+    session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run, arm_dir, adapter)
     if endpoint is not None:
         adapter.attach(endpoint)
-        session.engine = read_json(arm_dir / "engine.json", {}) or {}
+        session.engine = read_json(arm_dir.engine_json, {}) or {}
     elif start_engine:
         adapter.start()
         adapter.wait_ready()

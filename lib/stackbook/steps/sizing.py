@@ -38,14 +38,13 @@ def arm_sizing(session) -> dict:
     hw_spec = session.campaign.hardware
     hw = sizing.accelerator(hw_spec.accelerator)
     prec = p.precision
-    state = prec.state if prec.state != "none" else None
     spec = session.adapter.spec
     pool = spec.cache_pool_bytes()
     if pool is None and hw_spec.pool_gib:
         pool = hw_spec.pool_gib * sizing.GiB
     budget = sizing.size_model(
         g, memory_bytes=hw.usable_bytes or hw.memory_bytes, context_tokens=p.context_length,
-        weights_precision=prec.weights, kv_precision=prec.kv_cache, state_precision=state,
+        weights_precision=prec.weights, kv_precision=prec.kv_cache, state_precision=prec.state,
         artifact_bytes=session.campaign.model.artifact_bytes, pool_bytes=pool,
         workspace_bytes=hw_spec.workspace_gib * sizing.GiB, activations_bytes=hw_spec.activations_gib * sizing.GiB,
         bandwidth=hw.bandwidth or None)
@@ -110,3 +109,13 @@ def capacity_table(s: dict) -> pd.DataFrame:
         rows.append({"quantity": key, "predicted": pv, "realized (engine)": rv,
                      "realized / predicted": (rv / pv) if pv and rv else None})
     return pd.DataFrame(rows)
+
+
+def roofline_table(s: dict) -> pd.DataFrame:
+    """The bandwidth bound on single-stream decode at the protocol's context, and where the
+    bandwidth figure came from (catalog, or measured on this CPU)."""
+    hw = s["hardware"]
+    return pd.Series({"device": hw["name"],
+                      "bandwidth (GB/s)": round(hw["bandwidth_bytes_s"] / 1e9, 1),
+                      "decode bound at this context (tok/s)": round(s.get("roofline_decode_tok_s") or 0, 1),
+                      "bandwidth source": hw["source"]}).to_frame("value")

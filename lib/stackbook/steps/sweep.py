@@ -6,17 +6,16 @@ import pandas as pd
 
 from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.passport import write_passport
-from stackbook.loadgen.lengths import describe_length
+from stackbook.evidence.results import ArmResults
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import peer_definitions, requests_frame
-from stackbook.measure.sweep import run_sweep
+from stackbook.measure.sweep import point_name, run_sweep
 
 
 def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
-    canaries = (read_json(session.arm_dir / "results.json", {}) or {}).get("canaries")
-    label = "accepted" if canaries and canaries.get("verdict") == "PASS" else "HOLD"
     out = run_sweep(session, run_id or session.run_dir.name, progress=progress)
-    out["label"] = label
+    measured = ArmResults.model_validate({**(read_json(session.arm_dir.results, {}) or {}), "sweep": out})
+    out["label"] = measured.label().value
     update_results(session.arm_dir, "sweep", out)
     write_passport(session.campaign, session.arm, session.arm_dir)
     return out
@@ -31,7 +30,7 @@ def points_table(sweep: dict) -> pd.DataFrame:
 
 
 def arm_requests(session) -> pd.DataFrame:
-    return requests_frame(read_records(session.arm_dir / "requests.jsonl"))
+    return requests_frame(read_records(session.arm_dir.requests))
 
 
 def workload_table(session) -> pd.DataFrame:
@@ -39,8 +38,8 @@ def workload_table(session) -> pd.DataFrame:
     p = session.protocol
     w = p.workload
     rows = {
-        "prompt tokens (user content per request or turn)": describe_length(w.prompt_tokens),
-        "output tokens": describe_length(w.output_tokens),
+        "prompt tokens (user content per request or turn)": w.prompt_tokens.describe(),
+        "output tokens": w.output_tokens.describe(),
         "shared prefix": (f"{w.shared_prefix.groups} group(s) of {w.shared_prefix.tokens} tokens"
                           if w.shared_prefix else "none: prompts share only the chat template"),
         "conversation": f"{w.conversation.turns} turns, full history each turn" if w.conversation else "single turn",
@@ -61,7 +60,7 @@ def prefix_cache_table(sweep: dict) -> pd.DataFrame:
 
 def peer_definitions_table(session) -> pd.DataFrame:
     """This arm's measured requests under vLLM's, GuideLLM's and AIPerf's definitions."""
-    records = read_records(session.arm_dir / "requests.jsonl", latest_attempt=True)
+    records = read_records(session.arm_dir.requests, latest_attempt=True)
     return peer_definitions(records).round(2)
 
 
@@ -75,3 +74,35 @@ def engine_truth_table(sweep: dict) -> pd.DataFrame:
                 row[f"{key.split('{', 1)[0]} mean/max"] = f"{v['mean']:g} / {v['max']:g}"
         rows[name] = row
     return pd.DataFrame(rows).T
+
+
+def sweep_summary(sweep: dict) -> str:
+    """The sweep's label, peak engine memory and error counts, in one line of Markdown."""
+    return (f"Label: **{sweep['label']}** · peak engine memory {sweep['peak_engine_rss_gib']} GiB · "
+            f"errors {sweep['error_counts']}")
+
+
+def _load_of(level: dict) -> float:
+    return level.get("concurrency", level.get("rate", 0))
+
+
+def request_stats_by_load(requests: pd.DataFrame, levels: list[dict],
+                          columns: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens")
+                          ) -> pd.DataFrame:
+    """Statistics of the measured requests, one column per load level (repetitions pooled),
+    ordered by load: concurrency for a closed loop, offered rate for an open one.
+
+    The level comes from each record's point name, not from its `concurrency` field, which is 0
+    for every open-loop record: grouping on it would pool all the rates into one column.
+    `levels` is `measure.sweep.load_levels(protocol)`."""
+    m = requests[requests["phase"] == "measure"]
+    if m.empty:
+        return pd.DataFrame()
+    level_of = {point_name(lv, int(r)): lv["level"] for lv in levels for r in m["repetition"].unique()}
+    keys = m["point"].map(lambda p: level_of.get(p, p))
+    stats = m[list(columns)].astype(float).groupby(keys, sort=False).describe().T
+    known = [lv["level"] for lv in sorted(levels, key=_load_of)]
+    order = [k for k in known if k in stats.columns] + sorted(k for k in stats.columns if k not in known)
+    stats = stats[order].round(1)
+    stats.columns.name = "load level"
+    return stats

@@ -1,7 +1,8 @@
 """Campaign analysis on hand-made inputs: fairness, verdicts, frontier, SLO capacity."""
 import pandas as pd
 from stackbook.analysis import comparison as analysis
-from stackbook.config.campaign import Slo, parse_campaign
+from stackbook.config.loading import parse_campaign
+from stackbook.config.protocol import Slo
 
 BASE = {
     "name": "t",
@@ -66,3 +67,58 @@ def test_pareto_frontier_and_slo_capacity():
     cap = analysis.slo_capacity(frame())
     assert cap.loc["fast-tail", "max load inside the SLO"] == 1
     assert cap.loc["steady", "max load inside the SLO"] == 4
+
+
+def test_two_arms_with_nothing_recorded_are_comparable():
+    c = parse_campaign(BASE)
+    arms = {arm.name: {"arm": arm, "engine": {}, "results": {}, "passport": {}} for arm in c.arms}
+    f = analysis.fairness_table(c, arms)
+    assert f["comparable"].all() and list(f["differs_from_a"]) == ["", ""]
+
+
+def test_verdict_names_each_label_that_keeps_an_arm_out():
+    df = frame()
+    df.loc[df["arm"] == "steady", "label"] = "engine died"
+    c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}} for n in ("fast-tail", "steady", "held")]})
+    lines = analysis.verdict(df, analysis.fairness_table(c, arms_of(c, ("t", "t", "t"))), Slo())
+    assert lines[:3] == ["Not ranked (canaries HOLD): held.", "Not ranked (the engine died): steady.",
+                         "Fewer than two accepted, comparable arms: no ranking."]
+
+
+def copy_run(tmp_path, name="quickstart"):
+    import shutil
+    run = tmp_path / name
+    shutil.copytree(f"outputs/{name}/reference", run, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.png"))
+    return run
+
+
+def test_write_analysis_beside_the_notebook(tmp_path):
+    import json
+    run = copy_run(tmp_path)
+    result = analysis.write_analysis(run)
+    on_disk = json.loads((run / "analysis.json").read_text())
+    assert on_disk["campaign"] == "quickstart"
+    assert on_disk["arms"] == {"llama-cpp": {"engine": "llama_cpp", "label": "accepted", "comparable": True, "differs": []},
+                               "vllm-cpu": {"engine": "vllm_cpu", "label": "accepted", "comparable": True, "differs": []}}
+    assert {(p["arm"], p["load"]) for p in on_disk["points"]} == {(a, c) for a in ("llama-cpp", "vllm-cpu")
+                                                                  for c in (1, 2, 4, 8)}
+    assert on_disk["verdict"] == result.verdict and on_disk["verdict"][0].startswith("At concurrency 1: ")
+    assert on_disk["discards"] == [] and {r["arm"] for r in on_disk["slo_capacity"]} == {"llama-cpp", "vllm-cpu"}
+
+
+def test_the_analysis_labels_an_arm_whose_engine_died(tmp_path):
+    import json
+    run = copy_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["arms"]["vllm-cpu"]["status"] = "engine_died"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    result = analysis.write_analysis(run)
+    assert result.arms["vllm-cpu"].label == "engine died"
+    assert result.verdict[:2] == ["Not ranked (the engine died): vllm-cpu.",
+                                  "Fewer than two accepted, comparable arms: no ranking."]
+
+
+def test_a_sizing_only_run_is_not_measured(tmp_path):
+    result = analysis.write_analysis(copy_run(tmp_path, "seed-qwen3.8-27b"))
+    assert {a.label for a in result.arms.values()} == {"not measured"}
+    assert result.verdict == ["No arm produced measurements."] and result.points == []

@@ -32,25 +32,26 @@ def test_cli_demand_json():
     assert json.loads(r.stdout)["after_runtime_10pct"]["bottleneck"] == "kernels"
 
 
-def test_pollaczek_khinchine_textbook_cases():
+def test_kingman_with_poisson_arrivals_is_pollaczek_khinchine():
     # M/M/1 (Cs = 1), rho = 0.5, S = 1: Wq = rho S / (1 - rho) = 1
-    assert queueing.pollaczek_khinchine_wait(0.5, 1.0, 1.0) == pytest.approx(1.0)
+    assert queueing.kingman_wait(0.5, 1.0, 1.0, 1.0) == pytest.approx(1.0)
     # M/D/1 (Cs = 0) waits half as long as M/M/1
-    assert queueing.pollaczek_khinchine_wait(0.5, 1.0, 0.0) == pytest.approx(0.5)
+    assert queueing.kingman_wait(0.5, 1.0, 1.0, 0.0) == pytest.approx(0.5)
     # rho = 0.8, S = 2, Cs = 1: Wq = 0.8 x 2 / 0.2 = 8
-    assert queueing.pollaczek_khinchine_wait(0.4, 2.0, 1.0) == pytest.approx(8.0)
+    assert queueing.kingman_wait(0.4, 2.0, 1.0, 1.0) == pytest.approx(8.0)
 
 
 def test_kingman_reduces_to_pk_for_poisson_arrivals():
     for cs in (0.0, 0.5, 1.0, 2.0):
-        assert queueing.kingman_wait(0.6, 1.0, 1.0, cs) == pytest.approx(queueing.pollaczek_khinchine_wait(0.6, 1.0, cs))
+        pollaczek_khinchine = 0.6 * 1.0 / (1 - 0.6) * (1 + cs**2) / 2  # M/G/1 at rho = 0.6, S = 1
+        assert queueing.kingman_wait(0.6, 1.0, 1.0, cs) == pytest.approx(pollaczek_khinchine)
     # bursty arrivals (Ca = 2) wait longer than Poisson ones
     assert queueing.kingman_wait(0.6, 1.0, 2.0, 1.0) > queueing.kingman_wait(0.6, 1.0, 1.0, 1.0)
 
 
 def test_unstable_queue_is_refused():
     with pytest.raises(ValueError, match="unstable"):
-        queueing.pollaczek_khinchine_wait(1.0, 1.0, 1.0)
+        queueing.kingman_wait(1.0, 1.0, 1.0, 1.0)
 
 
 def test_mva_balanced_network_closed_form():

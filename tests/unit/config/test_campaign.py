@@ -4,9 +4,13 @@ import subprocess
 import sys
 import time
 
+from typing import Annotated, Literal, Union
+
 import psutil
 import pytest
-from stackbook.config.campaign import CampaignError, load_campaign
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from stackbook.config.errors import CampaignError, format_validation_error, locate
+from stackbook.config.loading import load_campaign
 from stackbook.engines.spec import free_port
 
 GOOD = """
@@ -83,6 +87,86 @@ BAD = {
     "engine option of another engine": (GOOD.replace("engine: {kind: llama_cpp}", "engine: {kind: llama_cpp, kv_cache_gib: 2}"),
                                         ["arms[0].engine.kv_cache_gib", "Extra inputs are not permitted"]),
 }
+
+
+# The exact line for each problem whose hint comes from the schema's unions.
+EXACT_LINES = {
+    "arrival kind typo": (
+        GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: poison}"),
+        "  - protocol.arrival.kind: unknown kind 'poison'. Fix: did you mean 'poisson'? "
+        "kind is one of: closed_loop, constant, poisson, gamma, trace"),
+    "bad bound of a tagged length": (
+        GOOD.replace("prompt_tokens: 64", "prompt_tokens: {kind: lognormal, median: 40, sigma: 1, max: -5}"),
+        "  - protocol.workload.prompt_tokens.max: Input should be greater than 0 (got -5). Fix: give a larger value"),
+    "misspelled key of an open-loop arrival": (
+        GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: poisson, rate: [1]}"),
+        "  - protocol.arrival.rate: Extra inputs are not permitted. Fix: did you mean rates? Otherwise remove it"),
+    "engine kind typo": (
+        GOOD.replace("kind: vllm_cpu", "kind: vlm"),
+        "  - arms[1].engine.kind: unknown kind 'vlm'. Fix: did you mean 'vllm'? "
+        "kind is one of: llama_cpp, vllm_cpu, mlx, vllm, sglang, trtllm, openai_endpoint"),
+    "engine kind missing": (
+        GOOD.replace("engine: {kind: vllm_cpu}", "engine: {port: 8000}"),
+        "  - arms[1].engine.kind: missing. Fix: add kind: one of llama_cpp, vllm_cpu, mlx, vllm, sglang, trtllm, openai_endpoint"),
+    "length kind typo": (
+        GOOD.replace("output_tokens: 16", "output_tokens: {kind: lognorm, median: 8}"),
+        "  - protocol.workload.output_tokens.kind: unknown kind 'lognorm'. Fix: did you mean 'lognormal'? "
+        "kind is one of: fixed, uniform, normal, lognormal, empirical"),
+    "option of another engine kind": (
+        GOOD.replace("engine: {kind: llama_cpp}", "engine: {kind: llama_cpp, kv_cache_gib: 2}"),
+        "  - arms[0].engine.kv_cache_gib: Extra inputs are not permitted (got 2). Fix: kv_cache_gib applies to "
+        "kind vllm_cpu only; remove it or change the kind"),
+    "burstiness of a poisson arrival": (
+        GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: poisson, rates: [1], burstiness: 2}"),
+        "  - protocol.arrival: burstiness 2 has no effect on poisson arrivals; use kind: gamma to set it, "
+        "or remove burstiness"),
+    "length that is neither a number nor a mapping": (
+        GOOD.replace("output_tokens: 16", "output_tokens: many"),
+        "  - protocol.workload.output_tokens: Input should be a valid dictionary or object to extract fields from "
+        "(got 'many'). Fix: give a mapping with kind: one of fixed, uniform, normal, lognormal, empirical"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXACT_LINES))
+def test_hints_come_from_the_unions(case, write_campaign):
+    text, line = EXACT_LINES[case]
+    with pytest.raises(CampaignError) as err:
+        load_campaign(write_campaign(text))
+    assert line in str(err.value).splitlines(), str(err.value)
+
+
+class _Wheel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["wheel"]
+    spokes: int
+
+
+class _Track(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["track", "tread"]
+    links: int
+
+
+class _Vehicle(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    parts: dict[str, list[Annotated[Union[_Wheel, _Track], Field(discriminator="kind")]]]
+
+
+def test_locations_and_kinds_follow_any_schema():
+    """Unions defined anywhere are read the same way: tags from each member's Literal, dropped
+    from the path, through mappings and lists."""
+    place = locate(_Vehicle, ("parts", "front", 1, "tread", "links"))
+    assert place.path == "parts.front[1].links" and place.kinds == ()
+    union = locate(_Vehicle, ("parts", "front", 0))
+    assert union.kinds == ("wheel", "track", "tread") and union.path == "parts.front[0]"
+    member = locate(_Vehicle, ("parts", "front", 0, "wheel"))
+    assert member.fields == ("kind", "spokes")
+    assert member.fields_by_kind == {"wheel": ("kind", "spokes"), "track": ("kind", "links"),
+                                           "tread": ("kind", "links")}
+    with pytest.raises(ValidationError) as err:
+        _Vehicle.model_validate({"parts": {"rear": [{"kind": "whel", "spokes": 3}]}})
+    assert format_validation_error("v.yaml", err.value, _Vehicle).splitlines()[1] == (
+        "  - parts.rear[0].kind: unknown kind 'whel'. Fix: did you mean 'wheel'? kind is one of: wheel, track, tread")
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

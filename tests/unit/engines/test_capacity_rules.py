@@ -2,7 +2,7 @@
 worked out by hand for SmolLM2-135M's geometry: 30 layers, 3 KV heads of 64 dimensions, so one
 token of bf16 KV is 2 (K and V) x 30 x 3 x 64 x 2 bytes = 23,040 bytes, 768 bytes per layer."""
 import pytest
-from stackbook.config.campaign import Protocol
+from stackbook.config.protocol import Protocol
 from stackbook.engines.llama_cpp import LlamaCppEngine
 from stackbook.engines.openai_endpoint import OpenAIEndpoint
 from stackbook.engines.sglang import SglangEngine

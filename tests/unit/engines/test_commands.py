@@ -5,7 +5,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from stackbook.config.campaign import Protocol
+from stackbook.config.protocol import Protocol
 from stackbook.engines.llama_cpp import LlamaCppAdapter, LlamaCppEngine
 from stackbook.engines.openai_endpoint import OpenAIEndpoint, OpenAIEndpointAdapter
 from stackbook.engines.sglang import SglangAdapter, SglangEngine
@@ -105,6 +105,8 @@ def test_the_kv_precision_of_a_gpu_arm_is_the_protocols(artifacts, executable):
     with pytest.raises(ValueError, match="kv_cache_dtype: the KV precision is part of the protocol.*"
                                          "set protocol.precision.kv_cache"):
         VllmEngine(kind="vllm", kv_cache_dtype="fp8")
+    # Earlier run directories recorded the field's old default; they still load.
+    assert VllmEngine(kind="vllm", kv_cache_dtype="auto") == VllmEngine(kind="vllm")
     spec = VllmEngine(kind="vllm", python=str(executable))
     with pytest.raises(ValueError, match=r"vllm has no setting for protocol.precision.kv_cache='q4_0'; use one of "
                                          r"\['bf16', 'fp16', 'fp8'\] or the weights' precision 'bf16'"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from stackbook import sizing
-from stackbook.config.campaign import load_campaign
+from stackbook.config.loading import load_campaign
 from stackbook.engines import adapter_class
 from stackbook.engines.spec import CapacityBasis
 from stackbook.locations import REPO_ROOT

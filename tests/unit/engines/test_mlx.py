@@ -4,7 +4,7 @@ statements for SmolLM2-135M's geometry (23,040 bytes of bf16 KV per token)."""
 import json
 
 import pytest
-from stackbook.config.campaign import Protocol
+from stackbook.config.protocol import Protocol
 from stackbook.engines.mlx import MlxAdapter, MlxEngine, eos_token_ids
 from stackbook.engines.spec import CapacityBasis
 from stackbook.model.artifacts import ModelArtifacts

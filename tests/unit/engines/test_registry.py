@@ -6,7 +6,9 @@ import typing
 from pathlib import Path
 
 import pytest
-from stackbook.config.campaign import Engine, CampaignError, parse_campaign
+from stackbook.config.campaign import Engine
+from stackbook.config.errors import CampaignError
+from stackbook.config.loading import parse_campaign
 from stackbook.engines import ADAPTERS, adapter_class, adapter_for, engine_kinds, engine_specs
 from stackbook.engines.llama_cpp import LlamaCppAdapter, install_dir
 from stackbook.engines.mlx import MLX_LM_VERSION

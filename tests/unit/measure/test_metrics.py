@@ -1,6 +1,6 @@
 """Metric definitions against hand-computed records."""
 import pytest
-from stackbook.config.campaign import Slo
+from stackbook.config.protocol import Slo
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.measure.metrics import peer_definitions, point_summary, request_metrics
 

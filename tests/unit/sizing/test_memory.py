@@ -44,11 +44,6 @@ def test_embedded_model_kv_per_token():
     assert sizing.kv_bytes_per_token(30, 3, 64, "bf16") == 23_040
 
 
-def test_vllm_cpu_pool_rounds_to_blocks():
-    # 1 GiB / 23,040 B = 46,603 tokens; vLLM's CPU backend keeps whole 128-token blocks: 364 x 128.
-    assert sizing.kv_tokens_in_pool(1 * GiB, 23_040, 128) == 46_592
-
-
 def test_tensor_parallel_splits_kv_heads():
     assert sizing.kv_bytes_per_token(16, 4, 256, "bf16", tensor_parallel=2) == 32 * 1024
     # fewer KV heads than ranks: heads are replicated, not split below one

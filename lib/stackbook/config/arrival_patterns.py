@@ -1,0 +1,171 @@
+"""Arrival patterns: how requests reach the engine at each load level of a sweep. Each pattern
+knows its load levels, its cool-down, how many prompts a level sends and the schedule they
+follow; the schedule arithmetic itself lives in loadgen.arrivals."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypedDict, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from stackbook.config.strict import Strict
+from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
+from stackbook.locations import resolve_symbolic
+
+if TYPE_CHECKING:
+    from stackbook.config.protocol import Protocol
+
+class LoadLevel(TypedDict, total=False):
+    """One point of the sweep, as its records carry it: `level` names it; the other keys say
+    which load it is (a closed loop's concurrency, an open loop's rate, or a trace)."""
+    level: str
+    concurrency: int
+    rate: float
+    trace: str
+    speedup: float
+
+
+class ArrivalPattern(Strict):
+    kind: str  # each pattern narrows it to its own tag; declared here so dumps list it first
+
+    def load_levels(self) -> list[LoadLevel]:
+        """One entry per load level, in sweep order."""
+        raise NotImplementedError
+
+    def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
+        """Requests sent after the measured ones so the last measured request still runs under
+        the configured load."""
+        return 0
+
+    def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
+        """Prompts sent at this level (conversations, in a multi-turn workload): warm-up,
+        measured and cool-down."""
+        return protocol.warmup_requests + protocol.requests_per_point + self.cooldown_requests(level, protocol)
+
+    def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float] | None:
+        """Send offsets (seconds from the start of the point) of `n` prompts, reproducible from
+        `seed`; None when the replies, not a clock, decide when the next one goes."""
+        return None
+
+    def longest_request_tokens(self) -> int | None:
+        """The longest request (prompt + output) the pattern itself fixes; None when the
+        workload decides the lengths."""
+        return None
+
+    @staticmethod
+    def point_name(level: LoadLevel, repetition: int) -> str:
+        return f"{level['level']}-r{repetition}"
+
+
+class ClosedLoop(ArrivalPattern):
+    """N clients, each sending its next request as soon as the previous one finishes."""
+    kind: Literal["closed_loop"] = "closed_loop"
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("give at least one concurrency level, e.g. [1, 4]")
+        if any(c <= 0 for c in v):
+            raise ValueError(f"concurrency levels must be positive integers, got {v}")
+        return v
+
+    def load_levels(self) -> list[LoadLevel]:
+        return [{"level": f"c{c}", "concurrency": c} for c in self.concurrency]
+
+    def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
+        # A fixed-count closed loop otherwise drains at its end: the last measured requests
+        # would run with fewer than `concurrency` in flight.
+        return level["concurrency"] - 1
+
+
+class OpenLoop(ArrivalPattern):
+    """Requests sent on a schedule whatever the replies do, at each of `rates`."""
+    rates: list[float] = Field(description="requests per second, one sweep point each")
+    # Only gamma arrivals set the burstiness; the others accept the default 1 that every run
+    # directory's resolved campaign records, so earlier runs still load.
+    burstiness: float = Field(1.0, gt=0, description="gamma: squared CV of inter-arrival times (1 = Poisson)")
+    burstiness_is_set: ClassVar[bool] = False
+
+    @field_validator("rates")
+    @classmethod
+    def _positive_rates(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("give at least one rate, e.g. [0.5, 1, 2]")
+        if any(r <= 0 for r in v):
+            raise ValueError(f"rates must be positive (requests per second), got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _burstiness_only_where_set(self):
+        if self.burstiness != 1.0 and not self.burstiness_is_set:
+            raise ValueError(f"burstiness {self.burstiness:g} has no effect on {self.kind} arrivals; use "
+                             "kind: gamma to set it, or remove burstiness")
+        return self
+
+    def load_levels(self) -> list[LoadLevel]:
+        return [{"level": f"rate{r:g}", "rate": r} for r in self.rates]
+
+    def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
+        # As many as the warm-up, so the measured requests never see the load tail off.
+        return protocol.warmup_requests
+
+
+class ConstantArrivals(OpenLoop):
+    """Evenly spaced requests."""
+    kind: Literal["constant"]
+
+    def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
+        return constant_schedule(level["rate"], n)
+
+
+class PoissonArrivals(OpenLoop):
+    """Independent arrivals: exponential gaps, as many independent users make."""
+    kind: Literal["poisson"]
+
+    def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
+        return poisson_schedule(level["rate"], n, seed)
+
+
+class GammaArrivals(OpenLoop):
+    """Gamma-distributed gaps: burstier (or more regular) than Poisson at the same mean rate."""
+    kind: Literal["gamma"]
+    burstiness_is_set: ClassVar[bool] = True
+
+    def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
+        return gamma_schedule(level["rate"], n, self.burstiness, seed)
+
+
+class TraceReplay(ArrivalPattern):
+    """Replay a recorded trace: timestamps and lengths from a file."""
+    kind: Literal["trace"]
+    path: str
+    speedup: float = Field(1.0, gt=0, description="2 replays twice as fast")
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, v: str) -> str:
+        if not resolve_symbolic(v).exists():
+            raise ValueError(f"trace file {v!r} does not exist; give a JSONL or CSV file with timestamp_s, "
+                             "prompt_tokens and output_tokens")
+        return v
+
+    def requests(self) -> list[dict]:
+        """The trace's rows: timestamp_s (from the first), prompt_tokens, output_tokens."""
+        return read_trace(resolve_symbolic(self.path))
+
+    def load_levels(self) -> list[LoadLevel]:
+        return [{"level": "trace", "trace": self.path, "speedup": self.speedup}]
+
+    def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
+        return len(self.requests())
+
+    def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
+        return [r["timestamp_s"] / self.speedup for r in self.requests()[:n]]
+
+    def longest_request_tokens(self) -> int:
+        return max(r["prompt_tokens"] + r["output_tokens"] for r in self.requests())
+
+
+Arrival = Annotated[Union[ClosedLoop, ConstantArrivals, PoissonArrivals, GammaArrivals, TraceReplay],
+                    Field(discriminator="kind")]

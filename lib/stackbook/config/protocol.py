@@ -1,0 +1,157 @@
+"""The fixed protocol every arm of a campaign runs under: precision, decoding, workload, arrival
+pattern, SLO, canaries and the preregistered discard rules."""
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from stackbook.config.arrival_patterns import Arrival, ClosedLoop, LoadLevel
+from stackbook.config.length_distributions import Length
+from stackbook.config.strict import Strict
+
+DECODING_PRESETS: dict[str, dict[str, float | int]] = {
+    # Every sampling knob is explicit: engines disagree on defaults (llama.cpp applies
+    # repeat_penalty, top_k 40 and min_p 0.05 unless told otherwise).
+    "greedy": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0},
+    "instruct": {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0},
+    "thinking": {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0},
+}
+
+
+class Decoding(Strict):
+    preset: Literal["greedy", "instruct", "thinking"] = "greedy"
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    min_p: float | None = Field(None, ge=0, le=1)
+    repetition_penalty: float | None = Field(None, gt=0)
+    seed: int = 0
+
+    def resolved(self) -> dict[str, float | int]:
+        """The preset with explicit overrides applied: what every request carries."""
+        out = dict(DECODING_PRESETS[self.preset])
+        for key in out:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out["seed"] = self.seed
+        return out
+
+
+class Precision(Strict):
+    weights: Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "q4_1", "q4_k_m", "q8_0"] = "bf16"
+    kv_cache: Literal["bf16", "fp16", "fp32", "fp8", "q8_0", "q4_0"] = "bf16"
+    state: Literal["fp32", "bf16", "none"] = "none"
+
+
+class SharedPrefix(Strict):
+    """Prompts in `groups` groups; every prompt of a group opens with the same `tokens` tokens
+    (a long system prompt or document that many requests share): what prefix caching serves."""
+    groups: int = Field(1, gt=0)
+    tokens: int = Field(gt=0)
+
+
+class Conversation(Strict):
+    """Multi-turn chats: each turn sends the whole history, including the model's real replies."""
+    turns: int = Field(gt=1)
+
+
+class SyntheticWorkload(Strict):
+    """Seeded synthetic prompts: lengths fixed or drawn from distributions, optionally sharing
+    prefixes, running as multi-turn conversations, or asking for JSON under a schema."""
+    kind: Literal["synthetic"] = "synthetic"
+    prompt_tokens: Length = Field(128, validate_default=True,
+                                  description="tokens of user content per request (per turn)")
+    output_tokens: Length = Field(64, validate_default=True, description="tokens to generate per request")
+    system_prompt: str | None = None
+    shared_prefix: SharedPrefix | None = None
+    conversation: Conversation | None = None
+    response_format: Literal["text", "json_schema"] = Field(
+        "text", description="json_schema: every request asks for JSON under a fixed schema, checked on arrival")
+    version: str = "synthetic-v1"
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> "SyntheticWorkload":
+        if self.shared_prefix and self.prompt_tokens.bounds()[0] < self.shared_prefix.tokens + 16:
+            raise ValueError(f"shared_prefix.tokens ({self.shared_prefix.tokens}) leaves no room for each prompt's "
+                             f"own text: every prompt must be at least 16 tokens longer than the shared prefix; "
+                             "raise prompt_tokens or shorten the prefix")
+        return self
+
+    def turns(self) -> int:
+        """Requests per prompt: one per turn of a conversation."""
+        return self.conversation.turns if self.conversation else 1
+
+    def max_request_tokens(self) -> int:
+        """The longest request the workload can make (prompt, history and output), for the context check."""
+        return self.turns() * (self.prompt_tokens.bounds()[1] + self.output_tokens.bounds()[1])
+
+
+Workload = Annotated[Union[SyntheticWorkload], Field(discriminator="kind")]
+
+
+class Slo(Strict):
+    ttft_ms: float = Field(2000, gt=0)
+    tpot_ms: float = Field(200, gt=0)
+    e2e_ms: float | None = Field(None, gt=0)
+
+
+class Canaries(Strict):
+    suite: str = "embedded-smollm2"
+    run_sweep_on_hold: bool = False
+
+
+Stage = Literal["sizing", "canaries", "sweep"]
+
+
+class DiscardRules(Strict):
+    """Preregistered: applied mechanically to every sweep point, each discard recorded with its
+    rule; the raw records are kept either way."""
+    max_failed_fraction: float = Field(0.05, ge=0, le=1, description="discard a point when more requests failed")
+    on_engine_restart: bool = True
+    on_invalid_load: bool = True
+
+
+class Protocol(Strict):
+    stages: list[Stage] = Field(default_factory=lambda: ["sizing", "canaries", "sweep"])
+    precision: Precision = Precision()
+    decoding: Decoding = Decoding()
+    workload: Workload = SyntheticWorkload()
+    arrival: Arrival = ClosedLoop()
+    context_length: int = Field(2048, gt=0)
+    requests_per_point: int = Field(16, gt=0)
+    warmup_requests: int = Field(2, ge=0)
+    repetitions: int = Field(1, gt=0)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    prefix_cache: Literal["cold", "warm"] = "cold"
+    request_timeout_s: float = Field(120, gt=0)
+    slo: Slo = Slo()
+    canaries: Canaries = Canaries()
+    discard_rules: DiscardRules = DiscardRules()
+
+    @model_validator(mode="after")
+    def _fits_context(self) -> "Protocol":
+        w = self.workload
+        longest = self.arrival.longest_request_tokens()
+        if longest is not None and longest > self.context_length:
+            raise ValueError(f"the trace has a request of {longest} tokens but context_length is "
+                             f"{self.context_length}; raise context_length")
+        need = w.max_request_tokens()
+        if need > self.context_length:
+            what = "its last turn" if w.conversation else "its longest request"
+            raise ValueError(
+                f"workload needs up to {need} tokens for {what} (prompt + output"
+                f"{', times turns' if w.conversation else ''}) but context_length is {self.context_length}; "
+                "raise context_length or shorten the workload (lower the length bounds)")
+        if len(self.seeds) < self.repetitions:
+            raise ValueError(f"{self.repetitions} repetitions need at least as many seeds, got {self.seeds}")
+        return self
+
+    def requests_at(self, level: LoadLevel) -> int:
+        """HTTP requests sent at one load level: every turn of every prompt."""
+        return self.arrival.prompts_at(level, self) * self.workload.turns()
+
+    def requests_per_arm(self) -> int:
+        """HTTP requests one arm's sweep sends: every level, every repetition."""
+        return self.repetitions * sum(self.requests_at(level) for level in self.arrival.load_levels())

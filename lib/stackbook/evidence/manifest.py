@@ -1,0 +1,77 @@
+"""manifest.json: per arm and notebook, status, timings and hashes; validated on every save."""
+from __future__ import annotations
+
+import time
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from stackbook.evidence.files import read_json, write_model
+from stackbook.evidence.results import Open
+from stackbook.evidence.rundir import RunDir
+from stackbook.locations import relative_to_repo
+
+
+class NotebookEntry(Open):
+    status: Literal["running", "ok", "failed", "skipped"]
+    seconds: Optional[float] = None
+    sha256: Optional[str] = None
+    error: Optional[str] = None
+    reason: Optional[str] = None
+
+
+class ArmEntry(Open):
+    status: Literal["pending", "running", "complete", "failed", "engine_died", "interrupted"]
+    notebooks: dict[str, NotebookEntry] = Field(default_factory=dict)
+    engine: Optional[str] = None
+    stages: list[str] = Field(default_factory=list)
+    engine_starts: Optional[int] = None
+    engine_ready_s: Optional[float] = None
+    engine_exit_code: Optional[int] = None
+    seconds: Optional[float] = None
+    error: Optional[str] = None
+
+
+class AnalysisEntry(Open):
+    status: Optional[Literal["ok", "failed"]] = None
+    seconds: Optional[float] = None
+    sha256: Optional[str] = None
+    error: Optional[str] = None
+
+
+class Manifest(Open):
+    """manifest.json: what ran, how it ended, and the hash of every output."""
+    campaign: str
+    campaign_file: str
+    status: Literal["running", "complete", "incomplete", "interrupted"]
+    created_unix: float
+    arms: dict[str, ArmEntry] = Field(default_factory=dict)
+    analysis: AnalysisEntry = Field(default_factory=AnalysisEntry)
+    campaign_sha256: Optional[str] = None
+    resumed: Optional[int] = None
+    interrupted_by: Optional[str] = None
+    finished_unix: Optional[float] = None
+    outputs: dict[str, str] = Field(default_factory=dict)
+    absolute_paths_left: list[str] = Field(default_factory=list)
+
+
+class ManifestFile:
+    """The run's manifest as the runner updates it: plain dicts in memory, checked against
+    Manifest and rewritten atomically on every save."""
+
+    def __init__(self, run: RunDir, campaign, campaign_file: str):
+        self.path = run.manifest
+        self.data: dict[str, Any] = read_json(self.path) or {
+            "campaign": campaign.name, "campaign_file": relative_to_repo(campaign_file), "status": "running",
+            "created_unix": time.time(), "arms": {}, "analysis": {}}
+
+    def save(self) -> None:
+        write_model(self.path, Manifest.model_validate(self.data))
+
+    def arm(self, name: str) -> dict:
+        return self.data["arms"].setdefault(name, {"status": "pending", "notebooks": {}})
+
+
+def read_manifest(run: RunDir) -> Manifest | None:
+    data = read_json(run.manifest)
+    return Manifest.model_validate(data) if data is not None else None

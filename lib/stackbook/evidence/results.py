@@ -1,0 +1,217 @@
+"""The arm's results.json, typed: one model per section (sizing, canaries, sweep), validated
+when a section is written, and the model of a sweep point's summary.
+
+What is stable is typed; engine-specific dictionaries (realized capacity, probe findings,
+telemetry) stay open, and every model keeps keys it does not name, so a section can grow
+without breaking the runs already committed.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from stackbook.evidence.label import Label, arm_label
+
+Number = Union[int, float]  # an int stays an int in the file, a float a float
+
+
+class Open(BaseModel):
+    """A record that keeps the keys it does not name."""
+    model_config = ConfigDict(extra="allow")
+
+
+class Unknown(BaseModel):
+    """A field not known says so, with the reason; nothing is left silently blank."""
+    model_config = ConfigDict(extra="forbid")
+    unknown: str
+
+
+# --- sizing -------------------------------------------------------------------------------------
+
+class SizingGeometry(Open):
+    name: str | None = None
+    architecture: str | None = None
+    parameters: int | None = None
+    layers: int | None = None
+    full_attention_layers: int | None = None
+    sliding_window_layers: int | None = None
+    linear_attention_layers: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    mla: bool | None = None
+    experts: int | None = None
+    trained_context: int | None = None
+    source: str | None = None
+
+
+class SizingHardware(Open):
+    name: str
+    memory_bytes: Number
+    bandwidth_bytes_s: Number | None = None
+    source: str
+
+
+class SizingResults(Open):
+    """10_sizing: the memory arithmetic, the engine's own rule applied to it, and what the engine
+    reported. A managed endpoint has nothing to size: then only `note` is set."""
+    note: str | None = None
+    geometry: SizingGeometry | None = None
+    hardware: SizingHardware | None = None
+    context: int | None = None
+    weights_precision: str | None = None
+    kv_precision: str | None = None
+    state_precision: str | None = None
+    weights_bytes: Number | None = None
+    kv_bytes_per_token: Number | None = None
+    state_bytes_per_sequence: Number | None = None
+    bytes_per_sequence: Number | None = None
+    cache_pool_bytes: Number | None = None
+    max_live_sequences: int | None = None
+    fits: bool | None = None
+    roofline_decode_tok_s: Number | None = None
+    predicted_capacity: dict[str, Any] = Field(default_factory=dict)
+    realized_capacity: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _note_or_budget(self):
+        if self.note is None and self.max_live_sequences is None:
+            raise ValueError("a sizing section holds either the budget (max_live_sequences, ...) or a note "
+                             "saying why nothing was sized")
+        return self
+
+
+# --- canaries -----------------------------------------------------------------------------------
+
+class CheckResult(Open):
+    id: str
+    kind: str
+    passed: bool
+    expected_failure: str | None = None  # the reason a check is expected to fail, when it is
+    output: str | None = None
+    detail: Any = None
+
+
+class WrongOutputCounts(Open):
+    admission_rejected: int = 0
+    length_truncated: int = 0
+    schema_or_tool_failure: int = 0
+    completed_but_wrong: int = 0
+
+
+class CanaryResults(Open):
+    """20_canaries: the verdict of the suite at temperature 0, and the capability probe."""
+    verdict: Literal["PASS", "HOLD"]
+    suite: str
+    suite_version: int | None = None
+    suite_sha256: str
+    gating_checks: int
+    passed: int
+    failed: list[str]
+    expected_failures: list[str] = Field(default_factory=list)
+    unexpected_passes: list[str] = Field(default_factory=list)
+    counts: WrongOutputCounts
+    results: list[CheckResult] = Field(default_factory=list)
+    probe: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- sweep --------------------------------------------------------------------------------------
+
+class PointSummary(Open):
+    """One load point: latencies from the measured requests, throughput inside the window."""
+    requests: int
+    completed: int
+    errors: dict[str, int] = Field(default_factory=dict)
+    level: str | None = None
+    repetition: int | None = None
+    concurrency: int | None = None
+    rate: Number | None = None
+    load: Number | None = None
+    window_s: Number | None = None
+    ttft_ms_mean: Number | None = None
+    ttft_ms_p50: Number | None = None
+    ttft_ms_p95: Number | None = None
+    ttft_ms_p99: Number | None = None
+    ttft_ms_ci95: Number | None = None
+    tpot_ms_mean: Number | None = None
+    tpot_ms_p50: Number | None = None
+    tpot_ms_p95: Number | None = None
+    tpot_ms_p99: Number | None = None
+    tpot_ms_ci95: Number | None = None
+    itl_ms_mean: Number | None = None
+    itl_ms_p50: Number | None = None
+    itl_ms_p95: Number | None = None
+    itl_ms_p99: Number | None = None
+    e2e_ms_mean: Number | None = None
+    e2e_ms_p50: Number | None = None
+    e2e_ms_p95: Number | None = None
+    e2e_ms_p99: Number | None = None
+    e2e_ms_ci95: Number | None = None
+    output_tokens: int | None = None
+    output_throughput_tok_s: Number | None = None
+    request_throughput_rps: Number | None = None
+    total_throughput_tok_s: Number | None = None
+    slo_attainment: Number | None = None
+    goodput_rps: Number | None = None
+    in_flight_mean: Number | None = None
+    schedule_lag_ms_p99: Number | None = None
+    scheduled_rate_rps: Number | None = None
+    achieved_rate_rps: Number | None = None
+    decode_tok_s_per_stream_mean: Number | None = None
+    decode_tok_s_per_stream_ci95: Number | None = None
+    length_not_honoured: int | None = None
+    littles_law_concurrency: Number | None = None
+    client_cpu_fraction: Number | None = None
+    discarded: bool = False
+
+
+class PointValidity(Open):
+    """Whether the client delivered the load the protocol asked for (see measure.validity)."""
+    valid: bool
+
+
+class Discard(BaseModel):
+    point: str
+    rule: Literal["max_failed_fraction", "on_engine_restart", "on_invalid_load"]
+    detail: str
+
+
+class SweepResults(Open):
+    """30_load_sweep: every point's summary, its load validity, discards and error counts."""
+    points: dict[str, PointSummary]
+    discards: list[Discard] = Field(default_factory=list)
+    discard_rules: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    peak_engine_rss_gib: Number | None = None
+    error_counts: dict[str, Any] = Field(default_factory=dict)
+    length_control: dict[str, Any] = Field(default_factory=dict)
+    load_validity: dict[str, PointValidity] = Field(default_factory=dict)
+    decode_tok_s_per_stream_median: Number | None = None
+    gpu_telemetry: dict[str, Any] = Field(default_factory=dict)
+    prefix_cache: dict[str, Any] = Field(default_factory=dict)
+    label: Label | None = None
+
+    def points_discarded(self) -> list[bool]:
+        return [p.discarded for p in self.points.values()]
+
+
+class ArmResults(Open):
+    """results.json: the sections the arm's notebooks have written so far."""
+    sizing: SizingResults | None = None
+    canaries: CanaryResults | None = None
+    sweep: SweepResults | None = None
+
+    def label(self, *, engine_died: bool = False, comparable: bool = True) -> Label:
+        return arm_label(self.canaries.verdict if self.canaries else None,
+                         self.sweep.points_discarded() if self.sweep else None,
+                         engine_died=engine_died, comparable=comparable)
+
+
+SECTIONS: dict[str, type[BaseModel]] = {"sizing": SizingResults, "canaries": CanaryResults, "sweep": SweepResults}
+
+
+def validate_section(section: str, data) -> BaseModel:
+    """The section checked against its model; an unknown section name is a mistake to name."""
+    if section not in SECTIONS:
+        raise ValueError(f"results.json has no section {section!r}; the sections are {sorted(SECTIONS)}")
+    return SECTIONS[section].model_validate(data)

@@ -1,0 +1,180 @@
+"""The layout of a run directory, `outputs/<campaign>/<run-id>/`, in one place.
+
+Every file a run leaves behind is named here and nowhere else: the runner, the notebook steps,
+the sweep, the passport and the analysis ask a RunDir (or its ArmDir) for their paths.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+OUTPUTS = Path("outputs")  # relative to the repository root, so records read the same anywhere
+
+ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
+STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}
+ANALYSIS_NOTEBOOK = "40_analysis"
+
+
+class ArmDir:
+    """One arm's folder, `arms/<arm>/`: its executed notebooks, raw records, engine log and passport."""
+
+    def __init__(self, path: str | os.PathLike, name: str):
+        self.path = Path(path)
+        self.name = name
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"ArmDir({str(self.path)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ArmDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __truediv__(self, name: str) -> Path:
+        """A file this arm holds beyond the standard ones (e.g. a notebook's own output)."""
+        return self.path / name
+
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def create(self) -> ArmDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def notebook(self, name: str) -> Path:
+        """The executed copy of an arm notebook, e.g. notebook("30_load_sweep")."""
+        return self.path / f"{name}.ipynb"
+
+    def link(self, path: Path) -> str:
+        """A path of this arm relative to its run directory: how the analysis notebook, written
+        there, links to it."""
+        return os.path.relpath(path, self.path.parent.parent)
+
+    @property
+    def requests(self) -> Path:
+        """One line per request, appended as it completes."""
+        return self.path / "requests.jsonl"
+
+    @property
+    def results(self) -> Path:
+        """The machine-readable side file the notebooks write, one section per step."""
+        return self.path / "results.json"
+
+    @property
+    def engine_json(self) -> Path:
+        return self.path / "engine.json"
+
+    @property
+    def engine_log(self) -> Path:
+        return self.path / "engine.log"
+
+    @property
+    def passport_json(self) -> Path:
+        return self.path / "passport.json"
+
+    @property
+    def passport_md(self) -> Path:
+        return self.path / "passport.md"
+
+
+class RunDir:
+    """A run directory: the resolved campaign, the manifest, the analysis, figures and arms."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    @classmethod
+    def new(cls, campaign: str, run_id: str | None = None) -> RunDir:
+        """`outputs/<campaign>/<run-id>`; the run id defaults to the UTC time."""
+        return cls(OUTPUTS / campaign / (run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())))
+
+    @classmethod
+    def interactive(cls, campaign: str) -> RunDir:
+        """A scratch run for a notebook opened on its own."""
+        return cls(OUTPUTS / campaign / f"interactive-{time.strftime('%Y%m%dT%H%M%S')}")
+
+    @classmethod
+    def existing(cls, path: str | os.PathLike) -> RunDir:
+        """An existing run, checked: resuming or analysing anything else is a mistake to name."""
+        run = cls(path)
+        if not run.campaign_resolved.exists():
+            raise FileNotFoundError(f"{path}: not a run directory (no {run.campaign_resolved.name}); give "
+                                    f"{OUTPUTS}/<campaign>/<run-id>")
+        return run
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __truediv__(self, name: str) -> Path:
+        """A file this run holds beyond the standard ones."""
+        return self.path / name
+
+    @property
+    def name(self) -> str:
+        """The run id."""
+        return self.path.name
+
+    def create(self) -> RunDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def campaign_resolved(self) -> Path:
+        """The campaign exactly as executed (secrets redacted)."""
+        return self.path / "campaign.resolved.yaml"
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / "manifest.json"
+
+    def notebook(self, name: str) -> Path:
+        """The executed copy of a campaign-level notebook, e.g. notebook("40_analysis")."""
+        return self.path / f"{name}.ipynb"
+
+    @property
+    def analysis_notebook(self) -> Path:
+        return self.notebook(ANALYSIS_NOTEBOOK)
+
+    @property
+    def analysis(self) -> Path:
+        """analysis.json: fairness, comparison, labels and verdict, beside the analysis notebook."""
+        return self.path / "analysis.json"
+
+    @property
+    def report(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def figures(self) -> Path:
+        return self.path / "figures"
+
+    @property
+    def arms_dir(self) -> Path:
+        return self.path / "arms"
+
+    def arm(self, name: str) -> ArmDir:
+        return ArmDir(self.arms_dir / name, name)
+
+    def files(self) -> list[Path]:
+        """Every file of the run, sorted, for hashing and the portability rewrite."""
+        return sorted(p for p in self.path.rglob("*") if p.is_file())

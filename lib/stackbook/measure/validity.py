@@ -1,0 +1,61 @@
+"""Whether a load point measured the engine or the client: the thresholds and the rules that
+judge a point, and the preregistered discard rules. The sweep, the self-test and the fidelity
+benchmark all judge a held rate by these."""
+from __future__ import annotations
+
+MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
+RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
+CONCURRENCY_TOLERANCE = 0.10  # mean requests in flight within 10% of the configured concurrency
+
+
+def rate_held(schedule_lag_ms_p99: float | None, scheduled_rate_rps: float | None,
+              achieved_rate_rps: float | None) -> bool:
+    """An open-loop rate is held when sends were on time (p99 lag within the limit) and the
+    achieved rate matches the schedule's own rate (a short Poisson sample strays from its mean)."""
+    ok = schedule_lag_ms_p99 is not None and schedule_lag_ms_p99 <= MAX_SCHEDULE_LAG_MS
+    if scheduled_rate_rps and achieved_rate_rps:
+        ok = ok and abs(achieved_rate_rps - scheduled_rate_rps) <= RATE_TOLERANCE * scheduled_rate_rps
+    return ok
+
+
+def concurrency_held(in_flight_mean: float | None, concurrency: int) -> bool:
+    return in_flight_mean is not None and abs(in_flight_mean - concurrency) <= CONCURRENCY_TOLERANCE * concurrency
+
+
+def point_validity(s: dict) -> dict:
+    """Did the client deliver the load the protocol asked for? (A point where it did not is the
+    client's number, not the engine's.)"""
+    if "concurrency" in s:
+        held = s.get("in_flight_mean")
+        return {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
+                "littles_law_concurrency": s.get("littles_law_concurrency"),
+                "valid": concurrency_held(held, s["concurrency"])}
+    lag = s.get("schedule_lag_ms_p99")
+    out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
+           "achieved_rate_rps": s.get("achieved_rate_rps"),
+           "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
+           "littles_law_concurrency": s.get("littles_law_concurrency")}
+    out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
+    return out
+
+
+def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
+    """Every point a preregistered rule discards, with the rule and the figure that triggered it."""
+    out = []
+    for name, s in points.items():
+        n = s.get("requests", 0)
+        failed = n - s.get("completed", 0)
+        if n and failed / n > rules.max_failed_fraction:
+            out.append({"point": name, "rule": "max_failed_fraction",
+                        "detail": f"{failed}/{n} requests failed (> {rules.max_failed_fraction:.0%})"})
+        if rules.on_engine_restart and s.get("errors", {}).get("engine_died"):
+            out.append({"point": name, "rule": "on_engine_restart",
+                        "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
+        if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
+            v = load_validity[name]
+            out.append({"point": name, "rule": "on_invalid_load", "detail": describe_validity(v)})
+    return out
+
+
+def describe_validity(v: dict) -> str:
+    return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")

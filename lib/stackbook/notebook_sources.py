@@ -1,0 +1,54 @@
+"""The notebooks' sources: jupytext percent files (notebooks/NN_name.py) read into the nbformat
+notebooks that papermill executes.
+
+The sources are plain Python, so linters, reviews and diffs read them; the .ipynb exists only
+as a run's output. Cell ids come from each cell's position and text, so reading the same source
+twice gives the same notebook, and two runs' notebooks differ only where their outputs do.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+from stackbook.locations import REPO_ROOT
+
+SOURCES_DIR = REPO_ROOT / "notebooks"
+SOURCE_FORMAT = "py:percent"
+KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+
+def source_path(name: str) -> Path:
+    """notebooks/<name>.py, e.g. source_path("30_load_sweep")."""
+    return SOURCES_DIR / f"{name}.py"
+
+
+def source_names() -> list[str]:
+    """Every notebook the project ships, in reading order."""
+    return sorted(p.stem for p in SOURCES_DIR.glob("[0-9][0-9]_*.py"))
+
+
+def cell_id(index: int, source: str) -> str:
+    """Position first (ids stay unique even for identical cells), then a digest of the text."""
+    return f"{index:02d}-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
+
+
+def read_source(path: str | Path) -> nbformat.NotebookNode:
+    """A percent source as a validated notebook: python3 kernel, stable cell ids, no outputs."""
+    nb = jupytext.read(Path(path), fmt=SOURCE_FORMAT)
+    nb.nbformat, nb.nbformat_minor = 4, max(nb.get("nbformat_minor", 0), 5)
+    # The executed copy lives in a run directory: it must not claim to be paired with a source.
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = cell_id(i, cell.source)
+    nbformat.validate(nb)
+    return nb
+
+
+def load_notebook(name: str) -> nbformat.NotebookNode:
+    """The notebook `name` (e.g. "40_analysis"), ready for papermill."""
+    return read_source(source_path(name))

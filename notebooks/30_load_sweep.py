@@ -1,0 +1,137 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     notebook_metadata_filter: -jupytext.text_representation
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 30 · Load sweep: latency and throughput as load grows
+#
+# Load arrives as the protocol says: a closed loop of N clients (each sends its next request the
+# moment its previous reply ends), or an open loop that sends on a schedule (constant, Poisson,
+# gamma or a replayed trace) whatever the replies are doing. Every request streams; the client
+# stamps the arrival of each chunk's bytes, so every figure below can be recomputed under another
+# definition. Warm-up and cool-down requests run at the same load and are recorded, but excluded.
+#
+# Names used: **TTFT** (first content chunk after sending), **TPOT** ((E2E − TTFT) / (N − 1), N from
+# the server's usage), **chunk ITL** (gap between chunks), **E2E** (sent to last byte), **normalized
+# E2E** (E2E / N). **Goodput** counts only requests that met every SLO bound, and failed requests
+# stay in its denominator. Raw records are appended to `requests.jsonl` as each request completes,
+# so an interruption loses nothing measured.
+
+# %% tags=["parameters"]
+# Parameters (papermill overrides these). With endpoint = None the notebook starts the arm's
+# engine itself, so it also runs on its own in JupyterLab.
+campaign_file = "campaigns/quickstart.yaml"
+run_dir = None     # None: a scratch run under outputs/<campaign>/interactive-<time>
+arm = None         # None: the campaign's first arm
+endpoint = None    # e.g. "http://127.0.0.1:8080" when the runner has started the engine
+start_engine = True  # False: arithmetic only (a campaign sized for hardware that is not here)
+run_id = None
+
+# %%
+from IPython.display import Markdown, display
+import pandas as pd
+from stackbook.analysis import plots
+from stackbook.measure.sweep import load_levels
+from stackbook.steps.session import open_arm
+from stackbook.steps import sweep as sweep_step
+
+session = open_arm(campaign_file, run_dir=run_dir, arm=arm, endpoint=endpoint, start_engine=start_engine)
+display(Markdown(session.describe()))
+
+# %% [markdown]
+# ## The workload
+#
+# What every request of this arm looked like, and what the prefix cache held when each point
+# began. The cache state is part of the protocol: a cache left warm by the previous point can make
+# a later point look several times faster than it is.
+
+# %%
+sweep_step.workload_table(session)
+
+# %%
+sweep = sweep_step.arm_sweep(session, run_id=run_id, progress=endpoint is None)
+display(Markdown(sweep_step.sweep_summary(sweep)))
+sweep_step.points_table(sweep)
+
+# %% [markdown]
+# ## Was the load what the protocol asked for?
+#
+# For a closed loop, Little's law (requests in flight = throughput × mean E2E) must come back close
+# to the configured concurrency; for an open loop, the achieved rate must match the schedule and no
+# send may lag its deadline by more than 5 ms at p99. A point that fails measured the client, not
+# the engine: it is marked invalid and discarded by the preregistered rule. Output length is
+# checked too: each request asked for a stated number of tokens, and shorter replies are counted.
+
+# %%
+display(pd.DataFrame(sweep["load_validity"]).T)
+pd.Series(sweep["length_control"]).to_frame("value")
+
+# %% [markdown]
+# ## Prefix cache and accelerator, per point
+#
+# The flush (and priming, for a warm cache) done before each point, then what the cache served:
+# the engine's own hit counters where it exports them, and the cached prompt tokens its replies
+# reported. GPU memory, power and utilisation come from NVML when a GPU is present.
+
+# %%
+display(sweep_step.prefix_cache_table(sweep))
+pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")
+
+# %% [markdown]
+# ## What the engine itself counted during each point (its Prometheus `/metrics`)
+
+# %%
+pd.DataFrame(sweep["telemetry"]).round(3)
+
+# %% [markdown]
+# ## Client against the engine's own clock
+#
+# While each point ran, a separate process read the engine's gauges (requests running and waiting,
+# KV-cache use) once a second. Where the engine keeps latency histograms, their means over the
+# point sit beside the client's. The client's TTFT also holds the engine front end's parsing and
+# tokenization, so a gap there is that time, not a measurement error.
+
+# %%
+sweep_step.engine_truth_table(sweep)
+
+# %% [markdown]
+# ## The same requests under other tools' definitions
+#
+# The same label means different numbers in different tools: vLLM's ITL is a gap between stream
+# events, GuideLLM's and AIPerf's ITL is a per-request average, and GuideLLM's TPOT counts the
+# first token. Computed here from this arm's raw records, so a figure quoted from another tool can
+# be matched to the right row (milliseconds).
+
+# %%
+sweep_step.peer_definitions_table(session)
+
+# %% [markdown]
+# ## Per-request view
+#
+# The TTFT distribution of each point, the prompt and output lengths the engine reported, and
+# per-request statistics at each load level (repetitions pooled), from the lightest load to the
+# heaviest.
+
+# %%
+requests = sweep_step.arm_requests(session)
+plots.ttft_distribution({session.arm.name: requests})
+plots.length_histograms(requests[requests["phase"] == "measure"]);
+
+# %%
+sweep_step.request_stats_by_load(requests, load_levels(session.protocol))
+
+# %% [markdown]
+# ## The passport
+#
+# Identity, protocol, validity and results for this arm, written to `passport.json` and
+# `passport.md`.
+
+# %%
+display(Markdown(session.arm_dir.passport_md.read_text()))

@@ -1,0 +1,185 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     notebook_metadata_filter: -jupytext.text_representation
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 40 · Campaign analysis: which arm, under which conditions, with what evidence
+#
+# This report compares the campaign's arms. Before any comparison it checks that the comparison is
+# fair: the model, the weight and KV precision, the decoding settings, the input and output
+# lengths, the arrival pattern and the measurement window must match across arms, and the
+# prefix-cache state must be stated. An arm that differs in any of these is shown as *not
+# comparable*; an arm whose canaries did not pass is shown as *HOLD*. Neither is ranked.
+#
+# Then the figures: latency percentiles and throughput at each load level, throughput against
+# tail latency, and the TTFT distributions. A stack that wins on aggregate throughput while its
+# tail latency doubles has lost for an interactive product, so the two are always shown together.
+
+# %% tags=["parameters"]
+run_dir = "outputs/quickstart/reference"  # the run directory to analyse
+
+# %%
+import os
+from IPython.display import Markdown, display
+import pandas as pd
+from stackbook.analysis import comparison as analysis
+from stackbook.analysis import plots
+from stackbook.evidence.rundir import RunDir
+from stackbook.locations import REPO_ROOT
+
+os.chdir(REPO_ROOT)
+run = RunDir(run_dir)
+campaign, arms = analysis.load_run(run)
+figures = run.figures
+display(Markdown(analysis.campaign_summary(campaign, arms)))
+
+# %% [markdown]
+# ## Fairness
+#
+# Each column must read the same for every arm (values shown as recorded; long ones as JSON).
+
+# %%
+fair = analysis.fairness_table(campaign, arms)
+fair.T
+
+# %% [markdown]
+# ## Sizing across arms
+#
+# The same model and pool under each arm's engine: the arithmetic's live sequences, the engine's
+# allocation rule applied to the same numbers, and (when the engine ran) what it reported.
+
+# %%
+sizing = analysis.sizing_frame(arms)
+display(sizing)
+plots.sizing_bars(sizing, figures);
+
+# %% [markdown]
+# ## Correctness gate and capacity
+#
+# Canary verdicts, and the KV capacity each engine actually allocated beside the arithmetic.
+
+# %%
+analysis.gate_table(arms)
+
+# %% [markdown]
+# ## Do the arms compute the same thing?
+#
+# The greedy outputs of the canary prompts, side by side. With identical weights, precision and
+# decoding, engines usually agree token for token on short answers; where they diverge, the text
+# shows how (numerics, template or sampling differences).
+
+# %%
+agreement = analysis.canary_agreement(arms)
+agreement if not agreement.empty else Markdown("*Fewer than two arms ran the canaries.*")
+
+# %% [markdown]
+# ## Side by side
+#
+# Every figure below is computed from the arms' `requests.jsonl` (linked above); the per-arm sweep
+# notebooks show the same points one arm at a time. Figures are saved under `figures/`.
+
+# %%
+df = analysis.comparison_frame(arms)
+analysis.headline(df)
+
+# %% [markdown]
+# ## Discarded points
+#
+# The campaign's preregistered discard rules, applied mechanically; the raw records of a
+# discarded point stay on disk.
+
+# %%
+d = analysis.discards_frame(arms)
+d if not d.empty else Markdown("*No point was discarded.*")
+
+# %% [markdown]
+# ## Verdict
+
+# %%
+result = analysis.write_analysis(run)  # analysis.json beside this notebook: labels, fairness, points, verdict
+display(Markdown("\n".join(f"* {line}" for line in result.verdict)))
+
+# %% [markdown]
+# ## Figures
+#
+# Saved under `figures/` beside this notebook.
+
+# %%
+plots.latency_vs_load(df, figures, "e2e_ms");
+
+# %%
+plots.latency_vs_load(df, figures, "ttft_ms");
+
+# %%
+plots.throughput_vs_concurrency(df, figures);
+
+# %% [markdown]
+# ## Throughput against tail latency
+#
+# Each point is one arm at one load. The frontier keeps the points no other point beats on both
+# axes at once; everything else is dominated. An arm that reaches the highest throughput only by
+# pushing p99 far out sits at the right of the frontier: fine for batch work, wrong for a chat
+# product.
+
+# %%
+plots.pareto(df, figures)
+analysis.pareto_frontier(df) if not df.empty else None
+
+# %% [markdown]
+# ## Inside the SLO
+#
+# The highest load each arm sustained with at least 99% of requests inside every SLO bound
+# (TTFT and TPOT), and the goodput there: the capacity that counts for the product.
+
+# %%
+analysis.slo_capacity(df) if not df.empty else None
+
+# %% [markdown]
+# ## How close to the hardware's bound
+#
+# Single-stream decode (concurrency 1) against the memory-bandwidth bound from the sizing
+# notebook: each token must read all the weights once. A low share points at overheads above the
+# kernels (host, runtime); a share near 100% says the hardware itself is the limit.
+
+# %%
+analysis.roofline_efficiency(arms, df) if not df.empty else None
+
+# %% [markdown]
+# ## A queueing model of each arm, checked against held-out loads
+#
+# A closed-loop benchmark is a closed queueing network: N clients, each waiting for its reply. We
+# fit a two-center model per arm on the lightest and the heaviest load only: a queueing center
+# whose demand is the inverse of the saturation throughput (the bottleneck), and a delay center
+# for the rest of the light-load response (work that overlaps across requests, as batched decoding
+# does). Exact Mean Value Analysis then predicts every load in between; the error on the loads held
+# out of the fit says how far to trust the model at loads that were not tested.
+
+# %%
+curves, errors = analysis.queueing_fits(df) if not df.empty else (pd.DataFrame(), pd.DataFrame())
+plots.predicted_vs_measured(curves, figures)
+errors.round(2) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
+
+# %% [markdown]
+# ## TTFT distributions
+#
+# One empirical CDF per arm and point, over the measured requests that succeeded.
+
+# %%
+plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures);
+
+# %% [markdown]
+# ## Passports
+#
+# The four parts per arm, as written to `arms/<arm>/passport.md`. Raw evidence:
+# `arms/<arm>/requests.jsonl` (every request, every chunk time) and `arms/<arm>/engine.log`.
+
+# %%
+for passport in analysis.passports(arms):
+    display(Markdown(passport))

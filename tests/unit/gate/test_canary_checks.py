@@ -1,0 +1,119 @@
+"""Each canary check asks in its own way and judges its own reply: what the request carries and
+the verdict on canned replies, without an engine."""
+import json
+
+import pytest
+from pydantic import TypeAdapter
+from stackbook.gate import canaries
+from stackbook.gate.canaries import Check, load_suite, run_check, verdict
+from stackbook.loadgen.drivers import Target
+
+TARGET = Target("http://engine", "m", {"temperature": 0.7}, {"max_tokens": 99})
+
+
+def check(**kw):
+    return TypeAdapter(Check).validate_python({"id": "c", **kw})
+
+
+def reply(content=None, **message):
+    return {"choices": [{"message": {"content": content, **message}, "finish_reason": "stop"}]}
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """Answers each chat request with the next canned reply and keeps what was asked."""
+    asked, replies = [], []
+
+    def chat_once(target, messages, timeout_s=120.0, **extra):
+        asked.append({"messages": messages, "sampling": target.sampling, "length": target.length_fields, **extra})
+        return replies.pop(0) if len(replies) > 1 else replies[0]
+    monkeypatch.setattr(canaries, "chat_once", chat_once)
+    return asked, replies
+
+
+@pytest.mark.parametrize("spec, text, passed, detail", [
+    ({"kind": "contains", "prompt": "p", "expect": ["Paris"]}, "It is paris.", True, "all expected text present"),
+    ({"kind": "contains", "prompt": "p", "expect": ["Paris"], "case_sensitive": True}, "paris", False, "missing ['Paris']"),
+    ({"kind": "regex", "prompt": "p", "pattern": "(?<![0-9])4(?![0-9])"}, "2+2 = 4", True, "pattern '(?<![0-9])4(?![0-9])' found"),
+    ({"kind": "exact", "prompt": "p", "reference": "Paris."}, "Paris!", False, "differs from reference 'Paris.'"),
+    ({"kind": "multi_turn", "prompt": "And my name?", "expect": ["Ada"],
+      "history": [{"role": "user", "content": "I am Ada."}, {"role": "assistant", "content": "Hi Ada."}]},
+     "You are Ada.", True, "the earlier turn was used"),
+    ({"kind": "coding", "prompt": "p", "tests": "assert add(2, 3) == 5"},
+     "```python\ndef add(a, b):\n    return a + b\n```", True, "the asserts passed"),
+    ({"kind": "coding", "prompt": "p", "tests": "assert add(2, 3) == 5"},
+     "```python\ndef add(a, b):\n    return a - b\n```", False, "exit 1: AssertionError"),
+])
+def test_single_reply_checks_judge_their_reply(engine, spec, text, passed, detail):
+    asked, replies = engine
+    replies.append(reply(text))
+    result = run_check(TARGET, check(**spec))
+    assert (result["passed"], result["detail"], result["output"]) == (passed, detail, text)
+    assert result["finish_reason"] == "stop" and result["kind"] == spec["kind"]
+    assert asked[0]["sampling"]["temperature"] == 0.0 and asked[0]["length"] == {"max_tokens": 32}
+    if spec["kind"] == "multi_turn":
+        assert [m["content"] for m in asked[0]["messages"]] == ["I am Ada.", "Hi Ada.", "And my name?"]
+
+
+def test_json_schema_asks_for_the_schema_and_validates(engine):
+    asked, replies = engine
+    c = check(kind="json_schema", prompt="p", schema={"type": "object", "required": ["age"],
+                                                       "properties": {"age": {"type": "integer"}}})
+    replies.append(reply('{"age": "thirty"}'))
+    result = run_check(TARGET, c)
+    assert asked[0]["response_format"]["json_schema"] == {"name": "c", "schema": c.schema_, "strict": True}
+    assert result["passed"] is False and result["error_class"] == "schema_failure"
+    assert result["detail"] == "schema violation: 'thirty' is not of type 'integer'"
+
+
+def test_tool_call_is_forced_and_its_arguments_checked(engine):
+    asked, replies = engine
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    c = check(kind="tool_call", prompt="Weather in Oslo?", tool=tool, expect_arguments={"city": "oslo"})
+    call = {"function": {"name": "weather", "arguments": json.dumps({"city": "Oslo"})}}
+    replies.append(reply(None, tool_calls=[call]))
+    result = run_check(TARGET, c)
+    assert asked[0]["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
+    assert result["passed"] is True and result["error_class"] is None
+    assert result["detail"] == "called weather({'city': 'Oslo'})"
+    replies[0] = reply("It is sunny.")
+    assert run_check(TARGET, c)["detail"] == "no tool call in the reply"
+
+
+def test_determinism_counts_distinct_replies(engine):
+    _, replies = engine
+    replies.extend([reply("a"), reply("a"), reply("b")])
+    result = run_check(TARGET, check(kind="determinism", prompt="p", repeats=3, concurrent=False))
+    assert result["passed"] is False and result["detail"] == "3 greedy replies (3 sequential), 2 distinct"
+
+
+def test_needle_tries_every_length_and_depth(engine):
+    asked, replies = engine
+    replies.append(reply("The code is 4711."))
+    c = check(kind="needle", needle="The code is 4711.", question="What is the code?", expect="4711",
+              lengths_tokens=[64], depths=[0.0, 1.0], up_to_context=False)
+    result = run_check(TARGET, c)
+    assert len(asked) == 2 and result["passed"] is True
+    assert result["detail"] == "2/2 needles found, longest prompt 64 tokens"
+
+
+def test_no_reply_is_a_transport_failure_and_known_failures_do_not_gate(engine):
+    _, replies = engine
+    replies.append({"error": "ConnectError: refused", "error_class": "transport"})
+    c = check(kind="contains", prompt="p", expect=["x"], expected_failure={"vllm_cpu": "known"})
+    result = run_check(TARGET, c, "vllm_cpu")
+    assert (result["passed"], result["error_class"], result["expected_failure"]) == (False, "transport", "known")
+    assert verdict([result])["verdict"] == "PASS"
+    assert verdict([run_check(TARGET, c, "llama_cpp")])["verdict"] == "HOLD"
+
+
+def test_the_embedded_suite_loads_every_check_kind():
+    suite, digest = load_suite("embedded-smollm2")
+    assert len(digest) == 64 and all(hasattr(c, "run") for c in suite.checks)
+
+
+def test_needle_sits_at_its_depth():
+    c = check(kind="needle", needle="NEEDLE.", question="Q?", expect="x", filler="f.")
+    assert c.prompt_at(64, 0.0) == "Document:\nNEEDLE. " + " ".join(["f."] * 4) + "\n\nQuestion: Q?"
+    assert c.prompt_at(64, 1.0).endswith("f. NEEDLE.\n\nQuestion: Q?")

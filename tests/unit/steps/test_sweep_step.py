@@ -1,0 +1,65 @@
+"""The sweep notebook's per-request statistics: one column per load level, in load order."""
+from stackbook.config.loading import parse_campaign
+from stackbook.loadgen.records import RequestRecord
+from stackbook.measure.metrics import requests_frame
+from stackbook.measure.sweep import load_levels, point_name
+from stackbook.steps.sweep import request_stats_by_load, sweep_summary
+
+
+def protocol(arrival: dict):
+    return parse_campaign({
+        "name": "t", "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}],
+        "protocol": {"workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16},
+                     "arrival": arrival}}).protocol
+
+
+def rec(point: str, repetition: int, concurrency: int, i: int, e2e_s: float, phase: str = "measure"):
+    return RequestRecord(run_id="r", arm="a", point=point, phase=phase, repetition=repetition,
+                         concurrency=concurrency, request_index=i, scheduled_s=0.0, sent_s=0.0,
+                         first_token_s=0.1, end_s=e2e_s, sent_unix=0.0, prompt_tokens_client=64,
+                         output_tokens_server=16, output_tokens_requested=16)
+
+
+def records_for(levels, e2e_by_level: dict, repetitions=(0,), concurrency=lambda lv: lv.get("concurrency", 0)):
+    out = []
+    for lv in levels:
+        for r in repetitions:
+            p = point_name(lv, r)
+            out.append(rec(p, r, concurrency(lv), 0, 9.0, phase="warmup"))  # excluded from the statistics
+            out += [rec(p, r, concurrency(lv), i, e2e) for i, e2e in enumerate(e2e_by_level[lv["level"]])]
+    return requests_frame(out)
+
+
+def test_open_loop_rates_each_get_their_own_column_in_rate_order():
+    levels = load_levels(protocol({"kind": "poisson", "rates": [2, 0.5]}))
+    frame = records_for(levels, {"rate2": [0.3, 0.5, 0.7], "rate0.5": [0.2, 0.4]})
+    assert set(frame["concurrency"]) == {0}  # what the old grouping keyed on: one lump
+    stats = request_stats_by_load(frame, levels)
+    assert list(stats.columns) == ["rate0.5", "rate2"]
+    assert stats.loc[("e2e_ms", "count"), "rate0.5"] == 2
+    assert stats.loc[("e2e_ms", "mean"), "rate0.5"] == 300.0
+    assert stats.loc[("e2e_ms", "count"), "rate2"] == 3
+    assert stats.loc[("e2e_ms", "max"), "rate2"] == 700.0
+
+
+def test_closed_loop_gets_one_column_per_concurrency_with_repetitions_pooled():
+    levels = load_levels(protocol({"kind": "closed_loop", "concurrency": [4, 1]}))
+    frame = records_for(levels, {"c1": [0.2], "c4": [0.6, 1.0]}, repetitions=(0, 1))
+    stats = request_stats_by_load(frame, levels)
+    assert list(stats.columns) == ["c1", "c4"]
+    assert stats.loc[("e2e_ms", "count"), "c1"] == 2
+    assert stats.loc[("e2e_ms", "count"), "c4"] == 4
+    assert stats.loc[("e2e_ms", "mean"), "c4"] == 800.0
+    assert stats.loc[("output_tokens", "mean"), "c4"] == 16.0
+    assert stats.loc[("ttft_ms", "max"), "c4"] == 100.0
+
+
+def test_no_measured_request_gives_an_empty_table():
+    levels = load_levels(protocol({"kind": "closed_loop", "concurrency": [1]}))
+    frame = records_for(levels, {"c1": []})
+    assert request_stats_by_load(frame, levels).empty
+
+
+def test_sweep_summary_line():
+    line = sweep_summary({"label": "HOLD", "peak_engine_rss_gib": 1.5, "error_counts": {"timeout": 2}})
+    assert line == "Label: **HOLD** · peak engine memory 1.5 GiB · errors {'timeout': 2}"
