@@ -93,14 +93,18 @@ class TrtllmEngine(PythonEngineSpec):
             basis.device_memory_bytes
             - sizing.weight_bytes(g.num_parameters, p.precision.weights, basis.artifact_bytes)
             - basis.activations_bytes)
-        per_token = sizing.model_kv_bytes_per_token(g, p.precision.kv_cache, self.tp_size)
-        blocks = int(available // (per_token * TOKENS_PER_BLOCK))
+        block_bytes = sizing.model_kv_bytes_per_token(g, p.precision.kv_cache, self.tp_size) * TOKENS_PER_BLOCK
+        blocks = int(available // block_bytes)
         per_request = math.ceil(p.context_length / TOKENS_PER_BLOCK)
+        # A hybrid model's recurrent state is charged once per running request beside its blocks;
+        # where TensorRT-LLM places that state is not modelled: its log says what it realized.
+        state = sizing.model_state_bytes_per_sequence(g, basis.state_precision)
+        requests = int(available // (per_request * block_bytes + state))
         return {"kv_tokens": blocks * TOKENS_PER_BLOCK, "primary_blocks": blocks, "available_kv_bytes": int(available),
-                "blocks_per_request": per_request,
-                "max_concurrency": min(blocks // per_request, self.max_batch_size or 2048),
-                "rule": f"free memory after weights x kv_cache_free_gpu_memory_fraction / KV bytes per token, in "
-                        f"{TOKENS_PER_BLOCK}-token blocks; attention KV only (recurrent state is not modelled here)"}
+                "blocks_per_request": per_request, "state_bytes_per_request": state,
+                "max_concurrency": min(requests, self.max_batch_size or 2048),
+                "rule": f"free memory after weights x kv_cache_free_gpu_memory_fraction, in {TOKENS_PER_BLOCK}-token "
+                        "KV blocks; full-context requests = that memory / (their blocks + their recurrent state)"}
 
 
 class TrtllmAdapter(PythonEngineAdapter):

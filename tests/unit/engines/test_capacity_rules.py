@@ -7,6 +7,7 @@ from stackbook.engines.llama_cpp import LlamaCppEngine
 from stackbook.engines.openai_endpoint import OpenAIEndpoint
 from stackbook.engines.sglang import SglangEngine
 from stackbook.engines.spec import CapacityBasis
+from stackbook.engines.trtllm import TrtllmEngine
 from stackbook.engines.vllm import VllmEngine
 from stackbook.engines.vllm_cpu import VllmCpuEngine
 from stackbook.model.geometry import ModelGeometry
@@ -88,3 +89,20 @@ def test_the_managed_endpoint_predicts_nothing():
 def test_state_precision_falls_back_to_fp32_only_when_unset():
     assert basis(Protocol(precision={"state": "none"})).state_precision == "fp32"
     assert basis(Protocol(precision={"state": "bf16"})).state_precision == "bf16"
+
+
+def test_trtllm_rule_from_free_memory_or_a_known_pool():
+    spec = TrtllmEngine(kind="trtllm", kv_cache_free_gpu_memory_fraction=0.9)
+    got = spec.predicted_capacity(basis())
+    # 0.9 x (16 GiB - 269,030,016 bytes of weights - 0.5 GiB) = 14,736,571,430.4 bytes; a 32-token
+    # block is 737,280 bytes: 19,987 blocks = 639,584 tokens; a 2,048-token request takes 64 blocks
+    # (47,185,920 bytes, no recurrent state): 312 of them.
+    assert (got["primary_blocks"], got["kv_tokens"], got["max_concurrency"]) == (19_987, 639_584, 312)
+    assert got["state_bytes_per_request"] == 0
+    pooled = spec.predicted_capacity(basis(pool_bytes=GiB))
+    # 2**30 // 737,280 = 1,456 blocks = 46,592 tokens; 2**30 // 47,185,920 = 22 requests
+    assert (pooled["primary_blocks"], pooled["kv_tokens"], pooled["max_concurrency"]) == (1456, 46_592, 22)
+    # max_batch_size caps the requests
+    assert TrtllmEngine(kind="trtllm", max_batch_size=8).predicted_capacity(basis())["max_concurrency"] == 8
+    assert spec.configured_capacity(Protocol(context_length=2048)) == {
+        "kv_cache_free_gpu_memory_fraction": 0.9, "max_seq_len": 2048, "max_batch_size": "engine default (2048)"}
