@@ -40,9 +40,9 @@ class FixedLength(Strict):
         return f"{self.tokens}"
 
 
-class UniformLength(Strict):
-    kind: Literal["uniform"]
-    min: int = Field(gt=0)
+class BoundedLength(Strict):
+    """Lengths between `min` and `max` inclusive: the bounds are what the context check reads."""
+    min: int = Field(1, gt=0)
     max: int = Field(gt=0)
 
     @model_validator(mode="after")
@@ -51,6 +51,11 @@ class UniformLength(Strict):
 
     def bounds(self) -> tuple[int, int]:
         return self.min, self.max
+
+
+class UniformLength(BoundedLength):
+    kind: Literal["uniform"]
+    min: int = Field(gt=0)
 
     def mean_tokens(self) -> float:
         return (self.min + self.max) / 2
@@ -62,18 +67,9 @@ class UniformLength(Strict):
         return f"uniform {self.min}-{self.max}"
 
 
-class ClippedLength(Strict):
+class ClippedLength(BoundedLength):
     """Drawn, rounded and clipped to [min, max]; the upper bound is required because it decides
     whether every request fits the context."""
-    min: int = Field(1, gt=0)
-    max: int = Field(gt=0)
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        return _min_not_above_max(self)
-
-    def bounds(self) -> tuple[int, int]:
-        return self.min, self.max
 
     def mean_tokens(self) -> float:
         """The mean after rounding and clipping, estimated by a large seeded sample."""
