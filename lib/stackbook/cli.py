@@ -164,6 +164,49 @@ def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (
         typer.echo(f"  {row}")
 
 
+@app.command()
+def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outputs/quickstart/<run-id>"),
+           arm: str = typer.Option(..., "--arm", help="the arm whose recorded bodies to re-send"),
+           point: list[str] = typer.Option([], "--point", help="only these points (repeatable; default: all)"),
+           endpoint: Optional[str] = typer.Option(None, "--endpoint",
+                                                  help="a running endpoint (default: start the arm's engine)"),
+           run_id: Optional[str] = typer.Option(None, "--run-id", help="the replay's run id")) -> None:
+    """Re-send an arm's recorded request bodies on their recorded schedule; the replay is written
+    as a new run of the same campaign, beside the original."""
+    from stackbook.config.loading import load_campaign
+    from stackbook.engines import adapter_for
+    from stackbook.evidence.rundir import RunDir
+    from stackbook.loadgen.replay import replay_arm
+
+    try:
+        source = RunDir.existing(run_dir)
+        campaign = load_campaign(source.campaign_resolved)
+        spec = campaign.arm(arm)
+    except (CampaignError, FileNotFoundError, KeyError) as err:
+        _fail(str(err).strip("'\""))
+
+    def start_engine(replay_run):
+        from stackbook.steps.session import open_arm
+
+        session = open_arm(str(replay_run.campaign_resolved), str(replay_run), arm)
+        return session.adapter.base_url, session.adapter.headers(), session.close
+
+    try:
+        out = replay_arm(source, arm, points=point or None, endpoint=endpoint, run_id=run_id,
+                         # a managed endpoint's key, read from its environment variable, never written
+                         headers=adapter_for(campaign, spec).headers()
+                         if endpoint and not spec.engine.serves_local_weights else None,
+                         timeout_s=campaign.protocol_for(spec).request_timeout_s, start_engine=start_engine)
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        _fail(str(err))
+    from stackbook.evidence.files import read_json
+
+    typer.echo(f"replay: {out}")
+    for name, p in read_json(out.replay)["points"].items():
+        typer.echo(f"  {name}: {p['requests']} requests, {p['errors']} errors, bodies "
+                   f"{'identical' if p['identical_bodies'] else 'DIFFERENT'}, send offset p99 {p['send_offset_ms_p99']} ms")
+
+
 SCHEMAS = {
     "campaign": ("stackbook.config.campaign", "Campaign"),
     "results": ("stackbook.evidence.results", "ArmResults"),

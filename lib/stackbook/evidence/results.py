@@ -162,6 +162,10 @@ class PointSummary(Open):
     length_not_honoured: int | None = None
     littles_law_concurrency: Number | None = None
     client_cpu_fraction: Number | None = None
+    requests_sent: int | None = None
+    bodies_sha256: str | None = Field(None, description="sha256 of the exact bodies sent (requests_sent.jsonl.gz)")
+    prompts_sha256: str | None = Field(None, description="sha256 of the prompts alone, the engine's dialect left out")
+    decoding_sent: list[dict[str, Any]] = Field(default_factory=list)
     discarded: bool = False
 
 

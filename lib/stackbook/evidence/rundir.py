@@ -64,6 +64,12 @@ class ArmDir:
         return self.path / "requests.jsonl"
 
     @property
+    def requests_sent(self) -> Path:
+        """Every request body as it was sent, with its send offset (gzip JSONL): the audit and
+        replay record of what the engine was asked."""
+        return self.path / "requests_sent.jsonl.gz"
+
+    @property
     def results(self) -> Path:
         """The machine-readable side file the notebooks write, one section per step."""
         return self.path / "results.json"
@@ -159,6 +165,11 @@ class RunDir:
     def analysis(self) -> Path:
         """analysis.json: fairness, comparison, labels and verdict, beside the analysis notebook."""
         return self.path / "analysis.json"
+
+    @property
+    def replay(self) -> Path:
+        """replay.json, in a run made by `stackbook replay`: what it re-sent, from which run."""
+        return self.path / "replay.json"
 
     @property
     def report(self) -> Path:

@@ -32,6 +32,7 @@ class Target:
     headers: dict = field(default_factory=dict)
     timeout_s: float = 120.0
     length_for: object = None  # callable: output tokens -> this engine's length fields (per-request lengths)
+    on_send: object = None  # callable(dict): each body as it is sent, with its point, index and send offset
 
     def fields_for(self, output_tokens: int | None) -> dict:
         if output_tokens is None or self.length_for is None:
@@ -155,6 +156,10 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
     payload = json.dumps(body).encode()
     sent_unix = time.time()
     sent = time.perf_counter() - t0
+    if target.on_send is not None:
+        target.on_send({"point": rec.get("point", ""), "attempt": rec.get("attempt", 0), "phase": rec.get("phase", ""),
+                        "request_index": prompt.index, "turn": turn, "scheduled_s": scheduled_s, "sent_s": sent,
+                        "body": body})
     reply = await client.post("/v1/chat/completions", payload, target.timeout_s, target.headers)
     end = time.perf_counter() - t0
     status = reply.status

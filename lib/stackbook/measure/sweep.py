@@ -10,6 +10,7 @@ from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
     ApproximateTokenizer,
     client_tokenizer,
@@ -100,7 +101,9 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
-    with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer:
+    with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer, \
+            SentWriter(session.arm_dir.requests_sent) as sent_writer:
+        target.on_send = sent_writer.write
         for rep in range(protocol.repetitions):
             seed = protocol.seeds[rep]
             for lv in levels:
@@ -148,6 +151,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
         gpu_summary = gpu.summary()
     bar.close()
     records = read_records(records_path, latest_attempt=True)
+    sent = point_digests(read_sent(session.arm_dir.requests_sent, latest_attempt=True))
     points: dict[str, dict] = {}
     for rep in range(protocol.repetitions):
         for lv in levels:
@@ -157,6 +161,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
             s["client_cpu_fraction"] = client_cpu.get(name)
             s.update(server_side.get(name, {}))
+            s.update(sent.get(name, {}))
             points[name] = s
     out = summarize_sweep(points, telemetry, peak, protocol)
     method = session.adapter.length_control

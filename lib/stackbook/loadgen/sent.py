@@ -1,0 +1,155 @@
+"""What was sent: every request body, appended (gzip-compressed) as it goes out, with its send
+offset, so a run can be audited and replayed exactly; and the per-point digests of it.
+
+Headers are never kept (an API key travels there), only the JSON body.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import queue
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stackbook.config.protocol import Decoding
+
+# Fields of a body that carry the engine's own dialect (its name for the model, how it forces a
+# length, how it streams), not the prompt: left out of the prompt digest so that two engines
+# sent the same prompts compare equal.
+NOT_PROMPT = ("model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "min_tokens",
+              "ignore_eos", "logit_bias", "n_predict")
+
+
+# The sampling knobs a body may carry, under the protocol's names, and the other names engines'
+# dialects give them (llama-server's repeat_penalty).
+SAMPLING = tuple(k for k in Decoding.model_fields if k != "preset") + ("presence_penalty", "frequency_penalty")
+SAMPLING_ALIASES = {"repeat_penalty": "repetition_penalty"}
+
+
+def decoding_sent(body: dict) -> dict:
+    """The sampling fields a body carried, under the protocol's names. At temperature 0 the seed
+    decides nothing (greedy decoding draws no random number), so it is left out: an engine that
+    does not send it (mlx) decodes the same way."""
+    out = {SAMPLING_ALIASES.get(k, k): v for k, v in body.items() if SAMPLING_ALIASES.get(k, k) in SAMPLING}
+    if out.get("temperature") == 0:
+        out.pop("seed", None)
+    return out
+
+
+class SentRequest(BaseModel):
+    """One request as it left the client."""
+    model_config = ConfigDict(extra="allow")
+    point: str
+    attempt: int = 0
+    phase: str
+    request_index: int
+    turn: int = 0
+    scheduled_s: float = Field(description="the schedule's offset from the point's start")
+    sent_s: float = Field(description="when it was sent, offset from the point's start: the replay schedule")
+    body: dict[str, Any]
+
+
+class SentWriter:
+    """Append-only, gzip-compressed JSONL of request bodies, written by a background thread (a
+    slow disk never delays a send); each batch is sync-flushed, so what was sent before a crash
+    can be read back."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = gzip.open(self.path, "ab")
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._drain, name="sent-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, sent: dict) -> None:
+        """Queue one sent request (the fields of SentRequest); serialised off the sending path."""
+        self._queue.put(sent)
+
+    def _drain(self) -> None:
+        while True:
+            items = [self._queue.get()]
+            while not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            done = items[-1] is None
+            lines = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in items if x is not None)
+            self._f.write(lines.encode())
+            self._f.flush(zlib.Z_SYNC_FLUSH)
+            if done:
+                return
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_sent(path: str | os.PathLike, latest_attempt: bool = False) -> list[SentRequest]:
+    """Read the sent bodies; a tail cut by a crash is dropped, every complete line kept. With
+    latest_attempt, only each point's latest attempt (as for the request records)."""
+    p = Path(path)
+    out: list[SentRequest] = []
+    if not p.exists():
+        return out
+    try:
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.endswith("\n"):
+                    out.append(SentRequest.model_validate_json(line))
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        pass  # the end of a stream cut by a crash
+    if latest_attempt:
+        last: dict[str, int] = {}
+        for s in out:
+            last[s.point] = max(last.get(s.point, 0), s.attempt)
+        out = [s for s in out if s.attempt == last[s.point]]
+    return out
+
+
+def prompt_of(body: dict) -> dict:
+    """What the workload fixed in a body: the messages without the model's own replies (a later
+    turn carries them, and they differ between engines by nature) and any reply format; the
+    engine's dialect fields and the sampling fields are left out."""
+    messages = [m for m in body.get("messages", []) if m.get("role") != "assistant"]
+    rest = {k: v for k, v in body.items()
+            if k not in NOT_PROMPT and SAMPLING_ALIASES.get(k, k) not in SAMPLING and k != "messages"}
+    return {"messages": messages, **rest}
+
+
+def _digest(items) -> str:
+    h = hashlib.sha256()
+    for x in items:
+        h.update(json.dumps(x, sort_keys=True, separators=(",", ":")).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def point_digests(sent: list[SentRequest]) -> dict[str, dict]:
+    """Per point: how many requests were sent, the sha256 of their exact bodies (audit, replay) and
+    of their prompts alone (fairness: equal across engines that were sent the same prompts). The
+    order is the request order, not the send order, which depends on the engine's speed."""
+    by_point: dict[str, list[SentRequest]] = {}
+    for s in sent:
+        by_point.setdefault(s.point, []).append(s)
+    out = {}
+    for point, items in by_point.items():
+        items = sorted(items, key=lambda s: (s.request_index, s.turn))
+        decodings = {json.dumps(decoding_sent(s.body), sort_keys=True) for s in items}
+        out[point] = {"requests_sent": len(items),
+                      "decoding_sent": [json.loads(d) for d in sorted(decodings)],
+                      "bodies_sha256": _digest(s.body for s in items),
+                      "prompts_sha256": _digest(prompt_of(s.body) for s in items)}
+    return out
