@@ -86,7 +86,7 @@ agreement if not agreement.empty else Markdown("*Fewer than two arms ran the can
 # notebooks show the same points one arm at a time. Figures are saved under `figures/`.
 
 # %%
-df = analysis.comparison_frame(arms)
+df = analysis.comparison_frame(arms, fair)  # each point's status: ranked, or why not (discard rule, label)
 analysis.headline(df)
 
 # %% [markdown]

@@ -163,6 +163,12 @@ def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
         write_report(out, run_dir.report)
     except Exception as err:  # the executed notebook keeps the traceback; the manifest says where
         manifest.data["analysis"] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
+        if not run_dir.analysis.exists():
+            try:  # analysis.json is plain data: write it even when a figure failed the notebook
+                from stackbook.analysis.comparison import write_analysis
+                write_analysis(run_dir)
+            except Exception as inner:  # noqa: BLE001 - the manifest already says the analysis failed
+                manifest.data["analysis"]["error"] += f"; analysis.json not written: {symbolic(str(inner))[-500:]}"
     manifest.save()
 
 

@@ -1,12 +1,12 @@
 """Campaign-level analysis: load a run, check fairness, compare arms, state a verdict."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import pandas as pd
 
+from stackbook.analysis.fairness import fairness_table
 from stackbook.config.loading import load_campaign
 from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.label import Label
@@ -45,53 +45,6 @@ def arm_labels(arms: dict, fairness: pd.DataFrame | None = None) -> dict[str, La
     return {name: ArmResults.model_validate(a["results"]).label(
                 engine_died=a.get("status") == "engine_died", comparable=bool(comparable.get(name, True)))
             for name, a in arms.items()}
-
-
-def _canon(v) -> str:
-    return json.dumps(v, sort_keys=True, default=str)
-
-
-def _same(a, b) -> bool:
-    """Equal, counting two missing values (an engine that did not run) as the same."""
-    return a == b or (pd.isna(a) and pd.isna(b))
-
-
-def fairness_table(campaign, arms: dict) -> pd.DataFrame:
-    """The six things that must be identical across arms, plus the chat template, side by side.
-
-    A field that differs makes the arm 'not comparable', unless the campaign declares it as the
-    variable under test.
-    """
-    rows = []
-    for name, a in arms.items():
-        p = campaign.protocol_for(a["arm"])
-        model = a["engine"].get("model", {})
-        ident = a["engine"].get("identity", {})
-        rows.append({
-            "arm": name,
-            "model": (model.get("source_artifact") or {}).get("sha256") or model.get("name"),
-            "precision": _canon(p.precision.model_dump()),
-            "decoding": _canon(p.decoding.resolved()),
-            "workload": _canon(p.workload.model_dump()),
-            "arrival": _canon(p.arrival.model_dump()),
-            "window": _canon({"requests_per_point": p.requests_per_point, "warmup_requests": p.warmup_requests,
-                              "repetitions": p.repetitions, "seeds": p.seeds}),
-            "prefix_cache": p.prefix_cache,
-            "chat_template": ident.get("chat_template_sha256"),
-        })
-    df = pd.DataFrame(rows).set_index("arm")
-    if df.empty:
-        return df
-    reference = df.iloc[0]
-    declared = set(campaign.variables_under_test)
-    diffs = []
-    for name, row in df.iterrows():
-        differing = [c for c in df.columns if not _same(row[c], reference[c])
-                     and not any(c == v.split(".")[0] or c in v for v in declared)]
-        diffs.append(", ".join(differing) if differing else "")
-    df["differs_from_" + df.index[0]] = diffs
-    df["comparable"] = [not d for d in diffs]
-    return df
 
 
 def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -182,6 +135,13 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
         return lines
     unit = "concurrency" if not ("rate" in ranked and ranked["rate"].notna().any()) else "offered rate"
     for c, grp in ranked.groupby("load"):
+        if grp["arm"].nunique() < 2:
+            left = df[(df["load"] == c) & ~df["arm"].isin(grp["arm"])]
+            lines.append(f"At {unit} {c:g}: only {', '.join(sorted(set(grp['arm'])))} has a ranked point; not "
+                         "compared" + (": " + "; ".join(f"{r['arm']} {r['point']} {r['status']}"
+                                                      for _, r in left.iterrows()) if "status" in left and len(left)
+                                       else "") + ".")
+            continue
         best_tp = grp.loc[grp["output_throughput_tok_s"].idxmax()]
         best_tail = grp.loc[grp["e2e_ms_p99"].idxmin()]
         within = grp[grp["slo_attainment"] >= 0.99]
@@ -363,6 +323,12 @@ class ArmAnalysis(Open):
     label: Label
     comparable: bool
     differs: list[str]
+    points_ranked: list[str] = []
+    points_left_out: dict[str, str] = {}  # point -> why it is shown but not ranked (discard rule or label)
+
+
+RANKING_RULE = ("Only points of accepted, comparable arms that no preregistered rule discarded enter the "
+                "Pareto frontier, the SLO capacity and the verdict; the others are listed with their status.")
 
 
 class CampaignAnalysis(Open):
@@ -375,6 +341,7 @@ class CampaignAnalysis(Open):
     pareto_frontier: list[dict[str, Any]]
     slo_capacity: list[dict[str, Any]]
     verdict: list[str]
+    ranking_rule: str = RANKING_RULE
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -391,18 +358,25 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     labels = arm_labels(arms, fair)
     df = comparison_frame(arms, fair)
     differs = fair.filter(like="differs_from_").iloc[:, 0] if not fair.empty else pd.Series(dtype=object)
+
+    def status_of(n: str) -> dict[str, str]:
+        mine = df[df["arm"] == n] if not df.empty else df
+        return dict(zip(mine["point"], mine["status"])) if not mine.empty else {}
+
     return CampaignAnalysis(
         campaign=campaign.name,
         arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],
                              comparable=bool(fair.loc[n, "comparable"]) if n in fair.index else True,
-                             differs=[c for c in str(differs.get(n) or "").split(", ") if c])
+                             differs=[c for c in str(differs.get(n) or "").split(", ") if c],
+                             points_ranked=[p for p, st in status_of(n).items() if st == "ranked"],
+                             points_left_out={p: st for p, st in status_of(n).items() if st != "ranked"})
               for n, a in arms.items()},
         fairness=_records(fair.reset_index()) if not fair.empty else [],
         points=_records(headline(df)),
         discards=_records(discards_frame(arms)),
         pareto_frontier=_records(pareto_frontier(df)) if not df.empty else [],
         slo_capacity=_records(slo_capacity(df).reset_index()) if not df.empty else [],
-        verdict=verdict(df, fair, campaign.protocol.slo))
+        verdict=verdict(df, fair, campaign.protocol.slo), ranking_rule=RANKING_RULE)
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

@@ -166,6 +166,10 @@ class PointSummary(Open):
     bodies_sha256: str | None = Field(None, description="sha256 of the exact bodies sent (requests_sent.jsonl.gz)")
     prompts_sha256: str | None = Field(None, description="sha256 of the prompts alone, the engine's dialect left out")
     decoding_sent: list[dict[str, Any]] = Field(default_factory=list)
+    phases_sent: dict[str, int] = Field(default_factory=dict, description="requests sent per phase: the executed "
+                                        "warm-up, measurement window and cool-down")
+    output_tokens_server_mean: Number | None = Field(None, description="realized output length of the measured "
+                                                     "replies, by the server's usage counts")
     discarded: bool = False
 
 

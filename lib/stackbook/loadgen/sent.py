@@ -148,7 +148,10 @@ def point_digests(sent: list[SentRequest]) -> dict[str, dict]:
     for point, items in by_point.items():
         items = sorted(items, key=lambda s: (s.request_index, s.turn))
         decodings = {json.dumps(decoding_sent(s.body), sort_keys=True) for s in items}
-        out[point] = {"requests_sent": len(items),
+        phases: dict[str, int] = {}
+        for x in items:
+            phases[x.phase] = phases.get(x.phase, 0) + 1
+        out[point] = {"requests_sent": len(items), "phases_sent": phases,
                       "decoding_sent": [json.loads(d) for d in sorted(decodings)],
                       "bodies_sha256": _digest(s.body for s in items),
                       "prompts_sha256": _digest(prompt_of(s.body) for s in items)}

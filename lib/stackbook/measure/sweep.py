@@ -162,6 +162,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s["client_cpu_fraction"] = client_cpu.get(name)
             s.update(server_side.get(name, {}))
             s.update(sent.get(name, {}))
+            s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
             points[name] = s
     out = summarize_sweep(points, telemetry, peak, protocol)
     method = session.adapter.length_control
@@ -172,6 +173,14 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     out["prefix_cache"] = {"state": protocol.prefix_cache,
                            "points": {name: x["prefix_cache"] for name, x in server_side.items()}}
     return out
+
+
+def realized_output_tokens(records) -> float | None:
+    """Mean output length of the measured, completed replies by the server's own usage counts
+    (None where the server reports none): what the engine really generated, for fairness."""
+    counts = [r.output_tokens_server for r in records
+              if r.phase == "measure" and r.ok and r.output_tokens_server is not None]
+    return sum(counts) / len(counts) if counts else None
 
 
 def latest_attempts(records) -> dict[str, tuple[int, int]]:

@@ -98,8 +98,9 @@ def test_write_analysis_beside_the_notebook(tmp_path):
     result = analysis.write_analysis(run)
     on_disk = json.loads((run / "analysis.json").read_text())
     assert on_disk["campaign"] == "quickstart"
-    assert on_disk["arms"] == {"llama-cpp": {"engine": "llama_cpp", "label": "accepted", "comparable": True, "differs": []},
-                               "vllm-cpu": {"engine": "vllm_cpu", "label": "accepted", "comparable": True, "differs": []}}
+    assert {n: {k: a[k] for k in ("engine", "label", "comparable", "differs")} for n, a in on_disk["arms"].items()} == {
+        "llama-cpp": {"engine": "llama_cpp", "label": "accepted", "comparable": True, "differs": []},
+        "vllm-cpu": {"engine": "vllm_cpu", "label": "accepted", "comparable": True, "differs": []}}
     assert {(p["arm"], p["load"]) for p in on_disk["points"]} == {(a, c) for a in ("llama-cpp", "vllm-cpu")
                                                                   for c in (1, 2, 4, 8)}
     assert on_disk["verdict"] == result.verdict and on_disk["verdict"][0].startswith("At concurrency 1: ")
@@ -121,6 +122,7 @@ def test_the_analysis_labels_an_arm_whose_engine_died(tmp_path):
 def test_a_sizing_only_run_is_not_measured(tmp_path):
     result = analysis.write_analysis(copy_run(tmp_path, "seed-qwen3.8-27b"))
     assert {a.label for a in result.arms.values()} == {"not measured"}
+    assert all(a.comparable and not a.differs for a in result.arms.values())  # the reference arm too
     assert result.verdict == ["No arm produced measurements."] and result.points == []
 
 
@@ -168,3 +170,38 @@ def test_the_pareto_figure_crosses_out_the_discarded_point():
     fig = plots.pareto(analysis.comparison_frame(workloads_reference_arms()))
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any(t.startswith("not ranked: discarded (on_invalid_load") for t in legend)
+
+
+def test_the_verdict_does_not_compare_a_load_where_one_arm_is_left():
+    lines = analysis.verdict(analysis.comparison_frame(workloads_reference_arms()), pd.DataFrame(), Slo())
+    assert lines[0] == "Discarded by preregistered rules (kept on disk, not ranked): vllm-cpu rate2-r0."
+    assert lines[-1] == ("At offered rate 2: only llama-cpp has a ranked point; not compared: vllm-cpu rate2-r0 "
+                         "discarded (on_invalid_load: schedule_lag_ms_p99=21.952).")
+    assert lines[2].startswith("At offered rate 1: highest output throughput llama-cpp (31.2 tok/s); lowest p99 "
+                               "E2E vllm-cpu (2660 ms)")
+
+
+def test_analysis_json_names_each_arms_ranked_and_left_out_points(tmp_path, monkeypatch):
+    import json
+    import yaml
+    from stackbook.evidence.files import write_json_atomic
+    from stackbook.evidence.rundir import RunDir
+    run = RunDir(tmp_path / "workloads" / "r").create()
+    c = parse_campaign({**BASE, "arms": [{"name": "llama-cpp", "engine": {"kind": "llama_cpp"}},
+                                         {"name": "vllm-cpu", "engine": {"kind": "vllm_cpu"}}]})
+    run.campaign_resolved.write_text(yaml.safe_dump(c.model_dump(mode="json")))
+    for name, a in workloads_reference_arms().items():
+        write_json_atomic(run.arm(name).create().results, a["results"])
+    analysis.write_analysis(run)
+    out = json.loads(run.analysis.read_text())
+    assert out["arms"]["vllm-cpu"]["points_ranked"] == ["rate0.5-r0", "rate1-r0"]
+    assert out["arms"]["vllm-cpu"]["points_left_out"] == {
+        "rate2-r0": "discarded (on_invalid_load: schedule_lag_ms_p99=21.952)"}
+    assert ("vllm-cpu", 2) not in {(p["arm"], p["load"]) for p in out["pareto_frontier"]}
+    assert {r["arm"]: r["max load inside the SLO"] for r in out["slo_capacity"]} == {"llama-cpp": None, "vllm-cpu": 1}
+    assert out["discards"] == [{"arm": "vllm-cpu", "point": "rate2-r0", "rule": "on_invalid_load",
+                                "detail": "schedule_lag_ms_p99=21.952"}]
+    assert [p["status"] for p in out["points"] if p["arm"] == "vllm-cpu"] == [
+        "ranked", "ranked", "discarded (on_invalid_load: schedule_lag_ms_p99=21.952)"]
+    assert out["ranking_rule"].startswith("Only points of accepted, comparable arms")
+    assert {f["arm"]: f["comparable"] for f in out["fairness"]} == {"llama-cpp": True, "vllm-cpu": True}

@@ -1,0 +1,198 @@
+"""The fairness check, built from what each arm actually did, not from the protocol it shared.
+
+Per arm it reads: the weights the engine loaded (engine.json's model identity), the KV precision
+the engine reported (configured where it logs none), the decoding fields the request bodies
+carried, the digest of the prompts sent per point, the realized output lengths (server usage
+counts), the realized arrival (achieved rate, or mean requests in flight), and the executed
+warm-up, window and cool-down. A field no arm observed, or that one arm did not observe, is
+"not observed", never a difference; a field the campaign declares as its variable under test
+may differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pandas as pd
+
+from stackbook.measure.validity import CONCURRENCY_TOLERANCE, RATE_TOLERANCE
+
+NOT_OBSERVED = "not observed"
+# Realized output lengths agree within 2% per point: an engine's length control may be off by a
+# token on a long reply; anything more is a different workload.
+LENGTH_TOLERANCE = 0.02
+
+
+def _equal(a, b) -> bool:
+    return a == b
+
+
+def _within(tolerance: float) -> Callable[[Any, Any], bool]:
+    """Per point (on the points both arms ran), values within a relative tolerance."""
+    def same(a: dict, b: dict) -> bool:
+        for point in set(a) & set(b):
+            x, y = a[point], b[point]
+            if x is None or y is None:
+                continue
+            if abs(x - y) > tolerance * max(abs(x), abs(y)):
+                return False
+        return True
+    return same
+
+
+def _same_points_within(tolerance: float) -> Callable[[Any, Any], bool]:
+    """The same points, each within a relative tolerance (the realized load)."""
+    inner = _within(tolerance)
+    return lambda a, b: set(a) == set(b) and inner(a, b)
+
+
+def _equal_on_common_points(a: dict, b: dict) -> bool:
+    return all(a[p] == b[p] for p in set(a) & set(b))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of the fairness table: where its value comes from, how two are compared, and
+    which declared variables under test (protocol paths) may make it differ."""
+    name: str
+    observe: Callable[[dict, Any], Any]  # (arm data, the arm's protocol) -> value, or None
+    same: Callable[[Any, Any], bool]
+    declared_by: tuple[str, ...]
+
+
+def _points(a: dict) -> dict:
+    return ((a.get("results") or {}).get("sweep") or {}).get("points") or {}
+
+
+def _per_point(a: dict, key: str) -> dict | None:
+    vals = {p: s.get(key) for p, s in _points(a).items() if s.get(key) not in (None, [], {})}
+    return vals or None
+
+
+def weights(a: dict, protocol) -> dict | None:
+    """The digests of the weights the engine was given (both formats of the same checkpoint are
+    recorded, since engines load different ones), and the checkpoint they derive from."""
+    model = (a.get("engine") or {}).get("model") or {}
+    out = {k: model.get(k) for k in ("hf_weights_sha256", "gguf_sha256") if model.get(k)}
+    source = (model.get("source_artifact") or {}).get("sha256")
+    if source:
+        out["source_sha256"] = source
+    return out or None
+
+
+def precision(a: dict, protocol) -> dict | None:
+    """Weights and state precision as configured; the KV precision the engine reported where its
+    log states it, else as configured."""
+    engine = a.get("engine") or {}
+    if not engine:
+        return None
+    realized = engine.get("realized_capacity") or {}
+    p = protocol.precision
+    return {"weights": p.weights, "kv_cache": realized.get("kv_type") or p.kv_cache, "state": p.state}
+
+
+def kv_precision_source(a: dict, protocol) -> str | None:
+    engine = a.get("engine") or {}
+    if not engine:
+        return None
+    return "engine log" if (engine.get("realized_capacity") or {}).get("kv_type") else "configured"
+
+
+def decoding(a: dict, protocol) -> list | None:
+    """The distinct sampling settings the bodies carried, over every point."""
+    seen = {json.dumps(d, sort_keys=True) for s in _points(a).values() for d in s.get("decoding_sent") or []}
+    return [json.loads(d) for d in sorted(seen)] or None
+
+
+def prompts(a: dict, protocol) -> dict | None:
+    return _per_point(a, "prompts_sha256")
+
+
+def output_lengths(a: dict, protocol) -> dict | None:
+    return _per_point(a, "output_tokens_server_mean")
+
+
+def arrival(a: dict, protocol) -> dict | None:
+    """Per point, the load delivered: achieved send rate (open loop) or mean in flight (closed)."""
+    out = {}
+    for p, s in _points(a).items():
+        v = s.get("achieved_rate_rps") if s.get("rate") else s.get("in_flight_mean")
+        if v is not None:
+            out[p] = v
+    return out or None
+
+
+def window(a: dict, protocol) -> dict | None:
+    """Per point, requests sent as warm-up, measured and cool-down."""
+    return _per_point(a, "phases_sent")
+
+
+def prefix_cache(a: dict, protocol) -> str | None:
+    return protocol.prefix_cache
+
+
+def chat_template(a: dict, protocol) -> str | None:
+    return ((a.get("engine") or {}).get("identity") or {}).get("chat_template_sha256")
+
+
+RATE_OR_INFLIGHT = max(RATE_TOLERANCE, CONCURRENCY_TOLERANCE)
+
+FIELDS = (
+    Field("model", weights, _equal, ("model",)),
+    Field("precision", precision, _equal, ("precision",)),
+    Field("decoding", decoding, _equal, ("decoding",)),
+    Field("prompts", prompts, _equal_on_common_points, ("workload", "seeds")),
+    Field("output_lengths", output_lengths, _within(LENGTH_TOLERANCE), ("workload",)),
+    Field("arrival", arrival, _same_points_within(RATE_OR_INFLIGHT), ("arrival",)),
+    Field("window", window, _equal_on_common_points, ("requests_per_point", "warmup_requests", "arrival")),
+    Field("prefix_cache", prefix_cache, _equal, ("prefix_cache",)),
+    Field("chat_template", chat_template, _equal, ("model", "chat_template")),
+)
+
+
+def declared_fields(declared: list[str]) -> set[str]:
+    """The fairness columns the campaign's variables under test may make differ."""
+    out = set()
+    for v in declared:
+        head = v.split(".")[0]
+        out |= {f.name for f in FIELDS if head in f.declared_by or v == f.name}
+    return out
+
+
+def _short(field: str, value) -> str:
+    """A cell as a reader sees it: the prompt digests per point shortened to one digest of them all."""
+    if value is None:
+        return NOT_OBSERVED
+    if field == "prompts":
+        joined = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+        return f"{len(value)} point(s), sha256 {joined[:16]}"
+    if isinstance(value, dict) and all(isinstance(v, float) for v in value.values()):
+        value = {k: round(v, 3) for k, v in value.items()}
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def fairness_table(campaign, arms: dict) -> pd.DataFrame:
+    """One row per arm, one column per thing that must be identical, as observed; then the fields
+    that differ from the reference (the first arm that observed each) and whether the arm is
+    comparable. The first arm names the column, as the arm others are read against."""
+    if not arms:
+        return pd.DataFrame()
+    observed: dict[str, dict[str, Any]] = {}
+    for name, a in arms.items():
+        protocol = campaign.protocol_for(a["arm"])
+        observed[name] = {f.name: f.observe(a, protocol) for f in FIELDS}
+        observed[name]["kv_precision_from"] = kv_precision_source(a, protocol)
+    allowed = declared_fields(list(campaign.variables_under_test))
+    reference = {f.name: next((o[f.name] for o in observed.values() if o[f.name] is not None), None) for f in FIELDS}
+    rows = []
+    for name, o in observed.items():
+        differing = [f.name for f in FIELDS if f.name not in allowed and o[f.name] is not None
+                     and reference[f.name] is not None and not f.same(o[f.name], reference[f.name])]
+        rows.append({"arm": name, **{k: _short(k, v) for k, v in o.items()}, "differs": ", ".join(differing)})
+    df = pd.DataFrame(rows).set_index("arm")
+    first = df.index[0]
+    df = df.rename(columns={"differs": f"differs_from_{first}"})
+    df["comparable"] = [not d for d in df[f"differs_from_{first}"]]
+    return df

@@ -1,0 +1,118 @@
+"""The fairness check from what each arm did: each of the six things, changed alone on one arm,
+makes it not comparable and is named; identical arms are comparable; a declared variable is
+allowed; nothing observed on either side is not a difference."""
+import copy
+
+import pytest
+from stackbook.analysis.fairness import NOT_OBSERVED, fairness_table
+from stackbook.config.loading import parse_campaign
+
+CAMPAIGN = {
+    "name": "t",
+    "protocol": {"workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16},
+                 "arrival": {"kind": "closed_loop", "concurrency": [1, 2]}},
+    "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}, {"name": "b", "engine": {"kind": "vllm_cpu"}}],
+}
+DIGEST = "7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b"
+
+
+def observed() -> dict:
+    """One arm's engine.json and results as a run writes them."""
+    return {
+        "engine": {"model": {"name": "m", "hf_weights_sha256": DIGEST, "gguf_sha256": "5d8a" * 16,
+                             "source_artifact": {"sha256": "b179" * 16}},
+                   "identity": {"chat_template_sha256": "872b" * 16},
+                   "realized_capacity": {"kv_type": "bf16", "kv_tokens": 8192}},
+        "results": {"sweep": {"points": {
+            f"c{c}-r0": {"requests": 12, "completed": 12, "concurrency": c, "in_flight_mean": c * 0.97,
+                         "prompts_sha256": f"{c}" * 64, "bodies_sha256": f"{c + 1}" * 64,
+                         "decoding_sent": [{"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+                                            "repetition_penalty": 1.0}],
+                         "output_tokens_server_mean": 16.0,
+                         "phases_sent": {"warmup": 2, "measure": 12, "cooldown": c - 1}}
+            for c in (1, 2)}}}}
+
+
+def arms_of(campaign, a: dict, b: dict) -> dict:
+    return {arm.name: {"arm": arm, **data} for arm, data in zip(campaign.arms, (a, b))}
+
+
+def point(arm: dict, name: str = "c2-r0") -> dict:
+    return arm["results"]["sweep"]["points"][name]
+
+
+CHANGES = {
+    "model": lambda b: b["engine"]["model"].update(hf_weights_sha256="0" * 64),
+    "precision": lambda b: b["engine"]["realized_capacity"].update(kv_type="q8_0"),
+    "decoding": lambda b: point(b)["decoding_sent"][0].update(temperature=0.7),
+    "prompts": lambda b: point(b).update(prompts_sha256="f" * 64),
+    "output_lengths": lambda b: point(b).update(output_tokens_server_mean=12.0),
+    "arrival": lambda b: point(b).update(in_flight_mean=1.4),
+    "window": lambda b: point(b).update(phases_sent={"warmup": 0, "measure": 12, "cooldown": 1}),
+}
+
+
+def test_identical_arms_are_comparable():
+    c = parse_campaign(CAMPAIGN)
+    f = fairness_table(c, arms_of(c, observed(), observed()))
+    assert f["comparable"].all() and list(f["differs_from_a"]) == ["", ""]
+    assert f.loc["b", "precision"] == '{"kv_cache": "bf16", "state": "none", "weights": "bf16"}'
+    assert f.loc["b", "kv_precision_from"] == "engine log"
+    assert f.loc["b", "prompts"].startswith("2 point(s), sha256 ")
+
+
+@pytest.mark.parametrize("field", sorted(CHANGES))
+def test_one_difference_makes_the_arm_not_comparable_and_is_named(field):
+    c = parse_campaign(CAMPAIGN)
+    b = observed()
+    CHANGES[field](b)
+    f = fairness_table(c, arms_of(c, observed(), b))
+    assert list(f["comparable"]) == [True, False]
+    assert f.loc["b", "differs_from_a"] == field
+
+
+@pytest.mark.parametrize("field, declared", [("decoding", "decoding.temperature"), ("precision", "precision.kv_cache"),
+                                             ("arrival", "arrival"), ("output_lengths", "workload.output_tokens")])
+def test_a_declared_variable_is_allowed(field, declared):
+    c = parse_campaign({**CAMPAIGN, "variables_under_test": [declared]})
+    b = observed()
+    CHANGES[field](b)
+    f = fairness_table(c, arms_of(c, observed(), b))
+    assert f["comparable"].all()
+
+
+def test_realized_load_and_lengths_within_their_tolerance_are_the_same():
+    c = parse_campaign(CAMPAIGN)
+    b = observed()
+    point(b).update(in_flight_mean=2 * 0.97 * 1.05, output_tokens_server_mean=16.2)
+    assert fairness_table(c, arms_of(c, observed(), b))["comparable"].all()
+
+
+def test_a_different_set_of_points_is_a_different_arrival():
+    c = parse_campaign(CAMPAIGN)
+    b = observed()
+    b["results"]["sweep"]["points"]["c4-r0"] = copy.deepcopy(point(b)) | {"in_flight_mean": 3.9}
+    assert fairness_table(c, arms_of(c, observed(), b)).loc["b", "differs_from_a"] == "arrival"
+
+
+def test_kv_precision_falls_back_to_the_configured_one_where_the_engine_logs_none():
+    c = parse_campaign(CAMPAIGN)
+    b = observed()
+    del b["engine"]["realized_capacity"]["kv_type"]
+    f = fairness_table(c, arms_of(c, observed(), b))
+    assert f["comparable"].all() and f.loc["b", "kv_precision_from"] == "configured"
+
+
+def test_nothing_observed_on_both_sides_is_not_a_difference():
+    """The seed campaign: sizing-only arms, no engine ran; the reference arm is comparable to itself."""
+    c = parse_campaign({**CAMPAIGN, "arms": CAMPAIGN["arms"] + [{"name": "c", "engine": {"kind": "vllm_cpu"}}]})
+    arms = {arm.name: {"arm": arm, "engine": {}, "results": {"sizing": {"note": "x"}}} for arm in c.arms}
+    f = fairness_table(c, arms)
+    assert f["comparable"].all() and list(f["differs_from_a"]) == ["", "", ""]
+    assert f.loc["a", "model"] == NOT_OBSERVED and f.loc["a", "decoding"] == NOT_OBSERVED
+
+
+def test_an_arm_that_observed_nothing_is_not_made_different_by_it():
+    c = parse_campaign(CAMPAIGN)
+    f = fairness_table(c, arms_of(c, {"engine": {}, "results": {}}, observed()))
+    assert f["comparable"].all()
