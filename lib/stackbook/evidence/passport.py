@@ -56,6 +56,7 @@ class ProtocolPart(Open):
     context_length: int
     slo: dict[str, Any]
     overrides: dict[str, Any]
+    prompts_sent: Union[dict[str, Any], Unknown, None] = None  # per point: the digests of requests_sent.jsonl.gz
 
 
 class Capacity(Open):
@@ -120,6 +121,17 @@ def harness_revision() -> str:
         return f"stackbook {__version__}"
 
 
+def prompts_sent(sweep: dict | None, arm_dir: ArmDir) -> dict:
+    """Where the exact bodies are kept, and per point their digests: the prompts alone (equal
+    across engines sent the same prompts) and the bodies as sent (what a replay re-sends)."""
+    points = {name: {k: s[k] for k in ("requests_sent", "prompts_sha256", "bodies_sha256") if s.get(k)}
+              for name, s in ((sweep or {}).get("points") or {}).items() if s.get("bodies_sha256")}
+    if not points:
+        return unknown("no request bodies were recorded (the load sweep did not run, or the run predates "
+                       "requests_sent.jsonl.gz)")
+    return {"file": arm_dir.requests_sent.name, "points": points}
+
+
 def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) -> Passport:
     """The passport from the arm's records; engine_died: the engine exited before the arm finished."""
     engine = read_json(arm_dir.engine_json, {}) or {}
@@ -159,6 +171,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "slo": protocol.slo.model_dump(),
         "overrides": arm.protocol_overrides,
     }
+    proto["prompts_sent"] = prompts_sent(sweep, arm_dir)
     capacity = {
         "configured": engine.get("configured_capacity") or unknown("the engine was not started"),
         "realized": engine.get("realized_capacity") or unknown("the engine did not report it"),
