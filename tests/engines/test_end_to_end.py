@@ -219,3 +219,45 @@ arms:
     finally:
         import shutil
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_the_bodies_sent_are_kept_and_both_arms_were_sent_the_same_prompts(run):
+    from stackbook.analysis.comparison import analyse_run
+    from stackbook.loadgen.sent import read_sent
+    pts = {a: json.loads(run.arm(a).results.read_text())["sweep"]["points"] for a in ("llama", "vllm")}
+    for a, points in pts.items():
+        sent = read_sent(run.arm(a).requests_sent)
+        for name, p in points.items():
+            # warm-up, measured and cool-down, each body as it went out
+            assert p["requests_sent"] == p["requests"] + 1 + (p["concurrency"] - 1)
+            assert p["phases_sent"] == {"warmup": 1, "measure": 4, "cooldown": p["concurrency"] - 1}
+            assert len([s for s in sent if s.point == name]) == p["requests_sent"]
+            assert p["output_tokens_server_mean"] == 12
+    for name in pts["llama"]:
+        assert pts["llama"][name]["prompts_sha256"] == pts["vllm"][name]["prompts_sha256"]
+        assert pts["llama"][name]["bodies_sha256"] != pts["vllm"][name]["bodies_sha256"]  # each engine's dialect
+        assert pts["llama"][name]["decoding_sent"] == pts["vllm"][name]["decoding_sent"]
+    result = analyse_run(run)
+    assert {n: (a.comparable, a.differs) for n, a in result.arms.items()} == {"llama": (True, []), "vllm": (True, [])}
+    row = result.fairness[1]
+    assert "not observed" not in (row["model"], row["decoding"], row["prompts"], row["output_lengths"],
+                                  row["arrival"], row["window"])
+
+
+def test_replay_starts_the_arms_engine_and_resends_the_same_bodies(run):
+    import shutil
+    import subprocess
+    import sys
+    replay = run.path.parent / f"replay-{run.name}"
+    try:
+        r = subprocess.run([sys.executable, "-m", "stackbook.cli", "replay", str(run), "--arm", "llama",
+                            "--point", "c1-r0", "--run-id", replay.name], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "c1-r0: 5 requests, 0 errors, bodies identical" in r.stdout
+        out = json.loads((replay / "replay.json").read_text())
+        assert out["points"]["c1-r0"]["identical_bodies"]
+        recs = read_records(replay / "arms" / "llama" / "requests.jsonl")
+        assert len(recs) == 5 and all(x.ok and x.output_tokens_server == 12 for x in recs)
+        assert (replay / "arms" / "llama" / "engine.json").exists()  # the engine it started, recorded
+    finally:
+        shutil.rmtree(replay, ignore_errors=True)

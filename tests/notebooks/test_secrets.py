@@ -1,5 +1,6 @@
 """A managed-endpoint arm with an API key: the key is read from the environment, used, and
 found in no file of the run (a planted key, searched for byte by byte)."""
+import gzip
 import json
 import os
 import subprocess
@@ -49,8 +50,10 @@ arms:
         assert recs and all(x["status"] == 200 for x in recs)       # the key was used: no 401
         files = run_dir.files()
         assert len(files) >= 10
+        assert run_dir.arm("managed").requests_sent in files  # the bodies are kept, compressed: search them too
         for p in files:
-            assert KEY.encode() not in p.read_bytes(), p
+            data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+            assert KEY.encode() not in data, p
         resolved = run_dir.campaign_resolved.read_text()
         assert "api_key_env: PLANTED_KEY" in resolved
         passport = json.loads(run_dir.arm("managed").passport_json.read_text())
