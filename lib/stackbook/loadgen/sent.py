@@ -21,9 +21,9 @@ from stackbook.config.protocol import Decoding
 
 # Fields of a body that carry the engine's own dialect (its name for the model, how it forces a
 # length, how it streams), not the prompt: left out of the prompt digest so that two engines
-# sent the same prompts compare equal.
-NOT_PROMPT = ("model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "min_tokens",
-              "ignore_eos", "logit_bias", "n_predict")
+# sent the same prompts compare equal. The requested length, max_tokens, every engine takes
+# alike: it stays in.
+NOT_PROMPT = ("model", "stream", "stream_options", "min_tokens", "ignore_eos", "logit_bias")
 
 
 # The sampling knobs a body may carry, under the protocol's names, and the other names engines'

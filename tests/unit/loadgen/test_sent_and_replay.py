@@ -86,6 +86,8 @@ def test_prompt_digests_ignore_the_engine_dialect_and_the_model_replies():
     assert a["decoding_sent"] == b["decoding_sent"] == [{"repetition_penalty": 1.0, "temperature": 0}]
     other = [SentRequest(**sent(0, {**llama[0].body, "messages": [{"role": "user", "content": "z"}]}))]
     assert point_digests(other)["p"]["prompts_sha256"] != a["prompts_sha256"]
+    longer = [SentRequest(**sent(0, {**llama[0].body, "max_tokens": 9}))]  # a different requested length
+    assert point_digests(longer)["p"]["prompts_sha256"] != a["prompts_sha256"]
 
 
 @pytest.mark.parametrize("body", [
