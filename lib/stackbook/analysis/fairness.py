@@ -66,8 +66,11 @@ def _points(a: dict) -> dict:
     return ((a.get("results") or {}).get("sweep") or {}).get("points") or {}
 
 
-def _per_point(a: dict, key: str) -> dict | None:
-    vals = {p: s.get(key) for p, s in _points(a).items() if s.get(key) not in (None, [], {})}
+def _per_point(a: dict, key: str, ranked_only: bool = False) -> dict | None:
+    """Per point, one observed value. With ranked_only, points a preregistered rule discarded are
+    left out: they never rank, so what the engine did there cannot make the arm unfair."""
+    vals = {p: s.get(key) for p, s in _points(a).items()
+            if s.get(key) not in (None, [], {}) and not (ranked_only and s.get("discarded"))}
     return vals or None
 
 
@@ -111,17 +114,21 @@ def prompts(a: dict, protocol) -> dict | None:
 
 
 def output_lengths(a: dict, protocol) -> dict | None:
-    return _per_point(a, "output_tokens_server_mean")
+    return _per_point(a, "output_tokens_server_mean", ranked_only=True)
 
 
 def arrival(a: dict, protocol) -> dict | None:
-    """Per point, the load delivered: achieved send rate (open loop) or mean in flight (closed)."""
+    """Per point, the load delivered: achieved send rate (open loop) or mean in flight (closed);
+    a discarded point's load (often the very reason it was discarded) is not compared."""
     out = {}
     for p, s in _points(a).items():
+        if s.get("discarded"):
+            out[p] = None  # the point was run (its name counts), its load is not compared
+            continue
         v = s.get("achieved_rate_rps") if s.get("rate") else s.get("in_flight_mean")
         if v is not None:
             out[p] = v
-    return out or None
+    return out if any(v is not None for v in out.values()) else None
 
 
 def window(a: dict, protocol) -> dict | None:

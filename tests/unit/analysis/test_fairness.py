@@ -116,3 +116,14 @@ def test_an_arm_that_observed_nothing_is_not_made_different_by_it():
     c = parse_campaign(CAMPAIGN)
     f = fairness_table(c, arms_of(c, {"engine": {}, "results": {}}, observed()))
     assert f["comparable"].all()
+
+
+def test_the_load_of_a_discarded_point_does_not_make_the_arm_unfair():
+    """A closed-loop point the load rule discarded on one arm (in flight 1.4 of 2) stays out of the
+    ranking; the arm's other points still compare."""
+    c = parse_campaign(CAMPAIGN)
+    b = observed()
+    CHANGES["arrival"](b)
+    CHANGES["output_lengths"](b)
+    point(b)["discarded"] = True
+    assert fairness_table(c, arms_of(c, observed(), b))["comparable"].all()
