@@ -43,7 +43,10 @@ display(Markdown(analysis.campaign_summary(campaign, arms)))
 # %% [markdown]
 # ## Fairness
 #
-# Each column must read the same for every arm (values shown as recorded; long ones as JSON).
+# Each column must read the same for every arm. The values are what each arm did (weights digests,
+# the KV precision the engine logged, the decoding fields and prompts' digest from the bodies sent,
+# realized output lengths and load, warm-up and window as sent), not the protocol they shared; a
+# field not observed is not a difference.
 
 # %%
 fair = analysis.fairness_table(campaign, arms)

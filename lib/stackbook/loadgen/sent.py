@@ -63,6 +63,7 @@ class SentWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _repair(self.path)
         self._f = gzip.open(self.path, "ab")
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._drain, name="sent-writer", daemon=True)
@@ -95,6 +96,25 @@ class SentWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _repair(path: Path) -> None:
+    """A file cut by a crash (no gzip trailer) is rewritten with what can be read, so that the
+    bodies a resumed run appends after it stay readable."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with gzip.open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+        return
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        pass
+    kept = read_sent(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wb") as f:
+        f.write("".join(x.model_dump_json() + "\n" for x in kept).encode())
+    os.replace(tmp, path)
 
 
 def read_sent(path: str | os.PathLike, latest_attempt: bool = False) -> list[SentRequest]:

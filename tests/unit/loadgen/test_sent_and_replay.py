@@ -69,6 +69,11 @@ def test_a_crash_cut_tail_is_dropped_and_the_rest_read(tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[:-8])  # the gzip trailer lost, as after a kill
     assert [s.request_index for s in read_sent(path)] == [0, 1, 2]
+    with SentWriter(path) as w:  # a resumed run appends after the cut
+        w.write({"point": "p", "attempt": 1, "phase": "measure", "request_index": 0, "scheduled_s": 0, "sent_s": 0,
+                 "body": {"messages": []}})
+    assert [(s.attempt, s.request_index) for s in read_sent(path)] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    assert [s.attempt for s in read_sent(path, latest_attempt=True)] == [1]
 
 
 def test_prompt_digests_ignore_the_engine_dialect_and_the_model_replies():
