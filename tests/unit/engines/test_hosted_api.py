@@ -403,3 +403,50 @@ def test_a_proxy_set_for_the_target_host_is_refused_by_name(monkeypatch):
     StreamClient("http://127.0.0.1:9/v1")  # loopback is never proxied
     monkeypatch.setenv("NO_PROXY", "example.com")
     StreamClient("https://api.example.com/v1")  # excluded by NO_PROXY: connects directly
+
+
+# -- a hosted model end to end: source: remote, canaries against the local stand-in ---------------
+
+def test_a_remote_model_runs_its_canaries_against_the_endpoint(serve, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from stackbook.measure.sweep import tokenizer_for
+    from stackbook.steps.canaries import arm_canaries
+    from stackbook.steps.session import open_arm
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "hi": 1}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    api = serve(prefix="/v1beta/openai")
+    campaign = tmp_path / "hosted.yaml"
+    campaign.write_text(f"""
+name: hosted-test
+model: {{name: hosted, source: remote, served_name: hosted-model-2026, tokenizer_path: {tmp_path / 'tok'}}}
+protocol:
+  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 8}}
+  arrival: {{kind: closed_loop, concurrency: [1]}}
+  context_length: 512
+  stages: [canaries]
+arms:
+  - name: hosted
+    engine: {{kind: openai_endpoint, base_url: "{api.root}/v1beta/openai", startup_timeout_s: 20}}
+""")
+    session = open_arm(str(campaign), run_dir=str(tmp_path / "run"), start_engine=True)
+    try:
+        assert session.adapter.artifacts is None
+        assert not hasattr(tokenizer_for(session), "approximate") and type(tokenizer_for(session)).__name__ == "Tokenizer"
+        out, table = arm_canaries(session, progress=False)
+    finally:
+        session.close()
+    chats = api.chats()
+    assert len(out["results"]) == len(table) > 3
+    # Every canary request reached the API under the served name, in its dialect: none was refused.
+    assert chats and {c["body"]["model"] for c in chats} == {"hosted-model-2026"}
+    assert not [r for r in out["results"] if "Unrecognized request argument" in str(r.get("detail"))]
+    assert {c["path"] for c in chats} == {"/v1beta/openai/chat/completions"}
+    # Only the readiness probe tried the length fields (and was refused); no canary carries an extra.
+    readiness, *canaries = chats
+    assert readiness["body"]["ignore_eos"] is True and readiness["body"]["min_tokens"] == 24
+    for c in canaries:
+        assert not (EXTRAS & set(c["body"])), c["body"]
+    assert out["probe"]["decoding_fields"]["sent"] == ["seed", "temperature", "top_p"]
+    assert out["probe"]["output_length_honoured"] is False and out["probe"]["length_fields_sent"] == []
