@@ -198,15 +198,16 @@ class EngineAdapter:
         return {"chat_path": "/v1/chat/completions", "max_tokens_field": "max_tokens", "ca_bundle": None}
 
     models_path = "/v1/models"
+    # The protocol's decoding fields under this engine's own names, where they differ.
+    decoding_field_names: ClassVar[dict[str, str]] = {}
 
     def honoured_decoding_fields(self, decoding: dict) -> dict:
         """Which of the protocol's decoding settings this arm's requests carry, and why any are
         left out: the fairness check reads it, since an arm that cannot send top_k samples
         differently from one that does."""
-        sent = self.sampling_fields(decoding)
-        left_out = {k: self.decoding_field_left_out(k) for k in ("temperature", "top_p", "top_k", "min_p",
-                                                                  "repetition_penalty", "seed") if k not in sent}
-        return {"sent": sorted(sent), "not_sent": left_out}
+        body = self.sampling_fields(decoding)
+        sent = [k for k in decoding if self.decoding_field_names.get(k, k) in body]
+        return {"sent": sorted(sent), "not_sent": {k: self.decoding_field_left_out(k) for k in decoding if k not in sent}}
 
     def decoding_field_left_out(self, name: str) -> str:
         """Why this kind does not send a decoding field."""
