@@ -38,6 +38,7 @@ class Target:
     # The name the API gives the output-length bound (the hosted OpenAI API: max_completion_tokens).
     max_tokens_field: str = "max_tokens"
     ca_bundle: str | None = None  # PEM file of the CA that signed an https server's certificate
+    exact_lengths: bool = True  # False where the engine cannot force a length: replies may end early
 
     def stream_client(self) -> StreamClient:
         return StreamClient(self.base_url, ca_bundle=self.ca_bundle)
@@ -160,7 +161,7 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
     body = request_body(target, messages or prompt.messages, output_tokens=n_out, schema=prompt.schema)
     rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
                prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None else prompt.prompt_tokens_client,
-               output_tokens_requested=body.get(target.max_tokens_field, 0), length_controlled=prompt.schema is None,
+               output_tokens_requested=body.get(target.max_tokens_field, 0), length_controlled=prompt.schema is None and target.exact_lengths,
                prefix_group=prompt.group, turn=turn,
                conversation=prompt.index if prompt.follow_ups else None)
     payload = json.dumps(body).encode()

@@ -57,7 +57,8 @@ class ArmSession:
         d = self.protocol.decoding.resolved()
         return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
-                      self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route())
+                      self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
+                      exact_lengths=self.adapter.length_control is not None)
 
     def engine_alive(self) -> bool:
         """Whether the engine serving this arm still runs (started here, or by the runner)."""

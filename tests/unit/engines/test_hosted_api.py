@@ -434,6 +434,8 @@ arms:
     try:
         assert session.adapter.artifacts is None
         assert not hasattr(tokenizer_for(session), "approximate") and type(tokenizer_for(session)).__name__ == "Tokenizer"
+        t = session.target()
+        assert (t.base_url, t.chat_path, t.exact_lengths) == (api.root, "/v1beta/openai/chat/completions", False)
         out, table = arm_canaries(session, progress=False)
     finally:
         session.close()
@@ -450,3 +452,13 @@ arms:
         assert not (EXTRAS & set(c["body"])), c["body"]
     assert out["probe"]["decoding_fields"]["sent"] == ["seed", "temperature", "top_p"]
     assert out["probe"]["output_length_honoured"] is False and out["probe"]["length_fields_sent"] == []
+
+
+def test_requests_of_an_arm_without_length_control_are_not_counted_as_cut_short(serve):
+    api = serve()
+    a = adapter(api.root + "/v1", exact_length="never")
+    t = target_of(a)
+    t.exact_lengths = a.length_control is not None
+    rec = stream_one(t)
+    assert rec.output_tokens_server == 3 and rec.output_tokens_requested == 8
+    assert rec.length_controlled is False
