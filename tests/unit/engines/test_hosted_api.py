@@ -462,3 +462,18 @@ def test_requests_of_an_arm_without_length_control_are_not_counted_as_cut_short(
     rec = stream_one(t)
     assert rec.output_tokens_server == 3 and rec.output_tokens_requested == 8
     assert rec.length_controlled is False
+
+
+def test_the_hosted_campaign_validates_and_each_arm_speaks_its_providers_dialect(monkeypatch):
+    from stackbook.config.loading import load_campaign
+    from stackbook.engines import adapter_for
+    c = load_campaign("campaigns/hosted-api.yaml")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "az-x")
+    openai, azure = (adapter_for(c, arm) for arm in c.arms)
+    assert openai.headers() == {"Authorization": "Bearer sk-x"} and azure.headers() == {"api-key": "az-x"}
+    assert openai.request_route()["chat_path"] == "/v1/chat/completions"
+    assert openai.request_route()["max_tokens_field"] == "max_completion_tokens"
+    assert azure.request_route()["chat_path"] == ("/openai/deployments/gpt-4o-mini/chat/completions"
+                                                  "?api-version=2024-10-21")
+    assert openai.served_name == azure.served_name == "gpt-4o-mini" and openai.remote and azure.remote
