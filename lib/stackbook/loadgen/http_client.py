@@ -35,7 +35,7 @@ def refuse_proxy(base_url: str) -> None:
     every measured chunk), so a proxy set for this host in HTTPS_PROXY/HTTP_PROXY/ALL_PROXY and not
     excluded by NO_PROXY is refused, naming the fix, rather than silently bypassed."""
     u = urlsplit(base_url)
-    if u.hostname in ("localhost", "::1") or (u.hostname or "").startswith("127."):
+    if u.hostname in ("localhost", "::1", "0.0.0.0") or (u.hostname or "").startswith("127."):
         return  # loopback: no proxy can reach it
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(u.scheme) or proxies.get("all")
