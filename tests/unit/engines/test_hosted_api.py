@@ -3,6 +3,7 @@ the hosted ones do: it refuses fields it does not know (400 "Unrecognized reques
 answers only under its own base path, wants its own auth header, and may speak TLS with a
 self-signed certificate."""
 import json
+import socket
 import ssl
 import subprocess
 import threading
@@ -29,7 +30,7 @@ class HostedAPI:
     engine that honours ignore_eos/min_tokens (else replies stop after 3 tokens)."""
 
     def __init__(self, prefix="/v1", key=None, auth_header="authorization", auth_scheme="Bearer", strict=True,
-                 engine_fields=False, query=None, tls=None):
+                 engine_fields=False, query=None, tls=None, host="127.0.0.1"):
         self.prefix, self.key, self.strict, self.engine_fields = prefix, key, strict, engine_fields
         self.auth_header, self.auth_scheme, self.query = auth_header.lower(), auth_scheme, query
         self.requests: list[dict] = []
@@ -106,7 +107,10 @@ class HostedAPI:
                 data = b"data: [DONE]\n\n"
                 self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server_class = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6}) \
+            if ":" in host else ThreadingHTTPServer
+        self.host = host
+        self.server = server_class((host, 0), Handler)
         self.server.daemon_threads = True
         if tls:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -117,7 +121,8 @@ class HostedAPI:
 
     @property
     def root(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.server.server_address[1]}"
 
     def chats(self) -> list[dict]:
         return [r for r in self.requests if r["body"] is not None]
@@ -314,6 +319,18 @@ def test_spec_errors_name_the_field_and_the_fix(tmp_path):
         OpenAIEndpoint(kind="openai_endpoint", base_url="https://x.example/v1", ca_bundle=str(tmp_path / "none.pem"))
     with pytest.raises(ValidationError, match=r"extra_body may not set \['model'\]"):
         OpenAIEndpoint(kind="openai_endpoint", base_url="https://x.example/v1", extra_body={"model": "x"})
+
+
+def test_an_ipv6_literal_host_is_reached_with_a_bracketed_host_header(serve):
+    api = serve(host="::1")
+    a = adapter(api.root + "/v1", exact_length="never")
+    assert a.base_url == api.root and api.root.startswith("http://[::1]:")
+    a.start()
+    a.wait_ready()
+    rec = stream_one(target_of(a))
+    assert rec.status == 200 and rec.error_class == "none", rec.error
+    assert "error" not in chat_once(target_of(a), [{"role": "user", "content": "hi"}])
+    assert {r["headers"]["host"] for r in api.requests} == {f"[::1]:{api.server.server_address[1]}"}
 
 
 def test_ipv6_literal_hosts_are_bracketed():
