@@ -190,6 +190,10 @@ arms:
         server.stop()
     nb = nbformat.read(out, as_version=4)
     outputs_text(nb)  # raises on any cell error
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 5  # TTFT and E2E against load, throughput, the TTFT CDF, the lengths
+    assert sorted(p.name for p in (tmp_path / "run" / "arms" / "cal" / "figures").iterdir()) == [
+        "e2e_ms_vs_load.png", "lengths.png", "throughput_vs_concurrency.png", "ttft_cdf.png", "ttft_ms_vs_load.png"]
     stats = next(c for c in nb.cells if "request_stats_by_load" in c.source).outputs[0].data["text/plain"]
     header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
     assert header == ["load", "level", "rate5", "rate20"]
