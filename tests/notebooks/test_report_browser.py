@@ -1,0 +1,76 @@
+"""The report as a reader sees it: rendered by headless Chromium (the system's package, installed
+by `make setup` when missing), its figures must be drawn (decoded, non-zero size) and its links to
+the arm notebooks and raw files must lead to files that exist."""
+import shutil
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+from stackbook.browser import INSTALL_HINT, Chromium, find_chromium, inspect_page
+from stackbook.evidence.rundir import RunDir
+from stackbook.notebook_sources import load_notebook
+from stackbook.runner import write_report
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}")
+
+AVX2_RUN = Path("outputs/quickstart/avx2-host")
+ARMS = ("llama-cpp", "vllm-cpu")
+
+
+@pytest.fixture(scope="module")
+def fresh_report(tmp_path_factory) -> RunDir:
+    """The analysis executed anew over a copy of a committed run's evidence, and its report."""
+    run = RunDir(tmp_path_factory.mktemp("report") / "run")
+    shutil.copytree(AVX2_RUN, run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb"))
+    pm.execute_notebook(load_notebook("40_analysis"), str(run.analysis_notebook), kernel_name="python3",
+                        progress_bar=False, parameters={"run_dir": str(run)})
+    write_report(run.analysis_notebook, run.report)
+    return run
+
+
+def test_every_figure_is_drawn_in_the_report(fresh_report):
+    page = inspect_page(fresh_report.report)
+    saved = sorted(p.name for p in fresh_report.figures.glob("*.png"))
+    assert saved == ["e2e_ms_vs_load.png", "pareto.png", "queueing_fit.png", "sizing.png",
+                     "throughput_vs_concurrency.png", "ttft_cdf.png", "ttft_ms_vs_load.png"]
+    assert len(page.images) == len(saved)
+    assert not page.broken_images
+    assert all(i.natural_width > 300 and i.natural_height > 200 for i in page.images)
+    assert page.title == "run · run · stackbook report" or page.title.endswith("· stackbook report")
+
+
+def test_links_to_arm_notebooks_and_raw_files_resolve(fresh_report):
+    page = inspect_page(fresh_report.report)
+    assert not page.broken_links, page.broken_links
+    targets = {Path(link.href.removeprefix("file://")).relative_to(fresh_report.path.resolve()).as_posix()
+               for link in page.links}
+    for arm in ARMS:
+        for name in ("10_sizing.ipynb", "20_canaries.ipynb", "30_load_sweep.ipynb", "requests.jsonl",
+                     "engine.log", "passport.md"):
+            assert f"arms/{arm}/{name}" in targets
+
+
+def test_a_missing_figure_and_a_missing_file_are_caught(tmp_path):
+    page = tmp_path / "broken.html"
+    (tmp_path / "there.txt").write_text("x")
+    page.write_text('<html><head><title>t</title></head><body><img src="figures/none.png">'
+                    '<a href="there.txt">ok</a><a href="arms/x/requests.jsonl">raw</a>'
+                    '<a href="https://example.org/">web</a></body></html>')
+    report = inspect_page(page)
+    assert [i.natural_width for i in report.broken_images] == [0]
+    assert [link.text for link in report.links] == ["ok", "raw"]
+    assert [link.text for link in report.broken_links] == ["raw"]
+
+
+@pytest.mark.parametrize("report", sorted(Path("outputs").glob("*/*/report.html")), ids=str)
+def test_committed_reports_draw_their_figures(report):
+    """Every committed report with a sweep embeds one drawn image per figure saved beside it."""
+    nb = nbformat.read(report.parent / "40_analysis.ipynb", as_version=4)
+    with Chromium() as browser:
+        browser.open(report)
+        page = browser.inspect()
+    assert not page.broken_images and not page.broken_links
+    if any(report.parent.glob("arms/*/requests.jsonl")):
+        pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+        assert len(page.images) == len(pngs) == len(list((report.parent / "figures").glob("*.png"))) > 0
