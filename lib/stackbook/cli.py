@@ -198,5 +198,40 @@ def schema(kind: str = typer.Argument(..., help="campaign, results, passport, an
     typer.echo(json.dumps(out, indent=2))
 
 
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="a finished run, e.g. outputs/quickstart/reference")) -> None:
+    """Render a run's analysis and report again from its records (no engine starts), then outputs/index.html."""
+    from stackbook.reports import rerender, write_index
+
+    try:
+        run = rerender(run_dir)
+    except (FileNotFoundError, RuntimeError) as err:
+        _fail(str(err), code=1)
+    typer.echo(f"report: {run.report}\nindex: {write_index()}")
+
+
+@app.command()
+def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of one campaign; the first is the baseline"),
+            out: Optional[Path] = typer.Option(None, "--out", help="comparison directory "
+                                               "(default outputs/<campaign>/compare-<run>-vs-<run>)")) -> None:
+    """Compare runs of one campaign (another host, another engine build): notebook, figures, verdict."""
+    from stackbook.reports import compare as compare_runs
+    from stackbook.reports import write_index
+
+    try:
+        target = compare_runs(run_dirs, out)
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    typer.echo(f"comparison: {target.report}  (the notebook: {target.notebook('60_compare')})\n"
+               f"index: {write_index()}")
+
+
+@app.command()
+def index() -> None:
+    """Write outputs/index.html: every run with its campaign, date, host and verdict."""
+    from stackbook.reports import write_index
+
+    typer.echo(write_index())
+
 if __name__ == "__main__":
     sys.exit(app())
