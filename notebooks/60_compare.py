@@ -35,9 +35,7 @@ os.chdir(REPO_ROOT)
 runs = [RunDir(r) for r in run_dirs]
 campaign_name, loaded = cross_run.load_runs(runs)
 figures = RunDir(out_dir).figures if out_dir else None
-display(Markdown(f"**Campaign** `{campaign_name}` · **runs** "
-                 + ", ".join(f"[`{k}`]({os.path.relpath(r.report, out_dir or '.')})"
-                             for k, r in zip(loaded, runs))))
+display(Markdown(cross_run.runs_summary(campaign_name, loaded, runs, out_dir)))
 
 # %% [markdown]
 # ## What differs by design: the host and the engine builds

@@ -152,10 +152,18 @@ class Chromium:
                 links.append(LinkState(**link, resolves=target.exists()))
         return PageReport(title=state["title"], images=[ImageState(**i) for i in state["images"]], links=links)
 
-    def screenshot(self, out: str | os.PathLike, height: int | None = None) -> Path:
-        """A PNG of the page's top `height` CSS pixels (the whole page when None)."""
+    def screenshot(self, out: str | os.PathLike, height: int | None = None, from_id: str | None = None) -> Path:
+        """A PNG of `height` CSS pixels of the page (all of it when None), from the element with id
+        `from_id` (a section heading: nbconvert gives each an id) or from the top."""
         full = self.evaluate("document.documentElement.scrollHeight")
-        clip = {"x": 0, "y": 0, "width": self.width, "height": min(height or full, full), "scale": 1}
+        top = 0
+        if from_id:
+            top = self.evaluate(f"(e => e ? e.getBoundingClientRect().top + window.scrollY : -1)"
+                                f"(document.getElementById({json.dumps(from_id)}))")
+            if top < 0:
+                raise RuntimeError(f"no element with id {from_id!r} in the page (a heading's id is its text, "
+                                   "spaces as '-')")
+        clip = {"x": 0, "y": top, "width": self.width, "height": min(height or full, full - top), "scale": 1}
         data = self._call("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)["data"]
         out = Path(out)
         out.write_bytes(base64.b64decode(data))

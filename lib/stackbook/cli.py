@@ -227,6 +227,29 @@ def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of
 
 
 @app.command()
+def screenshot(report_html: Path = typer.Argument(..., help="an HTML report, e.g. outputs/quickstart/reference/report.html"),
+               out: Path = typer.Argument(..., help="the PNG to write, e.g. docs/report-quickstart.png"),
+               height: int = typer.Option(2400, help="CSS pixels from the top of the page"),
+               width: int = typer.Option(1100, help="the browser window's width"),
+               from_id: Optional[str] = typer.Option(None, "--from-id", help="start at this heading, e.g. Figures")
+               ) -> None:
+    """A PNG of a report as headless Chromium draws it (the README's picture of a report)."""
+    from stackbook.browser import Chromium
+
+    try:
+        with Chromium(width=width) as browser:
+            browser.open(report_html)
+            page = browser.inspect()
+            browser.screenshot(out, height, from_id)
+    except RuntimeError as err:
+        _fail(str(err), code=1)
+    if page.broken_images or page.broken_links:
+        _fail(f"{report_html}: {len(page.broken_images)} image(s) not drawn, broken links: "
+              + ", ".join(link.href for link in page.broken_links), code=1)
+    typer.echo(f"{out}: {len(page.images)} figure(s) drawn, {len(page.links)} local link(s) resolve")
+
+
+@app.command()
 def index() -> None:
     """Write outputs/index.html: every run with its campaign, date, host and verdict."""
     from stackbook.reports import write_index

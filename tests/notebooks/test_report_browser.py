@@ -74,3 +74,24 @@ def test_committed_reports_draw_their_figures(report):
     if any(report.parent.glob("arms/*/requests.jsonl")):
         pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
         assert len(page.images) == len(pngs) == len(list((report.parent / "figures").glob("*.png"))) > 0
+
+
+def test_comparison_report_overlays_the_runs_figures(tmp_path):
+    """stackbook compare across the committed AVX2-host run and a copy of it on a faster "host"."""
+    import json
+
+    from stackbook.reports import compare
+
+    other = RunDir(tmp_path / "quickstart" / "faster-host")
+    shutil.copytree(AVX2_RUN, other.path, ignore=shutil.ignore_patterns("*.html", "*.ipynb", "figures"))
+    results = json.loads(other.arm("vllm-cpu").results.read_text())
+    for point in results["sweep"]["points"].values():
+        point["output_throughput_tok_s"] *= 4
+    other.arm("vllm-cpu").results.write_text(json.dumps(results))
+    out = compare([AVX2_RUN, other.path], tmp_path / "cmp")
+    verdict = json.loads((out.path / "comparison.json").read_text())["verdict"]
+    assert verdict[2].startswith("The ranking depends on the host or engine build: the leader changes at load 1, 2, 4, 8.")
+    page = inspect_page(out.report)
+    assert len(page.images) == 4 and not page.broken_images and not page.broken_links
+    assert sorted(p.name for p in out.figures.glob("*.png")) == [
+        "e2e_ms_vs_load.png", "pareto.png", "throughput_vs_concurrency.png", "ttft_ms_vs_load.png"]

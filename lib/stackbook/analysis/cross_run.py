@@ -32,6 +32,19 @@ def load_runs(runs: list[RunDir]) -> tuple[str, dict[str, tuple]]:
     return next(iter(names.values())), loaded
 
 
+def runs_summary(campaign: str, loaded: dict[str, tuple], runs: list[RunDir], out_dir: str | None) -> str:
+    """One Markdown line naming the campaign and linking each run's report (its directory when it has
+    none), relative to where the comparison is written."""
+    import os
+
+    def link(run: RunDir) -> str:
+        target = run.report if run.report.exists() else run.path
+        return os.path.relpath(target, out_dir or ".")
+
+    return f"**Campaign** `{campaign}` · **runs** " + ", ".join(
+        f"[`{key}`]({link(run)})" for key, run in zip(loaded, runs))
+
+
 def declared_variables(loaded: dict[str, tuple]) -> pd.DataFrame:
     """Per run: the host (CPU, logical CPUs, memory, instruction sets where recorded) and each arm's
     engine build, the variables this comparison is about."""

@@ -98,9 +98,9 @@ def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str =
     if df.empty:
         return None
     fig, ax = _figure()
-    for name, g in _per_arm(df):
-        for pct, style in (("p50", "-o"), ("p99", "--s")):
-            ax.plot(g["load"], g[f"{metric}_{pct}"], style, label=f"{name} {pct}")
+    for name, g in _per_arm(df):  # one colour per arm: p50 solid, p99 dashed
+        line, = ax.plot(g["load"], g[f"{metric}_p50"], "-o", label=f"{name} p50")
+        ax.plot(g["load"], g[f"{metric}_p99"], "--s", color=line.get_color(), label=f"{name} p99")
     _mark_unranked(ax, df, "load", f"{metric}_p50")
     _mark_unranked(ax, df, "load", f"{metric}_p99", legend=False)
     short = metric.replace("_ms", "")
