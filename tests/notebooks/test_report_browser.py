@@ -1,16 +1,15 @@
 """The report as a reader sees it: rendered by headless Chromium (the system's package, installed
 by `make setup` when missing), its figures must be drawn (decoded, non-zero size) and its links to
 the arm notebooks and raw files must lead to files that exist."""
+import json
 import shutil
 from pathlib import Path
 
 import nbformat
-import papermill as pm
 import pytest
 from stackbook.browser import INSTALL_HINT, Chromium, find_chromium, inspect_page
+from stackbook.evidence.files import file_sha256
 from stackbook.evidence.rundir import RunDir
-from stackbook.notebook_sources import load_notebook
-from stackbook.runner import write_report
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}")
 
@@ -20,13 +19,30 @@ ARMS = ("llama-cpp", "vllm-cpu")
 
 @pytest.fixture(scope="module")
 def fresh_report(tmp_path_factory) -> RunDir:
-    """The analysis executed anew over a copy of a committed run's evidence, and its report."""
+    """`stackbook report` over a copy of a committed run's evidence: the analysis executed anew."""
+    from stackbook.reports import rerender
+
     run = RunDir(tmp_path_factory.mktemp("report") / "run")
-    shutil.copytree(AVX2_RUN, run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb"))
-    pm.execute_notebook(load_notebook("40_analysis"), str(run.analysis_notebook), kernel_name="python3",
-                        progress_bar=False, parameters={"run_dir": str(run)})
-    write_report(run.analysis_notebook, run.report)
+    shutil.copytree(AVX2_RUN, run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb",
+                                                                      "analysis.json"))
+    rerender(run.path)
     return run
+
+
+def test_rerender_rewrites_the_analysis_and_the_manifest_hashes(fresh_report):
+    manifest = json.loads(fresh_report.manifest.read_text())
+    assert manifest["analysis"]["status"] == "ok"
+    assert manifest["outputs"]["report.html"] == file_sha256(fresh_report.report)
+    assert manifest["outputs"]["figures/pareto.png"] == file_sha256(fresh_report.figures / "pareto.png")
+    assert json.loads(fresh_report.analysis.read_text())["verdict"][0].startswith(
+        "At concurrency 1: highest output throughput llama-cpp (17.3 tok/s)")
+
+
+def test_a_directory_that_is_not_a_run_is_refused(tmp_path):
+    from stackbook.reports import rerender
+
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        rerender(tmp_path)
 
 
 def test_every_figure_is_drawn_in_the_report(fresh_report):
@@ -78,8 +94,6 @@ def test_committed_reports_draw_their_figures(report):
 
 def test_comparison_report_overlays_the_runs_figures(tmp_path):
     """stackbook compare across the committed AVX2-host run and a copy of it on a faster "host"."""
-    import json
-
     from stackbook.reports import compare
 
     other = RunDir(tmp_path / "quickstart" / "faster-host")
