@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import pandas as pd
 
@@ -14,6 +15,7 @@ UNITS = (("_tok_s", "tok/s"), ("_rps", "req/s"), ("_gib", "GiB"), ("_bytes", "by
 STATISTICS = {"p50", "p90", "p95", "p99", "mean", "std", "min", "max", "ci95", "count"}
 ACRONYMS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E", "slo": "SLO", "kv": "KV"}
 FRACTIONS = {"slo_attainment": "fraction", "failed_fraction": "fraction"}
+NUMERIC_TEXT = re.compile(r"[-+]?[\d,]*\.?\d+%?|–")
 
 
 def column_title(name) -> str:
@@ -63,7 +65,8 @@ def formatted(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 class Table:
-    """Displays as an HTML table (numbers right-aligned), and as aligned text where only text shows."""
+    """Displays as an HTML table (numbers right-aligned, text left), and as aligned text where only
+    text shows."""
 
     def __init__(self, frame: pd.DataFrame, caption: str | None = None):
         self.frame = frame
@@ -71,7 +74,8 @@ class Table:
         self.text = formatted(frame)
 
     def _repr_html_(self) -> str:
-        styler = self.text.style.set_properties(**{"text-align": "right"})
+        styler = self.text.style.map(
+            lambda v: f"text-align: {'right' if NUMERIC_TEXT.fullmatch(str(v)) else 'left'}")
         if isinstance(self.frame.index, pd.RangeIndex):
             styler = styler.hide(axis="index")
         if self.caption:
