@@ -81,15 +81,18 @@ def test_a_missing_figure_and_a_missing_file_are_caught(tmp_path):
 
 @pytest.mark.parametrize("report", sorted(Path("outputs").glob("*/*/report.html")), ids=str)
 def test_committed_reports_draw_their_figures(report):
-    """Every committed report with a sweep embeds one drawn image per figure saved beside it."""
-    nb = nbformat.read(report.parent / "40_analysis.ipynb", as_version=4)
+    """Every committed report (a run's analysis or a comparison) draws one image per figure saved
+    beside it, and a run with a sweep has figures."""
+    [notebook] = report.parent.glob("[0-9][0-9]_*.ipynb")
+    nb = nbformat.read(notebook, as_version=4)
     with Chromium() as browser:
         browser.open(report)
         page = browser.inspect()
     assert not page.broken_images and not page.broken_links
-    if any(report.parent.glob("arms/*/requests.jsonl")):
-        pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-        assert len(page.images) == len(pngs) == len(list((report.parent / "figures").glob("*.png"))) > 0
+    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(page.images) == len(pngs) == len(list((report.parent / "figures").glob("*.png")))
+    if any(report.parent.glob("arms/*/requests.jsonl")) or notebook.stem == "60_compare":
+        assert len(page.images) >= 4
 
 
 def test_comparison_report_overlays_the_runs_figures(tmp_path):
