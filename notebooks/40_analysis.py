@@ -4,9 +4,9 @@
 #     formats: py:percent
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python (stackbook)
 #     language: python
-#     name: python3
+#     name: stackbook
 # ---
 
 # %% [markdown]
@@ -31,6 +31,7 @@ from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.analysis import comparison as analysis
 from stackbook.analysis import plots
+from stackbook.analysis.tables import readable
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT
 
@@ -50,7 +51,7 @@ display(Markdown(analysis.campaign_summary(campaign, arms)))
 
 # %%
 fair = analysis.fairness_table(campaign, arms)
-fair.T
+readable(fair.T)
 
 # %% [markdown]
 # ## Sizing across arms
@@ -60,8 +61,8 @@ fair.T
 
 # %%
 sizing = analysis.sizing_frame(arms)
-display(sizing)
-plots.sizing_bars(sizing, figures);
+display(readable(sizing))
+plots.sizing_bars(sizing, figures)
 
 # %% [markdown]
 # ## Correctness gate and capacity
@@ -69,7 +70,7 @@ plots.sizing_bars(sizing, figures);
 # Canary verdicts, and the KV capacity each engine actually allocated beside the arithmetic.
 
 # %%
-analysis.gate_table(arms)
+readable(analysis.gate_table(arms))
 
 # %% [markdown]
 # ## Do the arms compute the same thing?
@@ -89,8 +90,8 @@ agreement if not agreement.empty else Markdown("*Fewer than two arms ran the can
 # notebooks show the same points one arm at a time. Figures are saved under `figures/`.
 
 # %%
-df = analysis.comparison_frame(arms, fair)  # each point's status: ranked, or why not (discard rule, label)
-analysis.headline(df)
+df = analysis.comparison_frame(arms, fair)  # each point's status: accepted (ranked), or why not (discard rule, label)
+readable(analysis.headline(df))
 
 # %% [markdown]
 # ## Discarded points
@@ -100,7 +101,7 @@ analysis.headline(df)
 
 # %%
 d = analysis.discards_frame(arms)
-d if not d.empty else Markdown("*No point was discarded.*")
+readable(d) if not d.empty else Markdown("*No point was discarded.*")
 
 # %% [markdown]
 # ## Verdict
@@ -112,16 +113,17 @@ display(Markdown("\n".join(f"* {line}" for line in result.verdict)))
 # %% [markdown]
 # ## Figures
 #
-# Saved under `figures/` beside this notebook.
+# Saved under `figures/` beside this notebook. A black cross marks a point that is not ranked
+# (its arm on HOLD, not comparable, or the point discarded), annotated with the reason.
 
 # %%
-plots.latency_vs_load(df, figures, "e2e_ms");
+plots.latency_vs_load(df, figures, "e2e_ms")
 
 # %%
-plots.latency_vs_load(df, figures, "ttft_ms");
+plots.latency_vs_load(df, figures, "ttft_ms")
 
 # %%
-plots.throughput_vs_concurrency(df, figures);
+plots.throughput_vs_concurrency(df, figures)
 
 # %% [markdown]
 # ## Throughput against tail latency
@@ -133,7 +135,9 @@ plots.throughput_vs_concurrency(df, figures);
 
 # %%
 plots.pareto(df, figures)
-analysis.pareto_frontier(df) if not df.empty else None
+
+# %%
+readable(analysis.pareto_frontier(df), "the frontier") if not df.empty else None
 
 # %% [markdown]
 # ## Inside the SLO
@@ -142,7 +146,7 @@ analysis.pareto_frontier(df) if not df.empty else None
 # (TTFT and TPOT), and the goodput there: the capacity that counts for the product.
 
 # %%
-analysis.slo_capacity(df) if not df.empty else None
+readable(analysis.slo_capacity(df)) if not df.empty else None
 
 # %% [markdown]
 # ## How close to the hardware's bound
@@ -152,7 +156,7 @@ analysis.slo_capacity(df) if not df.empty else None
 # kernels (host, runtime); a share near 100% says the hardware itself is the limit.
 
 # %%
-analysis.roofline_efficiency(arms, df) if not df.empty else None
+readable(analysis.roofline_efficiency(arms, df)) if not df.empty else None
 
 # %% [markdown]
 # ## A queueing model of each arm, checked against held-out loads
@@ -167,7 +171,9 @@ analysis.roofline_efficiency(arms, df) if not df.empty else None
 # %%
 curves, errors = analysis.queueing_fits(df) if not df.empty else (pd.DataFrame(), pd.DataFrame())
 plots.predicted_vs_measured(curves, figures)
-errors.round(2) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
+
+# %%
+readable(errors) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
 
 # %% [markdown]
 # ## TTFT distributions
@@ -175,7 +181,7 @@ errors.round(2) if not errors.empty else Markdown("*Fewer than three loads per a
 # One empirical CDF per arm and point, over the measured requests that succeeded.
 
 # %%
-plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures);
+plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures)
 
 # %% [markdown]
 # ## Passports

@@ -76,11 +76,11 @@ def discard_rules_by_point(sweep: dict) -> dict[str, str]:
 
 
 def point_status(label: str, discarded: bool, rule: str | None = None) -> str:
-    """What a point is in the ranking: 'ranked', or why it is shown but kept out (the discard rule,
-    or the arm's label)."""
+    """What a point is in the ranking: 'accepted' (ranked), or why it is shown but kept out (the
+    discard rule, or the arm's label)."""
     if discarded:
         return f"discarded ({rule})" if rule else "discarded"
-    return "ranked" if label == Label.ACCEPTED.value else str(label)
+    return Label.ACCEPTED.value if label == Label.ACCEPTED.value else str(label)
 
 
 def rankable(df: pd.DataFrame) -> pd.DataFrame:
@@ -209,7 +209,7 @@ def slo_capacity(df: pd.DataFrame, attainment: float = 0.99) -> pd.DataFrame:
                      "output tok/s there": round(best["output_throughput_tok_s"], 1) if best is not None else None,
                      "highest load tested": g["load"].max(),
                      "points left out": ", ".join(f"{p} ({st})" for p, st in zip(g["point"], g["status"])
-                                                  if st != "ranked") if "status" in g else ""})
+                                                  if st != Label.ACCEPTED.value) if "status" in g else ""})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
 
 
@@ -368,8 +368,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],
                              comparable=bool(fair.loc[n, "comparable"]) if n in fair.index else True,
                              differs=[c for c in str(differs.get(n) or "").split(", ") if c],
-                             points_ranked=[p for p, st in status_of(n).items() if st == "ranked"],
-                             points_left_out={p: st for p, st in status_of(n).items() if st != "ranked"})
+                             points_ranked=[p for p, st in status_of(n).items() if st == Label.ACCEPTED.value],
+                             points_left_out={p: st for p, st in status_of(n).items() if st != Label.ACCEPTED.value})
               for n, a in arms.items()},
         fairness=_records(fair.reset_index()) if not fair.empty else [],
         points=_records(headline(df)),

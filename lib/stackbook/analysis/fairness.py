@@ -144,6 +144,27 @@ def chat_template(a: dict, protocol) -> str | None:
     return ((a.get("engine") or {}).get("identity") or {}).get("chat_template_sha256")
 
 
+# Realized per run (the load delivered, the lengths generated): compared within a run with a
+# tolerance; across runs on different hosts they are what is being compared, not held fixed.
+MEASURED_FIELDS = ("arrival", "output_lengths")
+
+
+def protocol_digest(protocol) -> str:
+    """The arm's protocol as configured (its declared overrides applied), as one digest: shown, and
+    compared across runs; within a run an override is always a declared variable."""
+    text = json.dumps(protocol.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def decoding_not_sent(a: dict) -> str:
+    """The protocol's decoding fields this arm's endpoint cannot take (engine.json), shown beside
+    the decoding actually sent; the comparison itself reads the bodies."""
+    fields = (a.get("engine") or {}).get("decoding_fields")
+    if not fields:
+        return "not recorded"
+    return ", ".join(sorted(fields.get("not_sent") or {})) or "none"
+
+
 RATE_OR_INFLIGHT = max(RATE_TOLERANCE, CONCURRENCY_TOLERANCE)
 
 FIELDS = (
@@ -172,6 +193,8 @@ def _short(field: str, value) -> str:
     """A cell as a reader sees it: the prompt digests per point shortened to one digest of them all."""
     if value is None:
         return NOT_OBSERVED
+    if isinstance(value, str):
+        return value
     if field == "prompts":
         joined = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
         return f"{len(value)} point(s), sha256 {joined[:16]}"
@@ -191,6 +214,8 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
         protocol = campaign.protocol_for(a["arm"])
         observed[name] = {f.name: f.observe(a, protocol) for f in FIELDS}
         observed[name]["kv_precision_from"] = kv_precision_source(a, protocol)
+        observed[name]["decoding_not_sent"] = decoding_not_sent(a)
+        observed[name]["protocol_sha256"] = protocol_digest(protocol)
     allowed = declared_fields(list(campaign.variables_under_test))
     reference = {f.name: next((o[f.name] for o in observed.values() if o[f.name] is not None), None) for f in FIELDS}
     rows = []

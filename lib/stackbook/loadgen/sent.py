@@ -32,13 +32,20 @@ SAMPLING = tuple(k for k in Decoding.model_fields if k != "preset") + ("presence
 SAMPLING_ALIASES = {"repeat_penalty": "repetition_penalty"}
 
 
+# Values that change nothing (no penalty), and the knobs greedy decoding never consults (it draws
+# no random number and takes the most likely token whatever the truncation).
+NEUTRAL = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+UNUSED_WHEN_GREEDY = ("seed", "top_p", "top_k", "min_p")
+
+
 def decoding_sent(body: dict) -> dict:
-    """The sampling fields a body carried, under the protocol's names. At temperature 0 the seed
-    decides nothing (greedy decoding draws no random number), so it is left out: an engine that
-    does not send it (mlx) decodes the same way."""
+    """The sampling fields a body carried that shape its output, under the protocol's names: a
+    neutral value, or at temperature 0 a knob greedy decoding never reads, is left out, so an
+    endpoint that cannot send it (a hosted API's top_k, mlx's seed) decodes the same way."""
     out = {SAMPLING_ALIASES.get(k, k): v for k, v in body.items() if SAMPLING_ALIASES.get(k, k) in SAMPLING}
+    out = {k: v for k, v in out.items() if not (k in NEUTRAL and v == NEUTRAL[k])}
     if out.get("temperature") == 0:
-        out.pop("seed", None)
+        out = {k: v for k, v in out.items() if k not in UNUSED_WHEN_GREEDY}
     return out
 
 

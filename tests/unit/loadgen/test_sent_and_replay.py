@@ -88,11 +88,20 @@ def test_prompt_digests_ignore_the_engine_dialect_and_the_model_replies():
                                    "temperature": 0}))]
     a, b = point_digests(llama)["p"], point_digests(vllm)["p"]
     assert a["prompts_sha256"] == b["prompts_sha256"] and a["bodies_sha256"] != b["bodies_sha256"]
-    assert a["decoding_sent"] == b["decoding_sent"] == [{"repetition_penalty": 1.0, "temperature": 0}]
+    assert a["decoding_sent"] == b["decoding_sent"] == [{"temperature": 0}]  # no penalty: neutral
     other = [SentRequest(**sent(0, {**llama[0].body, "messages": [{"role": "user", "content": "z"}]}))]
     assert point_digests(other)["p"]["prompts_sha256"] != a["prompts_sha256"]
     longer = [SentRequest(**sent(0, {**llama[0].body, "max_tokens": 9}))]  # a different requested length
     assert point_digests(longer)["p"]["prompts_sha256"] != a["prompts_sha256"]
+
+
+def test_decoding_sent_keeps_what_shapes_the_output():
+    greedy_hosted = {"temperature": 0, "max_completion_tokens": 8}
+    greedy_local = {"temperature": 0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "seed": 0}
+    assert decoding_sent(greedy_hosted) == decoding_sent(greedy_local) == {"temperature": 0}
+    assert decoding_sent({**greedy_local, "repeat_penalty": 1.1}) == {"temperature": 0, "repetition_penalty": 1.1}
+    sampled = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "seed": 0}
+    assert decoding_sent(sampled) == sampled  # sampling: every knob counts, an unsent one is a difference
 
 
 @pytest.mark.parametrize("body", [
