@@ -191,11 +191,12 @@ def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outpu
         session = open_arm(str(replay_run.campaign_resolved), str(replay_run), arm)
         return session.adapter.base_url, session.adapter.headers(), session.close
 
+    # A managed endpoint's key (read from its environment variable, never written) and its route.
+    remote = adapter_for(campaign, spec) if endpoint and not spec.engine.serves_local_weights else None
     try:
         out = replay_arm(source, arm, points=point or None, endpoint=endpoint, run_id=run_id,
-                         # a managed endpoint's key, read from its environment variable, never written
-                         headers=adapter_for(campaign, spec).headers()
-                         if endpoint and not spec.engine.serves_local_weights else None,
+                         headers=remote.headers() if remote else None,
+                         route=remote.request_route() if remote else None,
                          timeout_s=campaign.protocol_for(spec).request_timeout_s, start_engine=start_engine)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         _fail(str(err))

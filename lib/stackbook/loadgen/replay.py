@@ -34,31 +34,36 @@ from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 _BUILT = ("model", "messages", "stream", "stream_options")
 
 
-def target_for(body: dict, base_url: str, headers: dict, timeout_s: float, on_send=None) -> tuple[Target, PromptSpec]:
-    """A Target and prompt that make request_body() rebuild this exact body."""
+def target_for(body: dict, base_url: str, headers: dict, timeout_s: float, on_send=None,
+               route: dict | None = None) -> tuple[Target, PromptSpec]:
+    """A Target and prompt that make request_body() rebuild this exact body, sent on the
+    endpoint's route (its chat path and CA bundle; the body already names its length field)."""
     fmt = body.get("response_format") or {}
     schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
     skip = _BUILT + (("max_tokens", "response_format") if schema is not None else ())
     sampling = {k: v for k, v in body.items() if k not in skip}
     lengths = {"max_tokens": body.get("max_tokens")} if schema is not None else {}
-    target = Target(base_url, body.get("model", ""), sampling, lengths, headers, timeout_s, on_send=on_send)
+    route = route or {}
+    target = Target(base_url, body.get("model", ""), sampling, lengths, headers, timeout_s, on_send=on_send,
+                    chat_path=route.get("chat_path") or "/v1/chat/completions", ca_bundle=route.get("ca_bundle"))
     prompt = PromptSpec(0, body.get("messages", []), 0, output_tokens=body.get("max_tokens") if schema else None,
                         schema=schema)
     return target, prompt
 
 
 async def replay_point(base_url: str, sent: list[SentRequest], *, base: dict, tokens_of: dict, headers: dict,
-                       timeout_s: float, writer: RecordWriter | None, on_send=None) -> list[RequestRecord]:
+                       timeout_s: float, writer: RecordWriter | None, on_send=None,
+                       route: dict | None = None) -> list[RequestRecord]:
     """Send each recorded body at its recorded offset from the point's start (absolute deadlines,
     as the open loop does), whatever the replies are doing."""
     tokenizer = ApproximateTokenizer()
     out: list[RequestRecord] = []
     items = sorted(sent, key=lambda s: s.sent_s)
-    async with StreamClient(base_url) as client:
+    async with StreamClient(base_url, ca_bundle=(route or {}).get("ca_bundle")) as client:
         t0 = time.perf_counter()
 
         async def one(s: SentRequest) -> None:
-            target, prompt = target_for(s.body, base_url, headers, timeout_s, on_send)
+            target, prompt = target_for(s.body, base_url, headers, timeout_s, on_send, route)
             prompt = dataclasses.replace(prompt, index=s.request_index,
                                          prompt_tokens_client=tokens_of.get((s.request_index, s.turn), 0))
             rec = await stream_chat(client, target, prompt, tokenizer, base=dict(base, phase=s.phase), t0=t0,
@@ -101,7 +106,7 @@ def _p99(values: list[float]) -> float:
 
 def replay_arm(run_dir, arm: str, *, points: list[str] | None = None, endpoint: str | None = None,
                headers: dict | None = None, run_id: str | None = None, timeout_s: float = 120.0,
-               start_engine=None) -> RunDir:
+               start_engine=None, route: dict | None = None) -> RunDir:
     """Replay an arm's recorded bodies into a new run directory of the same campaign (run id
     `replay-<original>-<UTC time>` unless given); returns it. Without an endpoint,
     `start_engine(replay_run)` must start the arm's engine and return (base_url, headers, stop)."""
@@ -143,7 +148,7 @@ def replay_arm(run_dir, arm: str, *, points: list[str] | None = None, endpoint: 
                 tokens_of = {(r.request_index, r.turn): r.prompt_tokens_client for r in mine}
                 run_sync(replay_point(endpoint, [s for s in sent if s.point == point], base=base,
                                       tokens_of=tokens_of, headers=headers or {}, timeout_s=timeout_s,
-                                      writer=writer, on_send=sent_writer.write))
+                                      writer=writer, on_send=sent_writer.write, route=route))
     finally:
         if stop is not None:
             stop()

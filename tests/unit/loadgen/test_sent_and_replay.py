@@ -161,3 +161,11 @@ def test_the_replay_command(tmp_path, server):
     assert "c2-r0: 5 requests, 0 errors, bodies identical" in out.output
     bad = CliRunner().invoke(app, ["replay", str(run.path), "--arm", "nope", "--endpoint", server.base_url])
     assert bad.exit_code == 2 and "no arm named 'nope'" in bad.output
+
+
+def test_a_replay_uses_the_endpoints_route(tmp_path, server):
+    """A hosted API's chat path (base path and query kept) is where the replay sends."""
+    target, _ = target_for({"model": "m", "messages": [], "max_completion_tokens": 8}, server.base_url, {}, 5.0,
+                           route={"chat_path": "/openai/v1/chat/completions?api-version=1", "ca_bundle": None})
+    assert target.chat_path == "/openai/v1/chat/completions?api-version=1"
+    assert request_body(target, [])["max_completion_tokens"] == 8 and "max_tokens" not in request_body(target, [])
