@@ -26,7 +26,8 @@ class Decoding(Strict):
     top_k: int | None = Field(None, ge=0)
     min_p: float | None = Field(None, ge=0, le=1)
     repetition_penalty: float | None = Field(None, gt=0)
-    seed: int = 0
+    # llama.cpp reads a negative seed as "draw a random one": a run that could not be repeated.
+    seed: int = Field(0, ge=0, description="a non-negative integer: the same seed gives the same sample")
 
     def resolved(self) -> dict[str, float | int]:
         """The preset with explicit overrides applied: what every request carries."""
@@ -123,7 +124,7 @@ class Protocol(Strict):
     requests_per_point: int = Field(16, gt=0)
     warmup_requests: int = Field(2, ge=0)
     repetitions: int = Field(1, gt=0)
-    seeds: list[int] = Field(default_factory=lambda: [0])
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0])
     prefix_cache: Literal["cold", "warm"] = "cold"
     request_timeout_s: float = Field(120, gt=0)
     slo: Slo = Slo()
