@@ -55,7 +55,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     manifest = read_manifest(out)
     typer.echo(f"\nrun directory: {out}")
     for name, a in manifest.arms.items():
-        typer.echo(f"  arm {name}: {a.status}")
+        typer.echo(f"  arm {name}: {a.status}" + (f" ({a.error})" if a.status == "held" and a.error else ""))
     if out.report.exists():
         typer.echo(f"report: {out.report}  (the analysis notebook: {out.analysis_notebook})")
     if manifest.status != "complete":

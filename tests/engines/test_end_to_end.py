@@ -24,6 +24,9 @@ protocol:
   requests_per_point: 4
   warmup_requests: 1
   slo: {ttft_ms: 5000, tpot_ms: 500}
+  canaries:
+    out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
+                   instruction_following: replies not judged for wording, batch_invariance: speed only}
 arms:
   - name: llama
     engine: {kind: llama_cpp, threads: 1, parallel: 2}
@@ -152,7 +155,8 @@ def test_each_canary_kind_on_real_engine_output(run):
         assert max(t["tokens"] for t in needle["trials"]) > 350
         assert by_id["greedy-repeats-exactly"]["passed"]
         assert by_id["tool-call-weather"]["passed"] is tool_ok
-        assert not by_id["multi-turn-name"]["passed"] and "multi-turn-name" in c["expected_failures"]
+        assert not by_id["multi-turn-name"]["passed"] and c["out_of_scope"]["multi-turn-name"] == "single-turn requests"
+        assert {x["id"]: x["outcome"] for x in c["checks"]}["multi-turn-name"] == "FAIL (out of scope)"
         probe = c["probe"]
         assert probe["streaming_usage_reported"] and probe["output_length_honoured"]
         assert probe["metrics_path"] == "/metrics" and probe["served_context_length"] == 512

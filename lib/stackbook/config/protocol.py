@@ -80,6 +80,16 @@ class SyntheticWorkload(Strict):
                              "raise prompt_tokens or shorten the prefix")
         return self
 
+    def capabilities_used(self) -> set[str]:
+        """Canary capabilities this workload relies on: they stay in the gate whatever the campaign
+        declares (a JSON workload keeps the JSON check)."""
+        used = {"chat", "determinism"}
+        if self.response_format == "json_schema":
+            used.add("json_schema")
+        if self.conversation:
+            used.add("multi_turn")
+        return used
+
     def turns(self) -> int:
         """Requests per prompt: one per turn of a conversation."""
         return self.conversation.turns if self.conversation else 1
@@ -99,8 +109,19 @@ class Slo(Strict):
 
 
 class Canaries(Strict):
+    """The gate: one suite, the same gating checks for every arm of the campaign."""
     suite: str = "embedded-smollm2"
     run_sweep_on_hold: bool = False
+    out_of_scope: dict[str, str] = Field(
+        default_factory=dict,
+        description="capability -> why the campaign does not need it; its checks run but do not gate")
+
+    @model_validator(mode="after")
+    def _reasons_given(self) -> "Canaries":
+        blank = [k for k, why in self.out_of_scope.items() if not why.strip()]
+        if blank:
+            raise ValueError(f"out_of_scope {blank} has no reason; say why the campaign does not need it")
+        return self
 
 
 Stage = Literal["sizing", "canaries", "sweep"]
@@ -145,6 +166,23 @@ class Protocol(Strict):
                 f"workload needs up to {need} tokens for {what} (prompt + output"
                 f"{', times turns' if w.conversation else ''}) but context_length is {self.context_length}; "
                 "raise context_length or shorten the workload (lower the length bounds)")
+        kept = sorted(set(self.canaries.out_of_scope) & w.capabilities_used())
+        if kept:
+            raise ValueError(f"canaries.out_of_scope declares {kept} out of scope, but the workload uses it "
+                             f"(response_format, conversation or plain chat): a capability the workload uses "
+                             f"stays in the gate; remove {kept} from out_of_scope")
+        if self.canaries.out_of_scope and "canaries" in self.stages:
+            from stackbook.gate.canaries import load_suite, out_of_scope_checks
+            try:
+                suite, _ = load_suite(self.canaries.suite)
+            except FileNotFoundError:
+                suite = None  # the suite's own error comes when the canaries run
+            if suite is not None:
+                out_of_scope_checks(suite, self.canaries.out_of_scope)
+        if "sweep" in self.stages and "canaries" not in self.stages and not self.canaries.run_sweep_on_hold:
+            raise ValueError(f"stages {self.stages} would skip the sweep: it runs only after the canaries pass; "
+                             "add canaries (stages: [sizing, canaries, sweep]), or set "
+                             "canaries.run_sweep_on_hold: true to measure with every arm labelled 'not gated'")
         if len(self.seeds) < self.repetitions:
             raise ValueError(f"{self.repetitions} repetitions need at least as many seeds, got {self.seeds}")
         return self

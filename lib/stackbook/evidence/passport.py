@@ -67,6 +67,7 @@ class Capacity(Open):
 class Validity(Open):
     """Whether the numbers may be believed: canaries, capacity, discards, errors, load held."""
     canaries: Known
+    gate: Optional[dict[str, Any]] = None
     capability_probe: Known
     capacity: Capacity
     discard_rules: dict[str, Any]
@@ -120,6 +121,15 @@ def harness_revision() -> str:
         return f"stackbook {__version__}"
 
 
+def canary_validity(canaries: dict) -> dict:
+    """The verdict, its reason and every check by name and kind with its outcome."""
+    out = {k: canaries[k] for k in ("verdict", "reason", "suite", "suite_sha256", "gating_checks", "passed",
+                                    "failed", "out_of_scope") if k in canaries}
+    out["checks"] = {c["id"]: f"{c['kind']}: {c['outcome']}" for c in canaries.get("checks", [])} or {
+        r["id"]: f"{r['kind']}: {'PASS' if r['passed'] else 'FAIL'}" for r in canaries.get("results", [])}
+    return out
+
+
 def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) -> Passport:
     """The passport from the arm's records; engine_died: the engine exited before the arm finished."""
     engine = read_json(arm_dir.engine_json, {}) or {}
@@ -165,9 +175,11 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "predicted": (sizing or {}).get("predicted_capacity") or unknown("the sizing notebook did not run"),
     }
     validity = {
-        "canaries": ({k: canaries[k] for k in ("verdict", "suite", "suite_sha256", "gating_checks", "passed",
-                                                 "failed", "expected_failures", "unexpected_passes")}
-                     if canaries else unknown("the canary notebook did not run")),
+        "canaries": (canary_validity(canaries) if canaries else unknown("the canary notebook did not run")),
+        # The campaign's gate, the same for every arm: what it declared out of scope, and why.
+        "gate": {"suite": protocol.canaries.suite, "stages": list(protocol.stages),
+                 "out_of_scope": dict(protocol.canaries.out_of_scope) or "none: every capability gates",
+                 "gated": "canaries" in protocol.stages},
         "capability_probe": (canaries or {}).get("probe") or unknown("the canary notebook did not run"),
         "capacity": capacity,
         "discard_rules": protocol.discard_rules.model_dump(),
@@ -189,8 +201,10 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
             "raw": {"requests": arm_dir.requests.name, "engine_log": arm_dir.engine_log.name},
         }
     else:
+        held = canaries and canaries.get("verdict") != "PASS"
         results_part = {"label": label, **unknown("the load sweep did not run" + (
-            f" (canaries {canaries['verdict']})" if canaries and canaries.get("verdict") != "PASS" else ""))}
+            f" (canaries {canaries['verdict']}" + (f": {canaries['reason']})" if canaries.get("reason") else ")")
+            if held else ""))}
     return Passport.model_validate({"passport_version": 1, "campaign": campaign.name, "identity": identity,
                                     "protocol": proto, "validity": validity, "results": results_part})
 

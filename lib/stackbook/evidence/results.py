@@ -87,9 +87,20 @@ class CheckResult(Open):
     id: str
     kind: str
     passed: bool
-    expected_failure: str | None = None  # the reason a check is expected to fail, when it is
+    capability: str | None = None
+    out_of_scope: str | None = None  # the campaign's reason, when the check's capability does not gate
+    expected_failure: str | None = None  # runs recorded before the gate was the campaign's
     output: str | None = None
     detail: Any = None
+
+
+class CheckOutcome(Open):
+    """One check as the passport lists it: name, kind and outcome."""
+    id: str
+    kind: str
+    capability: str | None = None
+    gating: bool
+    outcome: str
 
 
 class WrongOutputCounts(Open):
@@ -108,7 +119,10 @@ class CanaryResults(Open):
     gating_checks: int
     passed: int
     failed: list[str]
-    expected_failures: list[str] = Field(default_factory=list)
+    reason: str | None = None  # why the verdict is what it is (e.g. every request refused)
+    out_of_scope: dict[str, str] = Field(default_factory=dict)  # check id -> the campaign's reason
+    checks: list[CheckOutcome] = Field(default_factory=list)
+    expected_failures: list[str] = Field(default_factory=list)  # runs recorded before
     unexpected_passes: list[str] = Field(default_factory=list)
     counts: WrongOutputCounts
     results: list[CheckResult] = Field(default_factory=list)
