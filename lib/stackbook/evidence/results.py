@@ -168,6 +168,8 @@ class PointSummary(Open):
     slo_attainment: Number | None = None
     goodput_rps: Number | None = None
     in_flight_mean: Number | None = None
+    client_gap_in_flight: Number | None = None  # closed loop: clients between a reply and their next send
+    client_gap_ms_p99: Number | None = None
     schedule_lag_ms_p99: Number | None = None
     scheduled_rate_rps: Number | None = None
     achieved_rate_rps: Number | None = None

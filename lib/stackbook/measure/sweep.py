@@ -16,7 +16,7 @@ from stackbook.loadgen.workload import (
     synthetic_prompts,
 )
 from stackbook.locations import resolve_symbolic
-from stackbook.measure.metrics import point_summary, reconcile_with_engine
+from stackbook.measure.metrics import client_gaps, point_summary, reconcile_with_engine
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
 from stackbook.measure.telemetry import (
     GaugeSampler,
@@ -155,6 +155,8 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s = point_summary([r for r in records if r.point == name], protocol.slo)
             s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
+            if "concurrency" in lv:
+                s.update(client_gaps([r for r in records if r.point == name]))
             s["client_cpu_fraction"] = client_cpu.get(name)
             s.update(server_side.get(name, {}))
             points[name] = s
