@@ -37,6 +37,8 @@ class Identity(Open):
     host: dict[str, Any]
     formats: dict[str, str]
     speculative_decoder: str
+    engine_build: Optional[Known] = None
+    kernel_choice: Optional[Known] = None
 
 
 class ProtocolPart(Open):
@@ -49,7 +51,7 @@ class ProtocolPart(Open):
     arrival: dict[str, Any]
     prefix_cache: str
     warmup_requests_per_point: int
-    cooldown_requests_per_point: str
+    cooldown_requests_per_point: Union[str, dict[str, int]]
     requests_per_point: int
     repetitions: int
     seeds: list[int]
@@ -121,6 +123,27 @@ def harness_revision() -> str:
         return f"stackbook {__version__}"
 
 
+def run_host(campaign) -> dict:
+    """The host of an arm whose engine never started: this machine, measured, or for a sizing-only
+    campaign on catalog hardware, what it was sized for (it did not run there)."""
+    accelerator = campaign.hardware.accelerator
+    if accelerator != "this-cpu":
+        return {"sized_for": accelerator, "note": f"sized for {accelerator}, not run",
+                "arithmetic_done_on": host_identity()}
+    return host_identity()
+
+
+def energy_of(gpu_telemetry: dict | None) -> dict:
+    """Energy from the NVML power samples taken during the sweep, per GPU and in total."""
+    gpus = (gpu_telemetry or {}).get("gpus") or {}
+    per_gpu = {str(i): g["energy_j"] for i, g in gpus.items() if g.get("energy_j") is not None}
+    if not per_gpu:
+        why = (gpu_telemetry or {}).get("reason") or "no NVML power samples"
+        return unknown(f"not measured: {why}")
+    return {"joules_total": round(sum(per_gpu.values()), 1), "joules_per_gpu": per_gpu,
+            "source": f"NVML power, {gpu_telemetry.get('samples')} samples, trapezoid rule"}
+
+
 def canary_validity(canaries: dict) -> dict:
     """The verdict, its reason and every check by name and kind with its outcome."""
     out = {k: canaries[k] for k in ("verdict", "reason", "suite", "suite_sha256", "gating_checks", "passed",
@@ -146,11 +169,14 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "model": engine.get("model") or unknown("the engine was not started"),
         "engine": engine.get("identity") or unknown("the engine was not started"),
         "launch": engine.get("launch") or unknown("the engine was not started"),
-        "host": engine.get("host") or host_identity(),
+        "host": engine.get("host") or run_host(campaign),
         "formats": {"weights": prec.weights, "kv_cache": prec.kv_cache,
                     "recurrent_state": (sizing or {}).get("state_precision") or (
                         prec.state if prec.state != "none" else "not applicable: no recurrent layers")},
-        "speculative_decoder": "none",
+        "speculative_decoder": engine.get("speculative_decoding") or arm.engine.speculative_decoding(),
+        "engine_build": ({"line": engine["build_line"]} if engine.get("build_line") else
+                         unknown("the engine was not started")),
+        "kernel_choice": engine.get("kernel_choice") or unknown("the engine was not started"),
     }
     proto = {
         "workload": protocol.workload.model_dump(),
@@ -161,7 +187,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,
-        "cooldown_requests_per_point": "concurrency - 1 (keep the measured requests at full load)",
+        "cooldown_requests_per_point": {lv["level"]: protocol.arrival.cooldown_requests(lv, protocol)
+                                        for lv in protocol.arrival.load_levels()},
         "requests_per_point": protocol.requests_per_point,
         "repetitions": protocol.repetitions,
         "seeds": protocol.seeds,
@@ -197,7 +224,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
             "label": label,
             "points": sweep["points"],
             "peak_engine_rss_gib": sweep.get("peak_engine_rss_gib") or unknown("not sampled"),
-            "energy": unknown("not measured: no power meter on this host"),
+            "energy": energy_of(sweep.get("gpu_telemetry")),
             "raw": {"requests": arm_dir.requests.name, "engine_log": arm_dir.engine_log.name},
         }
     else:
