@@ -170,7 +170,14 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
             error_class, error = parsed["error_class"], parsed["error"]
         elif error_class == "none" and parsed["finish"] is None:
             error_class, error = "transport", "stream cut before a finish_reason (connection closed early)"
-        elif error_class == "none" and prompt.schema is not None:
+        elif error_class == "none" and prompt.schema is None:
+            pass  # a forced length ends at the limit by design: finish_reason "length" is expected
+        elif error_class == "none" and parsed["finish"] == "length":
+            # The reply was expected to end by itself (a JSON object closing) and hit the token
+            # limit instead: that is truncation, whatever the half-written text looks like.
+            error_class, error = "length_truncated", (f"the reply hit max_tokens ({body.get('max_tokens')}) "
+                                                      "before ending by itself")
+        elif error_class == "none":
             problem = schema_problem(parsed["text"], prompt.schema)
             if problem:
                 error_class, error = "schema_failure", problem

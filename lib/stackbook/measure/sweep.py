@@ -210,7 +210,9 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "timeout": errors.get("timeout", 0), "transport": errors.get("transport", 0),
                          "engine_died": errors.get("engine_died", 0), "http_error": errors.get("http_error", 0),
                          "malformed_stream": errors.get("malformed_stream", 0),
-                         "length_truncated": short,
+                         # Replies expected to end by themselves that hit the token limit instead
+                         # (a forced length ends at the limit by design and is never counted).
+                         "length_truncated": errors.get("length_truncated", 0),
                          "schema_failure": errors.get("schema_failure", 0) if as_json else
                          "not checked: this workload asks for free text (response_format: text)",
                          "not_checked_in_sweep": {

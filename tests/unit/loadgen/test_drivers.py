@@ -166,3 +166,16 @@ def test_a_long_gap_in_the_schedule_does_not_make_the_next_send_late(server):
     recs = run_open_loop(t, prompts(2), TOK, schedule=[0.0, 3.0], warmup=0, writer=None, base=base("gap"))
     late = max(r.sent_s - r.scheduled_s for r in recs)
     assert 0 <= late < 0.002, late
+
+
+def test_a_json_reply_cut_at_max_tokens_is_truncation_not_a_schema_failure(server):
+    """The calibration server stops every reply at max_tokens (finish_reason "length"): a JSON
+    request, which should end by itself, is length-truncated; a forced-length one is fine."""
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 8})
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    json_prompt = PromptSpec(0, [{"role": "user", "content": "x"}], 1, schema=schema)
+    rec = run_closed_loop(t, [json_prompt], TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
+    assert (rec.error_class, rec.finish_reason) == ("length_truncated", "length")
+    assert rec.error == "the reply hit max_tokens (8) before ending by itself"
+    forced = run_closed_loop(t, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0]
+    assert (forced.error_class, forced.finish_reason) == ("none", "length")
