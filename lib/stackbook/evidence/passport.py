@@ -212,7 +212,12 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "discard_rules": protocol.discard_rules.model_dump(),
         "discards": (sweep or {}).get("discards", []) if sweep else unknown("the sweep did not run"),
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
-        "wrong_output_counts": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
+        "wrong_output_counts": {
+            "canaries": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
+            "under_load": ({"completed_but_wrong": sweep["error_counts"].get("completed_but_wrong"),
+                            "sentinels": sweep["error_counts"].get("sentinels")}
+                           if sweep and "sentinels" in sweep.get("error_counts", {}) else
+                           unknown("no sentinels were mixed into the sweep"))},
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
         "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),

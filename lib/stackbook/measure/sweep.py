@@ -7,6 +7,8 @@ import time
 from tqdm import tqdm
 
 from stackbook.config.arrival_patterns import ArrivalPattern
+from stackbook.gate.canaries import load_suite
+from stackbook.gate.sentinels import SENTINEL_SHARE, judge_sentinels, mix_sentinels, sentinel_checks
 from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
@@ -76,6 +78,15 @@ def point_name(level: dict, repetition: int) -> str:
     return ArrivalPattern.point_name(level, repetition)
 
 
+def sentinels_for(protocol) -> list:
+    """The gating canary checks mixed into every point as sentinels (none without a suite)."""
+    try:
+        suite, _ = load_suite(protocol.canaries.suite)
+    except FileNotFoundError:
+        return []
+    return sentinel_checks(suite, protocol.canaries.out_of_scope)
+
+
 def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
     return protocol.arrival.schedule(level, n, seed)
 
@@ -100,6 +111,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
+    sentinels = sentinels_for(protocol)
     with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer:
         for rep in range(protocol.repetitions):
             seed = protocol.seeds[rep]
@@ -127,12 +139,17 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                                          warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                          alive=alive)
                 elif "rate" in lv:
-                    prompts = synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000))
-                    recs = run_open_loop(target, prompts, tokenizer, schedule=schedule_for(protocol, lv, n, seed),
+                    prompts = mix_sentinels(
+                        synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000)),
+                        sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
+                    recs = run_open_loop(target, prompts, tokenizer,
+                                         schedule=schedule_for(protocol, lv, len(prompts), seed),
                                   warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                   alive=alive, cooldown=cooldown_requests(protocol, lv))
                 else:
-                    prompts = synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"])
+                    prompts = mix_sentinels(
+                        synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"]),
+                        sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
                     recs = run_closed_loop(target, prompts, tokenizer, concurrency=lv["concurrency"],
                                     warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                     cooldown=cooldown_requests(protocol, lv), alive=alive)
@@ -157,6 +174,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
             if "concurrency" in lv:
                 s.update(client_gaps([r for r in records if r.point == name]))
+            s["sentinels"] = judge_sentinels([r for r in records if r.point == name], sentinels)
             s["client_cpu_fraction"] = client_cpu.get(name)
             s.update(server_side.get(name, {}))
             points[name] = s
@@ -215,9 +233,13 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "length_truncated": errors.get("length_truncated", 0),
                          "schema_failure": errors.get("schema_failure", 0) if as_json else
                          "not checked: this workload asks for free text (response_format: text)",
-                         "not_checked_in_sweep": {
-                             "completed_but_wrong": "the sweep's prompts have no expected answer: "
-                                                    "correctness is the canaries' job"}},
+                         # Sentinels (gating canary prompts, 1 in 8 measured requests) judged after each point.
+                         "completed_but_wrong": sum(s.get("sentinels", {}).get("completed_but_wrong", 0)
+                                                    for s in points.values()),
+                         "sentinels": {"share": SENTINEL_SHARE,
+                                       "sent": sum(s.get("sentinels", {}).get("sent", 0) for s in points.values()),
+                                       "completed": sum(s.get("sentinels", {}).get("completed", 0)
+                                                        for s in points.values())}},
         "length_control": {"requested_output_tokens": protocol.workload.output_tokens.describe(),
                            "controlled": not as_json,
                            "completed_requests": completed, "shorter_than_requested": short,
