@@ -96,14 +96,16 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
         g = geometry_for(model)
         hw = sizing.accelerator(hardware)
         memory = hw.usable_bytes or hw.memory_bytes
-        out = sizing.size_model(g, memory_bytes=memory, context_tokens=context, weights_precision=weights,
+        out = sizing.size_verdict(g, memory_bytes=memory, context_tokens=context, weights_precision=weights,
                                 kv_precision=kv_dtype, state_precision=state_dtype, artifact_bytes=artifact_bytes,
                                 pool_bytes=pool_gib * sizing.GiB if pool_gib else None,
                                 workspace_bytes=workspace_gib * sizing.GiB,
                                 activations_bytes=activations_gib * sizing.GiB, tensor_parallel=tp,
                                 bandwidth=hw.bandwidth or None)
         out["hardware"] = hw.name
-        if engine == "vllm":
+        if engine is not None and not out["fits"]:
+            out["engine"] = {"name": engine, "note": "not computed: the model does not fit at this tensor-parallel degree"}
+        elif engine == "vllm":
             available = (pool_gib * sizing.GiB if pool_gib else
                          hw.memory_bytes * gpu_memory_utilization - out["weights_bytes"] - activations_gib * sizing.GiB)
             out["engine"] = {"name": "vllm", **sizing.vllm_kv_accounting(
