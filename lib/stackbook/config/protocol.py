@@ -19,6 +19,17 @@ DECODING_PRESETS: dict[str, dict[str, float | int]] = {
 }
 
 
+class ModelPreset(Strict):
+    """A decoding preset as the model's publisher gives it; `reasoning` is the chat template's
+    thinking switch the preset implies (None: the model has none)."""
+    temperature: float = Field(ge=0)
+    top_p: float = Field(gt=0, le=1)
+    top_k: int = Field(ge=0)
+    min_p: float = Field(0.0, ge=0, le=1)
+    repetition_penalty: float = Field(1.0, gt=0)
+    reasoning: bool | None = None
+
+
 class Decoding(Strict):
     preset: Literal["greedy", "instruct", "thinking"] = "greedy"
     temperature: float | None = Field(None, ge=0)
@@ -28,16 +39,48 @@ class Decoding(Strict):
     repetition_penalty: float | None = Field(None, gt=0)
     # llama.cpp reads a negative seed as "draw a random one": a run that could not be repeated.
     seed: int = Field(0, ge=0, description="a non-negative integer: the same seed gives the same sample")
+    model_presets: dict[str, ModelPreset] = Field(
+        default_factory=dict, description="the model's published presets, filled from the model catalog")
+
+    def model_preset(self) -> ModelPreset | None:
+        """The model's own values for the chosen preset (greedy is the same for every model)."""
+        return self.model_presets.get(self.preset) if self.preset != "greedy" else None
 
     def resolved(self) -> dict[str, float | int]:
-        """The preset with explicit overrides applied: what every request carries."""
+        """The preset with explicit overrides applied: what every request carries. A model that
+        publishes its presets gives their values; otherwise the workbook's."""
+        mine = self.model_preset()
         out = dict(DECODING_PRESETS[self.preset])
+        if mine is not None:
+            out.update(mine.model_dump(exclude={"reasoning"}))
         for key in out:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
         out["seed"] = self.seed
         return out
+
+    def template_fields(self) -> dict:
+        """Request fields that switch the model's reasoning mode through its chat template, when
+        the model's preset says which way (thinking: on; instruct: off)."""
+        mine = self.model_preset()
+        if mine is None or mine.reasoning is None:
+            return {}
+        return {"chat_template_kwargs": {"enable_thinking": mine.reasoning}}
+
+    def describe(self) -> dict:
+        """What the passport says about decoding: the values, where they come from, reasoning mode."""
+        mine = self.model_preset()
+        switch = self.template_fields()
+        return self.resolved() | {
+            "preset": self.preset,
+            "preset_source": ("the model's published preset (model catalog)" if mine is not None else
+                              "the workbook's preset (the model publishes none in the catalog)"
+                              if self.preset != "greedy" else "greedy: the same for every model"),
+            "reasoning_mode": (f"{'on' if switch['chat_template_kwargs']['enable_thinking'] else 'off'}: "
+                               f"chat_template_kwargs.enable_thinking = "
+                               f"{str(switch['chat_template_kwargs']['enable_thinking']).lower()}" if switch else
+                               "not switched: the model's preset declares no reasoning mode")}
 
 
 class Precision(Strict):

@@ -181,7 +181,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
     proto = {
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
-        "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
+        "decoding": protocol.decoding.describe(),
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
         "arrival": protocol.arrival.model_dump(),
