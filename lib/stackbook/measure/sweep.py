@@ -191,15 +191,17 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
 
 def latest_attempts(records) -> dict[str, tuple[int, int]]:
     """Per point: its latest attempt and how many usable records that attempt has. An attempt
-    that the engine's death cut short counts as empty, so it is run again."""
+    that the engine's death cut short counts as empty, so it is run again. Sentinels are extra
+    to the workload's requests and do not count towards a point's completion."""
     out: dict[str, tuple[int, int]] = {}
     cut: set[tuple[str, int]] = set()
     for r in records:
         a, n = out.get(r.point, (-1, 0))
+        one = 0 if r.phase == "sentinel" else 1
         if r.attempt > a:
-            out[r.point] = (r.attempt, 1)
+            out[r.point] = (r.attempt, one)
         elif r.attempt == a:
-            out[r.point] = (a, n + 1)
+            out[r.point] = (a, n + one)
         if r.error_class == "engine_died":
             cut.add((r.point, r.attempt))
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
