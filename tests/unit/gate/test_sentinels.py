@@ -58,3 +58,12 @@ def test_a_sentinel_is_filed_apart_with_a_natural_end():
     assert [(r.phase, r.sentinel, r.length_controlled, r.error_class) for r in recs] == [
         ("measure", None, True, "none"), ("sentinel", "two-plus-two", False, "length_truncated")]
     assert recs[1].output_tokens_requested == 4
+
+
+def test_sentinels_do_not_count_towards_a_points_completion():
+    from stackbook.measure.sweep import latest_attempts
+    recs = [_rec("two-plus-two", "4")] + [
+        RequestRecord(run_id="r", arm="a", point="c1-r0", phase="measure", concurrency=1, request_index=i,
+                      scheduled_s=0, sent_s=0, end_s=1, sent_unix=0, prompt_tokens_client=1,
+                      output_tokens_requested=4) for i in range(3)]
+    assert latest_attempts(recs) == {"c1-r0": (0, 3)}
