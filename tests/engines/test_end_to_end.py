@@ -67,7 +67,8 @@ def test_records_hold_every_request_with_chunk_times(run):
     for arm in ("llama", "vllm"):
         recs = read_records(run.arm(arm).requests)
         # per point: 1 warm-up + 4 measured + (c - 1) cool-down
-        assert len(recs) == (1 + 4 + 0) + (1 + 4 + 1)
+        assert len(recs) == (1 + 4 + 0) + (1 + 4 + 1) + 2       # and one sentinel per point
+        assert [r.sentinel for r in recs if r.phase == "sentinel"] == ["capital-of-france"] * 2
         measured = [r for r in recs if r.phase == "measure"]
         assert len(measured) == 8 and all(r.ok for r in measured)
         for r in measured:
@@ -111,7 +112,8 @@ def test_server_side_truth_per_point(run):
     for name, p in vllm["points"].items():
         rec = p["engine_reconciliation"]
         # the engine saw every request of the point: warm-up, measured and cool-down
-        assert rec["requests_engine"] == rec["requests_client"] == p["requests"] + 1 + (p["concurrency"] - 1)
+        assert rec["requests_engine"] == rec["requests_client"] == \
+            p["requests"] + 1 + (p["concurrency"] - 1) + p["sentinels"]["sent"]
         assert 0.9 < rec["tpot_ratio_client_over_engine_itl"] < 1.2
         assert rec["ttft_ratio_client_over_engine"] >= 0.95  # the client's TTFT includes the front end
         assert p["prefix_cache"]["flush"].startswith("reset")
