@@ -38,7 +38,7 @@ def test_a_flipped_ranking_is_the_verdict(tmp_path):
     """vLLM-CPU four times faster on the other host: it now leads at every load, llama.cpp did on AVX2."""
     _, loaded = cross_run.load_runs([AVX2, copy_of_avx2(tmp_path, vllm_speedup=4.0)])
     fairness = cross_run.fairness_across_runs(loaded)
-    assert fairness["same in every run"].all() and len(fairness) == 16
+    assert fairness["same in every run"].all() and len(fairness) == 18
     overlay = cross_run.overlay_frame(loaded)
     assert sorted(overlay["arm"].unique()) == ["llama-cpp @ avx2-host", "llama-cpp @ other-host",
                                                "vllm-cpu @ avx2-host", "vllm-cpu @ other-host"]
