@@ -3,8 +3,12 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 CAMPAIGN ?= campaigns/quickstart.yaml
+# The notebook JupyterLab opens first: the quickstart reference analysis (its source when no
+# reference run is present).
+LAB_NOTEBOOK ?= $(firstword $(wildcard outputs/quickstart/reference/40_analysis.ipynb) notebooks/40_analysis.py)
+LAB_CMD = $(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_NOTEBOOK)
 
-.PHONY: setup setup-gpu quickstart test test-fast clean-runs
+.PHONY: setup setup-gpu quickstart test test-fast lab clean-runs
 
 setup:
 	@bash tools/bootstrap.sh all
@@ -17,13 +21,21 @@ setup-gpu:
 quickstart: setup
 	@$(PY) -m stackbook.cli run $(CAMPAIGN)
 
-test: setup
+# The set-up for the suite adds headless Chromium (the report test), through apt-get when root.
+test:
+	@bash tools/bootstrap.sh test
 	@$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The quick tier: pure and harness tests under tests/unit (no engine, no notebook), seconds.
 test-fast:
 	@bash tools/bootstrap.sh workbook
 	@$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# JupyterLab on the repository with the stackbook kernel; the notebook sources (.py) open as
+# notebooks through jupytext.
+lab:
+	@bash tools/bootstrap.sh workbook
+	$(LAB_CMD)
 
 # Remove run directories other than the committed reference runs.
 clean-runs:

@@ -4,9 +4,9 @@
 #     formats: py:percent
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python (stackbook)
 #     language: python
-#     name: python3
+#     name: stackbook
 # ---
 
 # %% [markdown]
@@ -42,6 +42,7 @@ from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.steps.session import open_arm
 from stackbook.steps import sizing as sizing_step
+from stackbook.analysis.tables import readable
 
 session = open_arm(campaign_file, run_dir=run_dir, arm=arm, endpoint=endpoint, start_engine=start_engine)
 display(Markdown(session.describe()))
@@ -60,7 +61,7 @@ pd.Series(s["geometry"]).to_frame("value")
 # ## The memory budget
 
 # %%
-sizing_step.budget_table(s)
+readable(sizing_step.budget_table(s))
 
 # %% [markdown]
 # ## The weights under other precisions
@@ -91,7 +92,7 @@ pd.DataFrame(s["assumptions_table"]).set_index("assumption")
 
 # %%
 display(Markdown(f"Rule: *{s['predicted_capacity'].get('rule', 'n/a')}*"))
-display(sizing_step.capacity_table(s))
+display(readable(sizing_step.capacity_table(s)))
 sizing_step.engine_accounting(s)
 
 # %% [markdown]
@@ -103,4 +104,4 @@ sizing_step.engine_accounting(s)
 # time.
 
 # %%
-sizing_step.roofline_table(s)
+readable(sizing_step.roofline_table(s))

@@ -4,9 +4,9 @@
 #     formats: py:percent
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python (stackbook)
 #     language: python
-#     name: python3
+#     name: stackbook
 # ---
 
 # %% [markdown]

@@ -4,9 +4,9 @@
 #     formats: py:percent
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python (stackbook)
 #     language: python
-#     name: python3
+#     name: stackbook
 # ---
 
 # %% [markdown]
@@ -38,6 +38,7 @@ run_id = None
 from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.analysis import plots
+from stackbook.analysis.tables import readable
 from stackbook.measure.sweep import load_levels
 from stackbook.steps.session import open_arm
 from stackbook.steps import sweep as sweep_step
@@ -58,7 +59,21 @@ sweep_step.workload_table(session)
 # %%
 sweep = sweep_step.arm_sweep(session, run_id=run_id, progress=endpoint is None)
 display(Markdown(sweep_step.sweep_summary(sweep)))
-sweep_step.points_table(sweep)
+readable(sweep_step.points_table(sweep))
+
+# %% [markdown]
+# Latency and throughput against load (saved under `arms/<arm>/figures/`); a black cross marks a
+# point that is not ranked (the arm on HOLD, or the point discarded), with the reason.
+
+# %%
+points = sweep_step.points_frame(session, sweep)
+plots.latency_vs_load(points, session.arm_dir.figures, "ttft_ms")
+
+# %%
+plots.latency_vs_load(points, session.arm_dir.figures, "e2e_ms")
+
+# %%
+plots.throughput_vs_concurrency(points, session.arm_dir.figures)
 
 # %% [markdown]
 # ## Was the load what the protocol asked for?
@@ -70,7 +85,7 @@ sweep_step.points_table(sweep)
 # checked too: each request asked for a stated number of tokens, and shorter replies are counted.
 
 # %%
-display(pd.DataFrame(sweep["load_validity"]).T)
+display(readable(pd.DataFrame(sweep["load_validity"]).T))
 pd.Series(sweep["length_control"]).to_frame("value")
 
 # %% [markdown]
@@ -88,7 +103,7 @@ pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")
 # ## What the engine itself counted during each point (its Prometheus `/metrics`)
 
 # %%
-pd.DataFrame(sweep["telemetry"]).round(3)
+readable(pd.DataFrame(sweep["telemetry"]))
 
 # %% [markdown]
 # ## Client against the engine's own clock
@@ -121,8 +136,10 @@ sweep_step.peer_definitions_table(session)
 
 # %%
 requests = sweep_step.arm_requests(session)
-plots.ttft_distribution({session.arm.name: requests})
-plots.length_histograms(requests[requests["phase"] == "measure"]);
+plots.ttft_distribution({session.arm.name: requests}, session.arm_dir.figures)
+
+# %%
+plots.length_histograms(requests[requests["phase"] == "measure"], session.arm_dir.figures)
 
 # %%
 sweep_step.request_stats_by_load(requests, load_levels(session.protocol))

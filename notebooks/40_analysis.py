@@ -4,9 +4,9 @@
 #     formats: py:percent
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python (stackbook)
 #     language: python
-#     name: python3
+#     name: stackbook
 # ---
 
 # %% [markdown]
@@ -31,6 +31,7 @@ from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.analysis import comparison as analysis
 from stackbook.analysis import plots
+from stackbook.analysis.tables import readable
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT
 
@@ -47,7 +48,7 @@ display(Markdown(analysis.campaign_summary(campaign, arms)))
 
 # %%
 fair = analysis.fairness_table(campaign, arms)
-fair.T
+readable(fair.T)
 
 # %% [markdown]
 # ## Sizing across arms
@@ -57,8 +58,8 @@ fair.T
 
 # %%
 sizing = analysis.sizing_frame(arms)
-display(sizing)
-plots.sizing_bars(sizing, figures);
+display(readable(sizing))
+plots.sizing_bars(sizing, figures)
 
 # %% [markdown]
 # ## Correctness gate and capacity
@@ -66,7 +67,7 @@ plots.sizing_bars(sizing, figures);
 # Canary verdicts, and the KV capacity each engine actually allocated beside the arithmetic.
 
 # %%
-analysis.gate_table(arms)
+readable(analysis.gate_table(arms))
 
 # %% [markdown]
 # ## Do the arms compute the same thing?
@@ -87,7 +88,7 @@ agreement if not agreement.empty else Markdown("*Fewer than two arms ran the can
 
 # %%
 df = analysis.comparison_frame(arms)
-analysis.headline(df)
+readable(analysis.headline(df))
 
 # %% [markdown]
 # ## Discarded points
@@ -97,7 +98,7 @@ analysis.headline(df)
 
 # %%
 d = analysis.discards_frame(arms)
-d if not d.empty else Markdown("*No point was discarded.*")
+readable(d) if not d.empty else Markdown("*No point was discarded.*")
 
 # %% [markdown]
 # ## Verdict
@@ -109,16 +110,17 @@ display(Markdown("\n".join(f"* {line}" for line in result.verdict)))
 # %% [markdown]
 # ## Figures
 #
-# Saved under `figures/` beside this notebook.
+# Saved under `figures/` beside this notebook. A black cross marks a point that is not ranked
+# (its arm on HOLD, not comparable, or the point discarded), annotated with the reason.
 
 # %%
-plots.latency_vs_load(df, figures, "e2e_ms");
+plots.latency_vs_load(df, figures, "e2e_ms")
 
 # %%
-plots.latency_vs_load(df, figures, "ttft_ms");
+plots.latency_vs_load(df, figures, "ttft_ms")
 
 # %%
-plots.throughput_vs_concurrency(df, figures);
+plots.throughput_vs_concurrency(df, figures)
 
 # %% [markdown]
 # ## Throughput against tail latency
@@ -130,7 +132,9 @@ plots.throughput_vs_concurrency(df, figures);
 
 # %%
 plots.pareto(df, figures)
-analysis.pareto_frontier(df) if not df.empty else None
+
+# %%
+readable(analysis.pareto_frontier(df), "the frontier") if not df.empty else None
 
 # %% [markdown]
 # ## Inside the SLO
@@ -139,7 +143,7 @@ analysis.pareto_frontier(df) if not df.empty else None
 # (TTFT and TPOT), and the goodput there: the capacity that counts for the product.
 
 # %%
-analysis.slo_capacity(df) if not df.empty else None
+readable(analysis.slo_capacity(df)) if not df.empty else None
 
 # %% [markdown]
 # ## How close to the hardware's bound
@@ -149,7 +153,7 @@ analysis.slo_capacity(df) if not df.empty else None
 # kernels (host, runtime); a share near 100% says the hardware itself is the limit.
 
 # %%
-analysis.roofline_efficiency(arms, df) if not df.empty else None
+readable(analysis.roofline_efficiency(arms, df)) if not df.empty else None
 
 # %% [markdown]
 # ## A queueing model of each arm, checked against held-out loads
@@ -164,7 +168,9 @@ analysis.roofline_efficiency(arms, df) if not df.empty else None
 # %%
 curves, errors = analysis.queueing_fits(df) if not df.empty else (pd.DataFrame(), pd.DataFrame())
 plots.predicted_vs_measured(curves, figures)
-errors.round(2) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
+
+# %%
+readable(errors) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
 
 # %% [markdown]
 # ## TTFT distributions
@@ -172,7 +178,7 @@ errors.round(2) if not errors.empty else Markdown("*Fewer than three loads per a
 # One empirical CDF per arm and point, over the measured requests that succeeded.
 
 # %%
-plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures);
+plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures)
 
 # %% [markdown]
 # ## Passports

@@ -4,9 +4,9 @@
 #     formats: py:percent
 #     notebook_metadata_filter: -jupytext.text_representation
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python (stackbook)
 #     language: python
-#     name: python3
+#     name: stackbook
 # ---
 
 # %% [markdown]
@@ -39,10 +39,11 @@ from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.analysis import plots
 from stackbook.analysis import demand_map, queueing
+from stackbook.analysis.tables import readable
 
 before = demand_map.demand_map(demand_map.SEED_LAYERS)
-display(pd.DataFrame(before["layers"]).set_index("name"))
-plots.demand_bars(before);
+display(readable(pd.DataFrame(before["layers"]).set_index("name")))
+plots.demand_bars(before)
 
 # %% [markdown]
 # ## After improving one layer
@@ -50,7 +51,7 @@ plots.demand_bars(before);
 # %%
 after = demand_map.demand_map(demand_map.improve(demand_map.SEED_LAYERS, improved_layer, improvement))
 display(Markdown(demand_map.improvement_summary(before, after, improved_layer, improvement)))
-plots.demand_bars(after);
+plots.demand_bars(after)
 
 # %% [markdown]
 # ## Why averages are not enough: variability makes queues
@@ -63,7 +64,7 @@ plots.demand_bars(after);
 # a change that lowers the mean service time but raises its variance can make the tail worse.
 
 # %%
-plots.kingman_curves();
+plots.kingman_curves()
 
 # %% [markdown]
 # ## Closed loops: Mean Value Analysis
@@ -76,8 +77,9 @@ plots.kingman_curves();
 # %%
 demands_s = [row["adjusted_ms"] / 1000 for row in before["layers"]]
 curve = pd.DataFrame(queueing.mva(demands_s, 32))
-plots.mva_throughput(curve, before["throughput_bound_rps"])
-curve[["n", "throughput", "response"]].iloc[[0, 1, 3, 7, 15, 31]].round(4).set_index("n")
+display(plots.mva_throughput(curve, before["throughput_bound_rps"]))
+readable(curve[["n", "throughput", "response"]].iloc[[0, 1, 3, 7, 15, 31]].set_index("n")
+         .rename(columns={"throughput": "throughput (req/s)", "response": "response time (s)"}))
 
 # %% [markdown]
 # ## From the map to a measurement

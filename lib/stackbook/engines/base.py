@@ -164,7 +164,7 @@ class EngineAdapter:
     def wait_ready(self, timeout_s: float | None = None) -> float:
         timeout_s = timeout_s or self.spec.startup_timeout_s
         deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=2.0) as client:
+        with self.http_client(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 if self.proc is not None and self.proc.poll() is not None:
                     self.exit_code = self.proc.returncode
@@ -173,9 +173,22 @@ class EngineAdapter:
                                            f"it was ready. Last log lines:\n{self.log_tail()}")
                 try:
                     r = client.get(self.base_url + self.health_path, headers=self.headers())
+                    if r.status_code in (401, 403):
+                        # A refused credential does not fix itself: waiting would only hide the reason.
+                        self.stop()
+                        raise EngineStartError(
+                            f"{self.kind} refused the credentials with HTTP {r.status_code} at "
+                            f"{self.base_url}{self.health_path}: {r.text[:300]}; check the key in the variable "
+                            "engine.api_key_env names and the auth header the endpoint expects")
                     if r.status_code == 200 and self._ready_extra(client):
                         self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
                         return self.ready_after_s
+                except httpx.ConnectError as err:
+                    if "CERTIFICATE_VERIFY_FAILED" in str(err):
+                        self.stop()
+                        raise EngineStartError(
+                            f"TLS: {self.base_url} presented a certificate that was not verified ({err}); if it is "
+                            "signed by a private CA, give that CA's PEM file as engine.ca_bundle") from err
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.25)
@@ -185,6 +198,33 @@ class EngineAdapter:
 
     def _ready_extra(self, client: httpx.Client) -> bool:
         return True
+
+    def http_client(self, timeout: float = 10.0) -> httpx.Client:
+        """The client readiness checks, probes and scrapes use to reach this engine."""
+        return httpx.Client(timeout=timeout)
+
+    def request_route(self) -> dict:
+        """Where chat requests go and what the API calls the output bound: the Target's fields."""
+        return {"chat_path": "/v1/chat/completions", "max_tokens_field": "max_tokens", "ca_bundle": None}
+
+    models_path = "/v1/models"
+    # The protocol's decoding fields under this engine's own names, where they differ.
+    decoding_field_names: ClassVar[dict[str, str]] = {}
+
+    def honoured_decoding_fields(self, decoding: dict) -> dict:
+        """Which of the protocol's decoding settings this arm's requests carry, and why any are
+        left out: the fairness check reads it, since an arm that cannot send top_k samples
+        differently from one that does."""
+        body = self.sampling_fields(decoding)
+        sent = [k for k in decoding if self.decoding_field_names.get(k, k) in body]
+        return {"sent": sorted(sent), "not_sent": {k: self.decoding_field_left_out(k) for k in decoding if k not in sent}}
+
+    def decoding_field_left_out(self, name: str) -> str:
+        """Why this kind does not send a decoding field."""
+        return getattr(self, "fields_not_sent", {}).get(name, "not sent by this engine's adapter")
+
+    def restore(self, engine_record: dict) -> None:
+        """Take back what readiness found (engine.json) when attaching to an engine started elsewhere."""
 
     def is_alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -104,6 +104,8 @@ class LlamaCppAdapter(EngineAdapter):
                 "--slot-save-path", f"{slots_dir}/",
                 *self.spec.extra_args]
 
+    decoding_field_names = {"repetition_penalty": "repeat_penalty"}
+
     def sampling_fields(self, decoding: dict) -> dict:
         # llama-server applies top_k 40, min_p 0.05 and repeat_penalty unless told otherwise.
         return {"temperature": decoding["temperature"], "top_p": decoding["top_p"],

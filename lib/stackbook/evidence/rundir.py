@@ -84,6 +84,11 @@ class ArmDir:
     def passport_md(self) -> Path:
         return self.path / "passport.md"
 
+    @property
+    def figures(self) -> Path:
+        """The arm notebooks' figures (the campaign's own are under the run's figures/)."""
+        return self.path / "figures"
+
 
 class RunDir:
     """A run directory: the resolved campaign, the manifest, the analysis, figures and arms."""

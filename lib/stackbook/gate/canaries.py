@@ -4,6 +4,7 @@ No timing counts until the arm's output is shown to be right.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -47,8 +48,8 @@ class _Check(BaseModel):
 
     def ask(self, target: Target, messages: list | None = None, **extra) -> tuple[str | None, dict]:
         """One greedy chat turn; the reply's text (None when there is no reply) and the reply."""
-        t = Target(target.base_url, target.model, {**target.sampling, **GREEDY}, {"max_tokens": self.max_tokens},
-                   target.headers, target.timeout_s)
+        t = dataclasses.replace(target, sampling={**target.sampling, **GREEDY},
+                                length_fields={"max_tokens": self.max_tokens}, length_for=None)
         reply = chat_once(t, messages or self.messages(), timeout_s=target.timeout_s, **extra)
         return _text(reply), reply
 

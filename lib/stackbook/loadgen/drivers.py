@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import gc
 import json
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ import httpx
 import jsonschema
 import uvloop
 
-from stackbook.loadgen.http_client import StreamClient
+from stackbook.loadgen.http_client import STANDARD_HEADERS, StreamClient, refuse_proxy, tls_context
 from stackbook.loadgen.records import RecordWriter, RequestRecord
 from stackbook.loadgen.workload import PromptSpec, count_tokens
 
@@ -32,6 +33,15 @@ class Target:
     headers: dict = field(default_factory=dict)
     timeout_s: float = 120.0
     length_for: object = None  # callable: output tokens -> this engine's length fields (per-request lengths)
+    # The API's own path for chat completions after the server's root (base path and query kept).
+    chat_path: str = "/v1/chat/completions"
+    # The name the API gives the output-length bound (the hosted OpenAI API: max_completion_tokens).
+    max_tokens_field: str = "max_tokens"
+    ca_bundle: str | None = None  # PEM file of the CA that signed an https server's certificate
+    exact_lengths: bool = True  # False where the engine cannot force a length: replies may end early
+
+    def stream_client(self) -> StreamClient:
+        return StreamClient(self.base_url, ca_bundle=self.ca_bundle)
 
     def fields_for(self, output_tokens: int | None) -> dict:
         if output_tokens is None or self.length_for is None:
@@ -52,6 +62,8 @@ def request_body(target: Target, messages: list, stream: bool = True, output_tok
     else:
         lengths = target.fields_for(output_tokens)
     body = {"model": target.model, "messages": messages, "stream": stream, **target.sampling, **lengths, **extra}
+    if target.max_tokens_field != "max_tokens" and "max_tokens" in body:
+        body[target.max_tokens_field] = body.pop("max_tokens")
     if stream:
         body["stream_options"] = {"include_usage": True}
     return body
@@ -154,13 +166,14 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
         base = dict(base, phase="sentinel", sentinel=prompt.sentinel)
     rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
                prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None else prompt.prompt_tokens_client,
-               output_tokens_requested=body.get("max_tokens", 0), length_controlled=not prompt.natural_end,
+               output_tokens_requested=body.get(target.max_tokens_field, 0),
+               length_controlled=not prompt.natural_end and target.exact_lengths,
                prefix_group=prompt.group, turn=turn,
                conversation=prompt.index if prompt.follow_ups else None)
     payload = json.dumps(body).encode()
     sent_unix = time.time()
     sent = time.perf_counter() - t0
-    reply = await client.post("/v1/chat/completions", payload, target.timeout_s, target.headers)
+    reply = await client.post(target.chat_path, payload, target.timeout_s, target.headers)
     end = time.perf_counter() - t0
     status = reply.status
     parsed = {"chunk_times": [], "chunk_tokens": [], "text": "", "usage": {}, "finish": None,
@@ -180,7 +193,7 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
         elif error_class == "none" and parsed["finish"] == "length":
             # The reply was expected to end by itself (a JSON object closing) and hit the token
             # limit instead: that is truncation, whatever the half-written text looks like.
-            error_class, error = "length_truncated", (f"the reply hit max_tokens ({body.get('max_tokens')}) "
+            error_class, error = "length_truncated", (f"the reply hit max_tokens ({body.get(target.max_tokens_field)}) "
                                                       "before ending by itself")
         elif error_class == "none" and prompt.schema is not None:
             problem = schema_problem(parsed["text"], prompt.schema)
@@ -190,7 +203,7 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
     details = usage.get("prompt_tokens_details") or {}
     chunk_times = parsed["chunk_times"]
     return RequestRecord(
-        **rec, sent_s=sent, sent_unix=sent_unix, first_token_s=chunk_times[0] if chunk_times else None,
+        **rec, sent_s=sent, sent_unix=sent_unix, connect_s=reply.connect_s, first_token_s=chunk_times[0] if chunk_times else None,
         first_event_s=parsed["first_event"], end_s=end, chunk_times_s=chunk_times, chunk_tokens=parsed["chunk_tokens"],
         prompt_tokens_server=usage.get("prompt_tokens"), output_tokens_server=usage.get("completion_tokens"),
         output_tokens_client=count_tokens(tokenizer, parsed["text"]), cached_prompt_tokens=details.get("cached_tokens"),
@@ -250,7 +263,7 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
         queue.put_nowait((i, p))
     out: list[RequestRecord] = []
     t0 = time.perf_counter()
-    async with StreamClient(target.base_url) as client:
+    async with target.stream_client() as client:
 
         async def worker() -> None:
             while True:
@@ -276,7 +289,7 @@ async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, sch
     """
     phase_of = phases(len(prompts), warmup, cooldown)
     out: list[RequestRecord] = []
-    async with StreamClient(target.base_url) as client:
+    async with target.stream_client() as client:
         t0 = time.perf_counter()
 
         async def one(i: int, p: PromptSpec, at: float) -> None:
@@ -324,9 +337,17 @@ def run_open_loop(*args, **kwargs) -> list[RequestRecord]:
 def chat_once(target: Target, messages: list, timeout_s: float = 120.0, **extra) -> dict:
     """One non-streaming request (canaries): the parsed JSON reply, or an error description."""
     body = request_body(target, messages, stream=False, **extra)
+    refuse_proxy(target.base_url)  # the same direct connection as the load generator's
+    verify = tls_context(target.ca_bundle) if target.base_url.startswith("https://") else True
     try:
-        r = httpx.post(target.base_url + "/v1/chat/completions", json=body, headers=target.headers,
-                       timeout=timeout_s)
+        with httpx.Client(verify=verify, trust_env=False, timeout=timeout_s) as c:
+            r = c.post(target.base_url + target.chat_path, json=body,
+                       headers={**STANDARD_HEADERS, **target.headers})
+    except httpx.ConnectError as err:
+        if isinstance(err.__context__, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(err):
+            return {"error": f"TLS: the server's certificate was not verified ({err}); if it is signed by a private "
+                             "CA, give that CA's PEM file as engine.ca_bundle", "error_class": "transport"}
+        return {"error": f"{type(err).__name__}: {err}", "error_class": "transport"}
     except httpx.HTTPError as err:
         return {"error": f"{type(err).__name__}: {err}", "error_class": "transport"}
     if r.status_code != 200:

@@ -11,10 +11,54 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httptools
+
+from stackbook import __version__
+
+USER_AGENT = f"stackbook/{__version__}"
+# Sent on every request: who is asking, and no compression (a compressed stream would be
+# buffered by the server and decoded here, which shifts every chunk's arrival time).
+STANDARD_HEADERS = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+
+
+class ProxyRefused(ValueError):
+    """A proxy is configured for the target host; the load generator connects directly only."""
+
+
+def refuse_proxy(base_url: str) -> None:
+    """The load generator connects straight to the server (a proxy would add its own latency to
+    every measured chunk), so a proxy set for this host in HTTPS_PROXY/HTTP_PROXY/ALL_PROXY and not
+    excluded by NO_PROXY is refused, naming the fix, rather than silently bypassed."""
+    u = urlsplit(base_url)
+    if u.hostname in ("localhost", "::1", "0.0.0.0") or (u.hostname or "").startswith("127."):
+        return  # loopback: no proxy can reach it
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(u.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(u.hostname or "", proxies):
+        return
+    raise ProxyRefused(
+        f"a proxy ({proxy}) is set for {u.hostname} through the {u.scheme.upper()}_PROXY/ALL_PROXY environment, and "
+        f"the load generator connects directly so that no proxy's latency enters the measurements; add "
+        f"{u.hostname} to NO_PROXY (e.g. NO_PROXY={u.hostname}) if it is reachable directly, or unset the proxy "
+        "variables for this run")
+
+
+def tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+    """The system's trust store, or only the CA bundle named (a private or self-signed CA)."""
+    if ca_bundle is not None and not Path(ca_bundle).is_file():
+        raise FileNotFoundError(f"ca_bundle {ca_bundle!r} is not a file; give the PEM file of the CA that signed "
+                                "the server's certificate")
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def host_header(host: str, port: int) -> str:
+    """host:port as the Host header and URLs write it: an IPv6 literal in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass
@@ -27,6 +71,7 @@ class StreamedReply:
     error_class: str = "none"
     error: str | None = None
     complete: bool = False
+    connect_s: float | None = None  # opening the connection (TCP, TLS) for this request; None when reused
 
 
 class _Exchange:
@@ -157,15 +202,16 @@ class StreamClient:
     """Keep-alive connections to one server; `post` sends a request and returns its reply once
     the reply has ended, failed or timed out (never raises for what a server does)."""
 
-    def __init__(self, base_url: str, headers: dict | None = None):
+    def __init__(self, base_url: str, headers: dict | None = None, ca_bundle: str | None = None):
         u = urlsplit(base_url)
         if u.scheme not in ("http", "https"):
             raise ValueError(f"base URL {base_url!r} must start with http:// or https://")
-        self.tls = ssl.create_default_context() if u.scheme == "https" else None
+        refuse_proxy(base_url)
+        self.tls = tls_context(ca_bundle) if u.scheme == "https" else None
         self.host, self.port = u.hostname, u.port or (443 if self.tls else 80)
         self.prefix = u.path.rstrip("/")
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        self._head = (f"Host: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in {**STANDARD_HEADERS, **(headers or {})}.items())
+        self._head = (f"Host: {host_header(self.host, self.port)}\r\nContent-Type: application/json\r\n"
                       f"Accept: text/event-stream\r\n{extra}")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
@@ -174,16 +220,18 @@ class StreamClient:
         conn.reused = True
         self._idle.append(conn)
 
-    async def _connection(self) -> _Connection:
+    async def _connection(self) -> tuple[_Connection, float | None]:
+        """A kept-alive connection, or a new one with the seconds its set-up took."""
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and not conn.transport.is_closing():
-                return conn
+                return conn, None
         loop = asyncio.get_running_loop()
+        began = time.perf_counter()
         _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port,
                                                ssl=self.tls)
         self._all.add(conn)
-        return conn
+        return conn, time.perf_counter() - began
 
     async def post(self, path: str, body: bytes, timeout_s: float, headers: dict | None = None) -> StreamedReply:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
@@ -195,9 +243,14 @@ class StreamClient:
             fut = loop.create_future()
             ex = _Exchange(fut)
             try:
-                conn = await asyncio.wait_for(self._connection(), max(0.0, deadline - loop.time()))
+                conn, ex.reply.connect_s = await asyncio.wait_for(self._connection(),
+                                                                  max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
                 ex.finish("timeout", f"no connection within {timeout_s:g} s")
+                return fut.result()
+            except ssl.SSLCertVerificationError as err:
+                ex.finish("transport", f"TLS: the server's certificate was not verified ({err.verify_message}); "
+                                       "if it is signed by a private CA, give that CA's PEM file as engine.ca_bundle")
                 return fut.result()
             except OSError as err:
                 ex.finish("transport", f"{type(err).__name__}: {err}")

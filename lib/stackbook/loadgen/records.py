@@ -33,6 +33,8 @@ class RequestRecord(BaseModel):
     first_event_s: float | None = Field(None, description="first SSE event with a choice, even an empty one")
     end_s: float
     sent_unix: float
+    connect_s: float | None = Field(None, description="opening a new connection (TCP and TLS) before this request "
+                                    "went out, inside sent_s..first_token_s; None on a kept-alive connection")
     chunk_times_s: list[float] = Field(default_factory=list)
     chunk_tokens: list[int] = Field(default_factory=list)
     prompt_tokens_client: int

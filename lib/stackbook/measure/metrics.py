@@ -156,6 +156,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)
     short = [x for x in ok if x["length_controlled"] and x["output_tokens"] < x["output_tokens_requested"]]
     out["length_not_honoured"] = len(short)
+    out.update(connection_setup(records))
     # Little's law: requests in flight = completion rate x mean time in system. Both sides are
     # measured independently here; they must agree, and for a closed loop they must also come
     # back near the configured concurrency, else the client did not keep its clients busy.
@@ -163,6 +164,17 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
         out["littles_law_concurrency"] = out["request_throughput_rps"] * out["e2e_ms_mean"] / 1000
     return out
 
+
+
+def connection_setup(records: list[RequestRecord]) -> dict:
+    """Connections opened during the point (warm-up included, where most are) and what their set-up
+    (TCP, TLS) cost: part of those requests' TTFT, shown apart so a handshake to a distant host is
+    not read as the engine's prefill."""
+    times = [r.connect_s * 1000 for r in records if r.connect_s is not None]
+    return {"connections_opened": len(times), "connect_ms_max": max(times) if times else None,
+            "connect_ms_mean": sum(times) / len(times) if times else None,
+            "measured_requests_on_new_connections": sum(r.connect_s is not None for r in records
+                                                        if r.phase == "measure")}
 
 
 def reconcile_with_engine(delta: dict, records: list[RequestRecord]) -> dict:

@@ -59,6 +59,10 @@ def artifacts_for(model_spec) -> ModelArtifacts:
     """Artifacts for a campaign's model section (embedded, or user paths)."""
     if model_spec.source == "catalog":
         return ModelArtifacts(model_spec.name, None, None)
+    if model_spec.source == "remote":
+        # No weights here; the tokenizer directory, when given, sizes prompts exactly.
+        tok = resolve_symbolic(model_spec.tokenizer_path) if model_spec.tokenizer_path else None
+        return ModelArtifacts(model_spec.name, tok, None)
     if model_spec.source == "embedded":
         art = embedded_artifacts()
         missing = [p for p in (art.hf_dir, art.gguf) if not p.exists()]

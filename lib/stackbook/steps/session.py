@@ -36,6 +36,7 @@ def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) ->
         "launch": adapter.launch_record(),
         "configured_capacity": adapter.spec.configured_capacity(adapter.protocol),
         "realized_capacity": adapter.realized_capacity(),
+        "decoding_fields": adapter.honoured_decoding_fields(adapter.protocol.decoding.resolved()),
         "host": host_identity(),
         "restarts": restarts,
         "recorded_unix": time.time(),
@@ -60,7 +61,8 @@ class ArmSession:
         return Target(self.adapter.base_url, self.adapter.served_name,
                       self.adapter.sampling_fields(d) | self.protocol.decoding.template_fields(),
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
-                      self.adapter.headers(), self.protocol.request_timeout_s)
+                      self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
+                      exact_lengths=self.adapter.length_control is not None)
 
     def engine_alive(self) -> bool:
         """Whether the engine serving this arm still runs (started here, or by the runner)."""
@@ -101,6 +103,7 @@ def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = N
     if endpoint is not None:
         adapter.attach(endpoint)
         session.engine = read_json(arm_dir.engine_json, {}) or {}
+        adapter.restore(session.engine)
     elif start_engine:
         adapter.start()
         adapter.wait_ready()

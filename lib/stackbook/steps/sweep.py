@@ -29,6 +29,16 @@ def points_table(sweep: dict) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]].round(2)
 
 
+def points_frame(session, sweep: dict) -> pd.DataFrame:
+    """This arm's points in the campaign analysis's shape (arm, label, point, discarded, load and
+    the flat metrics), so the sweep notebook draws the same figures, HOLD and discards marked."""
+    rows = [{"arm": session.arm.name, "label": sweep.get("label", "accepted"), "point": name,
+             "discarded": bool(s.get("discarded")),
+             **{k: v for k, v in s.items() if not isinstance(v, (dict, list)) and k != "discarded"}}
+            for name, s in sweep["points"].items()]
+    return pd.DataFrame(rows)
+
+
 def arm_requests(session) -> pd.DataFrame:
     return requests_frame(read_records(session.arm_dir.requests))
 

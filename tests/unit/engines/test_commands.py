@@ -212,4 +212,6 @@ def test_managed_endpoint(monkeypatch):
     monkeypatch.setenv("EX_KEY", "secret")
     assert a.headers() == {"Authorization": "Bearer secret"}
     assert a.launch_record() == {"command": [], "endpoint": "https://api.example:8443/v1", "api_key_env": "EX_KEY",
-                                 "remote": True}
+                                 "auth_header": "Authorization", "query": {}, "remote": True,
+                                 "max_tokens_field": "max_tokens", "extra_body": {},
+                                 "exact_length": {"mode": "probe", "accepted": False, "reason": "not probed yet"}}

@@ -127,7 +127,8 @@ def test_every_kind_says_how_it_controls_output_length():
                        "vllm_cpu": "min_tokens and ignore_eos", "vllm": "min_tokens and ignore_eos",
                        "sglang": "min_tokens and ignore_eos", "trtllm": "min_tokens and ignore_eos",
                        "mlx": "logit_bias forbids the end-of-sequence tokens (mlx_lm has no ignore_eos or min_tokens)",
-                       # it sends max_tokens only: the passport says lengths were not controlled
+                       # as a kind it promises nothing: an arm forces lengths only where its endpoint
+                       # showed it honours ignore_eos and min_tokens (tests/unit/engines/test_hosted_api.py)
                        "openai_endpoint": None}
 
 

@@ -1,0 +1,114 @@
+"""The report as a reader sees it: rendered by headless Chromium (the system's package, installed
+by `make setup` when missing), its figures must be drawn (decoded, non-zero size) and its links to
+the arm notebooks and raw files must lead to files that exist."""
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from stackbook.browser import INSTALL_HINT, Chromium, find_chromium, inspect_page
+from stackbook.evidence.files import file_sha256
+from stackbook.evidence.rundir import RunDir
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}")
+
+AVX2_RUN = Path("outputs/quickstart/avx2-host")
+ARMS = ("llama-cpp", "vllm-cpu")
+
+
+@pytest.fixture(scope="module")
+def fresh_report(tmp_path_factory) -> RunDir:
+    """`stackbook report` over a copy of a committed run's evidence: the analysis executed anew."""
+    from stackbook.reports import rerender
+
+    run = RunDir(tmp_path_factory.mktemp("report") / "run")
+    shutil.copytree(AVX2_RUN, run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb",
+                                                                      "analysis.json"))
+    rerender(run.path)
+    return run
+
+
+def test_rerender_rewrites_the_analysis_and_the_manifest_hashes(fresh_report):
+    manifest = json.loads(fresh_report.manifest.read_text())
+    assert manifest["analysis"]["status"] == "ok"
+    assert manifest["outputs"]["report.html"] == file_sha256(fresh_report.report)
+    assert manifest["outputs"]["figures/pareto.png"] == file_sha256(fresh_report.figures / "pareto.png")
+    assert json.loads(fresh_report.analysis.read_text())["verdict"][0].startswith(
+        "At concurrency 1: highest output throughput llama-cpp (17.3 tok/s)")
+
+
+def test_a_directory_that_is_not_a_run_is_refused(tmp_path):
+    from stackbook.reports import rerender
+
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        rerender(tmp_path)
+
+
+def test_every_figure_is_drawn_in_the_report(fresh_report):
+    page = inspect_page(fresh_report.report)
+    saved = sorted(p.name for p in fresh_report.figures.glob("*.png"))
+    assert saved == ["e2e_ms_vs_load.png", "pareto.png", "queueing_fit.png", "sizing.png",
+                     "throughput_vs_concurrency.png", "ttft_cdf.png", "ttft_ms_vs_load.png"]
+    assert len(page.images) == len(saved)
+    assert not page.broken_images
+    assert all(i.natural_width > 300 and i.natural_height > 200 for i in page.images)
+    assert page.title == "run · run · stackbook report" or page.title.endswith("· stackbook report")
+
+
+def test_links_to_arm_notebooks_and_raw_files_resolve(fresh_report):
+    page = inspect_page(fresh_report.report)
+    assert not page.broken_links, page.broken_links
+    targets = {Path(link.href.removeprefix("file://")).relative_to(fresh_report.path.resolve()).as_posix()
+               for link in page.links}
+    for arm in ARMS:
+        for name in ("10_sizing.ipynb", "20_canaries.ipynb", "30_load_sweep.ipynb", "requests.jsonl",
+                     "engine.log", "passport.md"):
+            assert f"arms/{arm}/{name}" in targets
+
+
+def test_a_missing_figure_and_a_missing_file_are_caught(tmp_path):
+    page = tmp_path / "broken.html"
+    (tmp_path / "there.txt").write_text("x")
+    page.write_text('<html><head><title>t</title></head><body><img src="figures/none.png">'
+                    '<a href="there.txt">ok</a><a href="arms/x/requests.jsonl">raw</a>'
+                    '<a href="https://example.org/">web</a></body></html>')
+    report = inspect_page(page)
+    assert [i.natural_width for i in report.broken_images] == [0]
+    assert [link.text for link in report.links] == ["ok", "raw"]
+    assert [link.text for link in report.broken_links] == ["raw"]
+
+
+@pytest.mark.parametrize("report", sorted(Path("outputs").glob("*/*/report.html")), ids=str)
+def test_committed_reports_draw_their_figures(report):
+    """Every committed report (a run's analysis or a comparison) draws one image per figure saved
+    beside it, and a run with a sweep has figures."""
+    [notebook] = report.parent.glob("[0-9][0-9]_*.ipynb")
+    nb = nbformat.read(notebook, as_version=4)
+    with Chromium() as browser:
+        browser.open(report)
+        page = browser.inspect()
+    assert not page.broken_images and not page.broken_links
+    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(page.images) == len(pngs) == len(list((report.parent / "figures").glob("*.png")))
+    if any(report.parent.glob("arms/*/requests.jsonl")) or notebook.stem == "60_compare":
+        assert len(page.images) >= 4
+
+
+def test_comparison_report_overlays_the_runs_figures(tmp_path):
+    """stackbook compare across the committed AVX2-host run and a copy of it on a faster "host"."""
+    from stackbook.reports import compare
+
+    other = RunDir(tmp_path / "quickstart" / "faster-host")
+    shutil.copytree(AVX2_RUN, other.path, ignore=shutil.ignore_patterns("*.html", "*.ipynb", "figures"))
+    results = json.loads(other.arm("vllm-cpu").results.read_text())
+    for point in results["sweep"]["points"].values():
+        point["output_throughput_tok_s"] *= 4
+    other.arm("vllm-cpu").results.write_text(json.dumps(results))
+    out = compare([AVX2_RUN, other.path], tmp_path / "cmp")
+    verdict = json.loads((out.path / "comparison.json").read_text())["verdict"]
+    assert verdict[2].startswith("The ranking depends on the host or engine build: the leader changes at load 1, 2, 4, 8.")
+    page = inspect_page(out.report)
+    assert len(page.images) == 4 and not page.broken_images and not page.broken_links
+    assert sorted(p.name for p in out.figures.glob("*.png")) == [
+        "e2e_ms_vs_load.png", "pareto.png", "throughput_vs_concurrency.png", "ttft_ms_vs_load.png"]

@@ -1,0 +1,66 @@
+"""Figures are returned (for inline display) and saved, with units on the axes and crosses on the
+points that are not ranked; tables carry units in their column names and rounded numbers."""
+import pandas as pd
+from matplotlib.figure import Figure
+from stackbook.analysis import plots
+from stackbook.analysis.tables import column_title, format_number, readable
+
+
+def points():
+    return pd.DataFrame([
+        {"arm": "a", "label": "accepted", "point": "c1", "discarded": False, "load": 1, "e2e_ms_p50": 100.0,
+         "e2e_ms_p99": 150.0, "output_throughput_tok_s": 10.0},
+        {"arm": "a", "label": "accepted", "point": "c2", "discarded": True, "load": 2, "e2e_ms_p50": 300.0,
+         "e2e_ms_p99": 900.0, "output_throughput_tok_s": 12.0},
+        {"arm": "b", "label": "HOLD", "point": "c1", "discarded": False, "load": 1, "e2e_ms_p50": 90.0,
+         "e2e_ms_p99": 95.0, "output_throughput_tok_s": 20.0},
+    ])
+
+
+def test_point_status_names_why_a_point_is_not_ranked():
+    assert plots.point_status(points()).tolist() == ["accepted", "discarded", "HOLD"]
+    with_status = points().assign(status=[None, "invalid load", None])
+    assert plots.point_status(with_status).tolist() == ["accepted", "invalid load", "HOLD"]
+
+
+def test_throughput_figure_is_returned_saved_labelled_and_marks_unranked_points(tmp_path):
+    fig = plots.throughput_vs_concurrency(points(), tmp_path)
+    assert isinstance(fig, Figure)
+    assert (tmp_path / "throughput_vs_concurrency.png").stat().st_size > 5000
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "concurrency (closed loop)"
+    assert ax.get_ylabel() == "output throughput (tokens / s)"
+    crosses = [c for c in ax.collections if c.get_label().startswith("not ranked")]
+    assert len(crosses) == 1 and crosses[0].get_offsets().tolist() == [[2.0, 12.0], [1.0, 20.0]]
+    assert sorted(t.get_text() for t in ax.texts) == ["HOLD", "discarded"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b [HOLD]", "not ranked (HOLD, discarded, ...)"]
+
+
+def test_latency_figure_has_one_legend_entry_for_unranked_points():
+    ax = plots.latency_vs_load(points(), None, "e2e_ms").axes[0]
+    assert ax.get_ylabel() == "E2E latency (ms)"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels.count("not ranked (HOLD, discarded, ...)") == 1
+
+
+def test_column_titles_carry_units():
+    assert column_title("ttft_ms_p50") == "TTFT p50 (ms)"
+    assert column_title("e2e_ms_ci95") == "E2E ±95% CI (ms)"
+    assert column_title("output_throughput_tok_s") == "output throughput (tok/s)"
+    assert column_title("decode_tok_s_per_stream_mean") == "decode per stream mean (tok/s)"
+    assert column_title("goodput_rps") == "goodput (req/s)"
+    assert column_title("slo_attainment") == "SLO attainment (fraction)"
+    assert column_title("weights GiB") == "weights GiB"
+
+
+def test_numbers_rounded_to_what_they_support():
+    assert [format_number(v) for v in (1234.567, 45.678, 3.14159, 0.012345, 4.0, 12, None, float("nan"), "x", True)] \
+        == ["1,235", "45.7", "3.14", "0.0123", "4", "12", "–", "–", "x", "True"]
+
+
+def test_readable_table_renders_html_and_aligned_text():
+    t = readable(pd.DataFrame({"arm": ["a"], "ttft_ms_p50": [12.3456]}))
+    html = t._repr_html_()
+    assert "<table" in html and ">TTFT p50 (ms)</th>" in html and ">12.3</td>" in html
+    assert "#T_" in html and "_row0_col0 {\n  text-align: left;" in html and "_row0_col1 {\n  text-align: right;" in html
+    assert repr(t).splitlines() == ["arm TTFT p50 (ms)", "  a          12.3"]
