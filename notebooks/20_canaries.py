@@ -18,8 +18,9 @@
 # (a versioned YAML file whose hash goes into the passport).
 #
 # The verdict is **PASS** when every gating check passes, else **HOLD**: a held arm's timings are
-# never ranked. Checks this small model is known to fail are listed as *expected failures*, shown
-# here rather than dropped.
+# never ranked. The gating set is the campaign's, the same for every arm; a capability the
+# campaign's workload does not use may be declared out of scope for the whole campaign
+# (`protocol.canaries.out_of_scope`, with its reason): those checks still run and are shown here.
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these). With endpoint = None the notebook starts the arm's

@@ -55,7 +55,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     manifest = read_manifest(out)
     typer.echo(f"\nrun directory: {out}")
     for name, a in manifest.arms.items():
-        typer.echo(f"  arm {name}: {a.status}")
+        typer.echo(f"  arm {name}: {a.status}" + (f" ({a.error})" if a.status == "held" and a.error else ""))
     if out.report.exists():
         typer.echo(f"report: {out.report}  (the analysis notebook: {out.analysis_notebook})")
     if manifest.status != "complete":
@@ -96,14 +96,16 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
         g = geometry_for(model)
         hw = sizing.accelerator(hardware)
         memory = hw.usable_bytes or hw.memory_bytes
-        out = sizing.size_model(g, memory_bytes=memory, context_tokens=context, weights_precision=weights,
+        out = sizing.size_verdict(g, memory_bytes=memory, context_tokens=context, weights_precision=weights,
                                 kv_precision=kv_dtype, state_precision=state_dtype, artifact_bytes=artifact_bytes,
                                 pool_bytes=pool_gib * sizing.GiB if pool_gib else None,
                                 workspace_bytes=workspace_gib * sizing.GiB,
                                 activations_bytes=activations_gib * sizing.GiB, tensor_parallel=tp,
                                 bandwidth=hw.bandwidth or None)
         out["hardware"] = hw.name
-        if engine == "vllm":
+        if engine is not None and not out["fits"]:
+            out["engine"] = {"name": engine, "note": "not computed: the model does not fit at this tensor-parallel degree"}
+        elif engine == "vllm":
             available = (pool_gib * sizing.GiB if pool_gib else
                          hw.memory_bytes * gpu_memory_utilization - out["weights_bytes"] - activations_gib * sizing.GiB)
             out["engine"] = {"name": "vllm", **sizing.vllm_kv_accounting(

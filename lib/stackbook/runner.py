@@ -134,8 +134,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         run_analysis(run_dir, manifest)
         steps.update(1)
         statuses = [manifest.arm(a.name)["status"] for a in arms]
-        manifest.data["status"] = "complete" if all(s == "complete" for s in statuses) and \
-            manifest.data["analysis"].get("status") == "ok" else "incomplete"
+        manifest.data["status"] = run_outcome(statuses, manifest.data["analysis"].get("status") == "ok")
     except RunInterrupted as stop:
         manifest.data["status"] = "interrupted"
         manifest.data["interrupted_by"] = str(stop)
@@ -153,6 +152,14 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         manifest.data["absolute_paths_left"] = leftovers
         manifest.save()
     return run_dir
+
+
+def run_outcome(arm_statuses: list[str], analysis_ok: bool) -> str:
+    """complete: every arm ran through and passed its gate; held: every arm ran through, some held
+    by their canaries; else incomplete."""
+    if not analysis_ok or any(s not in ("complete", "held") for s in arm_statuses):
+        return "incomplete"
+    return "held" if "held" in arm_statuses else "complete"
 
 
 def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
@@ -220,7 +227,8 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
             if name == "30_load_sweep":
                 canaries = (read_json(arm_dir.results, {}) or {}).get("canaries", {})
                 if canaries.get("verdict") != "PASS" and not protocol.canaries.run_sweep_on_hold:
-                    entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}: "
+                    entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}"
+                                                f"{': ' + canaries['reason'] if canaries.get('reason') else ''}; "
                                                 "set protocol.canaries.run_sweep_on_hold to measure anyway"}
                     manifest.save()
                     steps.update(1)
@@ -261,9 +269,19 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
             entry["engine_exit_code"] = adapter.stop()
         write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":
-            entry["status"] = "complete"
+            entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))
         entry["seconds"] = round(time.monotonic() - t_arm, 1)
         manifest.save()
+
+
+def arm_outcome(results: dict) -> dict:
+    """How an arm that ran through its stages ended: "held" (with the gate's reason) when its
+    canaries did not pass, so a skipped sweep is never reported as a complete arm."""
+    canaries = results.get("canaries") or {}
+    if canaries and canaries.get("verdict") != "PASS":
+        return {"status": "held", "error": f"canaries {canaries.get('verdict')}: "
+                                           f"{canaries.get('reason') or canaries.get('failed')}"}
+    return {"status": "complete"}
 
 
 def write_report(notebook: Path, html_path: Path) -> None:

@@ -24,6 +24,9 @@ protocol:
   requests_per_point: 4
   warmup_requests: 1
   slo: {ttft_ms: 5000, tpot_ms: 500}
+  canaries:
+    out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
+                   instruction_following: replies not judged for wording, batch_invariance: speed only}
 arms:
   - name: llama
     engine: {kind: llama_cpp, threads: 1, parallel: 2}
@@ -64,7 +67,8 @@ def test_records_hold_every_request_with_chunk_times(run):
     for arm in ("llama", "vllm"):
         recs = read_records(run.arm(arm).requests)
         # per point: 1 warm-up + 4 measured + (c - 1) cool-down
-        assert len(recs) == (1 + 4 + 0) + (1 + 4 + 1)
+        assert len(recs) == (1 + 4 + 0) + (1 + 4 + 1) + 2       # and one sentinel per point
+        assert [r.sentinel for r in recs if r.phase == "sentinel"] == ["capital-of-france"] * 2
         measured = [r for r in recs if r.phase == "measure"]
         assert len(measured) == 8 and all(r.ok for r in measured)
         for r in measured:
@@ -108,7 +112,8 @@ def test_server_side_truth_per_point(run):
     for name, p in vllm["points"].items():
         rec = p["engine_reconciliation"]
         # the engine saw every request of the point: warm-up, measured and cool-down
-        assert rec["requests_engine"] == rec["requests_client"] == p["requests"] + 1 + (p["concurrency"] - 1)
+        assert rec["requests_engine"] == rec["requests_client"] == \
+            p["requests"] + 1 + (p["concurrency"] - 1) + p["sentinels"]["sent"]
         assert 0.9 < rec["tpot_ratio_client_over_engine_itl"] < 1.2
         assert rec["ttft_ratio_client_over_engine"] >= 0.95  # the client's TTFT includes the front end
         assert p["prefix_cache"]["flush"].startswith("reset")
@@ -152,7 +157,8 @@ def test_each_canary_kind_on_real_engine_output(run):
         assert max(t["tokens"] for t in needle["trials"]) > 350
         assert by_id["greedy-repeats-exactly"]["passed"]
         assert by_id["tool-call-weather"]["passed"] is tool_ok
-        assert not by_id["multi-turn-name"]["passed"] and "multi-turn-name" in c["expected_failures"]
+        assert not by_id["multi-turn-name"]["passed"] and c["out_of_scope"]["multi-turn-name"] == "single-turn requests"
+        assert {x["id"]: x["outcome"] for x in c["checks"]}["multi-turn-name"] == "FAIL (out of scope)"
         probe = c["probe"]
         assert probe["streaming_usage_reported"] and probe["output_length_honoured"]
         assert probe["metrics_path"] == "/metrics" and probe["served_context_length"] == 512

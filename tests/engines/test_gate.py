@@ -20,7 +20,11 @@ protocol:
   context_length: 1024
   requests_per_point: 3
   warmup_requests: 0
-  canaries: {suite: embedded-smollm2, run_sweep_on_hold: true}
+  canaries:
+    suite: embedded-smollm2
+    run_sweep_on_hold: true
+    out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
+                   instruction_following: replies not judged for wording, batch_invariance: speed only}
 arms:
   - name: good
     engine: {kind: llama_cpp, parallel: 1}

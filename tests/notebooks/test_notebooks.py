@@ -172,6 +172,7 @@ name: calibration
 model: {{name: smollm2-135m-instruct, source: embedded}}
 protocol:
   stages: [sweep]
+  canaries: {{run_sweep_on_hold: true}}
   workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
   arrival: {{kind: poisson, rates: [20, 5]}}
   context_length: 512

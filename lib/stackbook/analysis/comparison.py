@@ -304,7 +304,7 @@ def gate_table(arms: dict) -> pd.DataFrame:
         realized = sz.get("realized_capacity", {})
         rows.append({"arm": n, "canaries": c.get("verdict", "not run"),
                      "gating passed": f"{c.get('passed', 0)}/{c.get('gating_checks', 0)}",
-                     "expected failures": ", ".join(c.get("expected_failures", [])) or "-",
+                     "out of scope": ", ".join(c.get("out_of_scope", {})) or "-",
                      "KV tokens predicted": sz.get("predicted_capacity", {}).get("kv_tokens"),
                      "KV tokens realized": realized.get("kv_tokens"),
                      "max concurrency (engine)": realized.get("max_concurrency"),

@@ -55,6 +55,13 @@ class ModelSpec(Strict):
     gguf_path: str | None = Field(None, description="a GGUF file of the same weights")
     max_context: int | None = Field(None, gt=0)
 
+    def decoding_presets(self) -> dict:
+        """The model's published decoding presets from the catalog (by catalog key or model name)."""
+        from stackbook.model.geometry import model_catalog
+        cat = model_catalog()
+        entry = cat.get(self.catalog) if self.source == "catalog" else cat.get(self.name)
+        return dict((entry or {}).get("decoding_presets") or {})
+
     @model_validator(mode="after")
     def _paths(self) -> "ModelSpec":
         if self.source == "catalog":
@@ -140,6 +147,17 @@ class Campaign(Strict):
             if arm.name == name:
                 return arm
         raise KeyError(f"no arm named {name!r}; arms are {[a.name for a in self.arms]}")
+
+    @model_validator(mode="after")
+    def _model_presets(self) -> "Campaign":
+        """Decoding presets belong to the model: the catalog's published ones fill the protocol's,
+        unless the campaign gives its own."""
+        if not self.protocol.decoding.model_presets:
+            published = self.model.decoding_presets()
+            if published:
+                from stackbook.config.protocol import ModelPreset
+                self.protocol.decoding.model_presets = {k: ModelPreset.model_validate(v) for k, v in published.items()}
+        return self
 
     def protocol_for(self, arm: Arm) -> Protocol:
         """The protocol an arm runs under: the campaign's, with its declared overrides applied."""

@@ -19,6 +19,17 @@ DECODING_PRESETS: dict[str, dict[str, float | int]] = {
 }
 
 
+class ModelPreset(Strict):
+    """A decoding preset as the model's publisher gives it; `reasoning` is the chat template's
+    thinking switch the preset implies (None: the model has none)."""
+    temperature: float = Field(ge=0)
+    top_p: float = Field(gt=0, le=1)
+    top_k: int = Field(ge=0)
+    min_p: float = Field(0.0, ge=0, le=1)
+    repetition_penalty: float = Field(1.0, gt=0)
+    reasoning: bool | None = None
+
+
 class Decoding(Strict):
     preset: Literal["greedy", "instruct", "thinking"] = "greedy"
     temperature: float | None = Field(None, ge=0)
@@ -26,17 +37,50 @@ class Decoding(Strict):
     top_k: int | None = Field(None, ge=0)
     min_p: float | None = Field(None, ge=0, le=1)
     repetition_penalty: float | None = Field(None, gt=0)
-    seed: int = 0
+    # llama.cpp reads a negative seed as "draw a random one": a run that could not be repeated.
+    seed: int = Field(0, ge=0, description="a non-negative integer: the same seed gives the same sample")
+    model_presets: dict[str, ModelPreset] = Field(
+        default_factory=dict, description="the model's published presets, filled from the model catalog")
+
+    def model_preset(self) -> ModelPreset | None:
+        """The model's own values for the chosen preset (greedy is the same for every model)."""
+        return self.model_presets.get(self.preset) if self.preset != "greedy" else None
 
     def resolved(self) -> dict[str, float | int]:
-        """The preset with explicit overrides applied: what every request carries."""
+        """The preset with explicit overrides applied: what every request carries. A model that
+        publishes its presets gives their values; otherwise the workbook's."""
+        mine = self.model_preset()
         out = dict(DECODING_PRESETS[self.preset])
+        if mine is not None:
+            out.update(mine.model_dump(exclude={"reasoning"}))
         for key in out:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
         out["seed"] = self.seed
         return out
+
+    def template_fields(self) -> dict:
+        """Request fields that switch the model's reasoning mode through its chat template, when
+        the model's preset says which way (thinking: on; instruct: off)."""
+        mine = self.model_preset()
+        if mine is None or mine.reasoning is None:
+            return {}
+        return {"chat_template_kwargs": {"enable_thinking": mine.reasoning}}
+
+    def describe(self) -> dict:
+        """What the passport says about decoding: the values, where they come from, reasoning mode."""
+        mine = self.model_preset()
+        switch = self.template_fields()
+        return self.resolved() | {
+            "preset": self.preset,
+            "preset_source": ("the model's published preset (model catalog)" if mine is not None else
+                              "the workbook's preset (the model publishes none in the catalog)"
+                              if self.preset != "greedy" else "greedy: the same for every model"),
+            "reasoning_mode": (f"{'on' if switch['chat_template_kwargs']['enable_thinking'] else 'off'}: "
+                               f"chat_template_kwargs.enable_thinking = "
+                               f"{str(switch['chat_template_kwargs']['enable_thinking']).lower()}" if switch else
+                               "not switched: the model's preset declares no reasoning mode")}
 
 
 class Precision(Strict):
@@ -79,6 +123,16 @@ class SyntheticWorkload(Strict):
                              "raise prompt_tokens or shorten the prefix")
         return self
 
+    def capabilities_used(self) -> set[str]:
+        """Canary capabilities this workload relies on: they stay in the gate whatever the campaign
+        declares (a JSON workload keeps the JSON check)."""
+        used = {"chat", "determinism"}
+        if self.response_format == "json_schema":
+            used.add("json_schema")
+        if self.conversation:
+            used.add("multi_turn")
+        return used
+
     def turns(self) -> int:
         """Requests per prompt: one per turn of a conversation."""
         return self.conversation.turns if self.conversation else 1
@@ -98,8 +152,19 @@ class Slo(Strict):
 
 
 class Canaries(Strict):
+    """The gate: one suite, the same gating checks for every arm of the campaign."""
     suite: str = "embedded-smollm2"
     run_sweep_on_hold: bool = False
+    out_of_scope: dict[str, str] = Field(
+        default_factory=dict,
+        description="capability -> why the campaign does not need it; its checks run but do not gate")
+
+    @model_validator(mode="after")
+    def _reasons_given(self) -> "Canaries":
+        blank = [k for k, why in self.out_of_scope.items() if not why.strip()]
+        if blank:
+            raise ValueError(f"out_of_scope {blank} has no reason; say why the campaign does not need it")
+        return self
 
 
 Stage = Literal["sizing", "canaries", "sweep"]
@@ -123,7 +188,7 @@ class Protocol(Strict):
     requests_per_point: int = Field(16, gt=0)
     warmup_requests: int = Field(2, ge=0)
     repetitions: int = Field(1, gt=0)
-    seeds: list[int] = Field(default_factory=lambda: [0])
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0])
     prefix_cache: Literal["cold", "warm"] = "cold"
     request_timeout_s: float = Field(120, gt=0)
     slo: Slo = Slo()
@@ -144,6 +209,23 @@ class Protocol(Strict):
                 f"workload needs up to {need} tokens for {what} (prompt + output"
                 f"{', times turns' if w.conversation else ''}) but context_length is {self.context_length}; "
                 "raise context_length or shorten the workload (lower the length bounds)")
+        kept = sorted(set(self.canaries.out_of_scope) & w.capabilities_used())
+        if kept:
+            raise ValueError(f"canaries.out_of_scope declares {kept} out of scope, but the workload uses it "
+                             f"(response_format, conversation or plain chat): a capability the workload uses "
+                             f"stays in the gate; remove {kept} from out_of_scope")
+        if self.canaries.out_of_scope and "canaries" in self.stages:
+            from stackbook.gate.canaries import load_suite, out_of_scope_checks
+            try:
+                suite, _ = load_suite(self.canaries.suite)
+            except FileNotFoundError:
+                suite = None  # the suite's own error comes when the canaries run
+            if suite is not None:
+                out_of_scope_checks(suite, self.canaries.out_of_scope)
+        if "sweep" in self.stages and "canaries" not in self.stages and not self.canaries.run_sweep_on_hold:
+            raise ValueError(f"stages {self.stages} would skip the sweep: it runs only after the canaries pass; "
+                             "add canaries (stages: [sizing, canaries, sweep]), or set "
+                             "canaries.run_sweep_on_hold: true to measure with every arm labelled 'not gated'")
         if len(self.seeds) < self.repetitions:
             raise ValueError(f"{self.repetitions} repetitions need at least as many seeds, got {self.seeds}")
         return self

@@ -90,6 +90,16 @@ class EngineAdapter:
         """Capacity as the engine itself reports it (log lines, HTTP), never as configured."""
         return {}
 
+    def build_line(self) -> str | None:
+        """The engine's own statement of its build (what it was compiled for), from its log;
+        None when it prints none."""
+        return None
+
+    def kernel_choice(self) -> dict:
+        """The kernels the engine chose at start (backend, instruction set), as it reports them;
+        empty when it reports none."""
+        return {}
+
     def sampling_fields(self, decoding: dict) -> dict:
         """Request-body fields for the protocol's decoding settings, in this engine's dialect."""
         return {"temperature": decoding["temperature"], "top_p": decoding["top_p"],

@@ -5,7 +5,7 @@ import hashlib
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import httpx
 from pydantic import Field
@@ -21,11 +21,22 @@ LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python sdist whose vendored llama.
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
                   r"\s*(?P<used>\d+)/(?P<seqs>\d+) seqs\)(?:, K \((?P<ktype>\w+)\))?")
+LLAMA_SYSTEM_INFO = r"system_info: (?P<threads>.*?) \| (?P<cpu>CPU : .*?)\s*\|?\s*$"
+
+
+def llama_cpu_features(system_info: str) -> list[str]:
+    """The CPU features llama.cpp says it was built with and uses ("AVX512 = 1 | AMX_INT8 = 1")."""
+    return [name.strip() for name, value in
+            (part.split("=", 1) for part in system_info.removeprefix("CPU :").split("|") if "=" in part)
+            if value.strip() == "1"]
+
+
 CACHE_TYPES = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0"}
 
 
 class LlamaCppEngine(EngineSpec):
     kind: Literal["llama_cpp"]
+    speculative_flags: ClassVar[tuple[str, ...]] = ("--model-draft", "-md", "--hf-repo-draft", "-hfd", "--spec-replace")
     threads: int = Field(1, gt=0)
     parallel: int = Field(4, gt=0, description="slots: sequences decoded together")
     binary: str | None = None
@@ -124,6 +135,14 @@ class LlamaCppAdapter(EngineAdapter):
             return httpx.get(self.base_url + "/props", timeout=5).json()
         except (httpx.HTTPError, ValueError):
             return {}
+
+    def build_line(self) -> str | None:
+        m = self.find_in_log(LLAMA_SYSTEM_INFO)
+        return m["cpu"].strip() if m else None
+
+    def kernel_choice(self) -> dict:
+        line = self.build_line()
+        return {"backend": "ggml CPU", "cpu_features": llama_cpu_features(line)} if line else {}
 
     def identity(self) -> dict:
         try:

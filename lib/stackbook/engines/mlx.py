@@ -36,6 +36,7 @@ MLX_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 class MlxEngine(PythonEngineSpec):
     kind: Literal["mlx"]
+    speculative_flags: ClassVar[tuple[str, ...]] = ("--draft-model", "--num-draft-tokens")
     decode_concurrency: int = Field(4, gt=0, description="--decode-concurrency: sequences decoded in one batch")
     prompt_cache_size: int | None = Field(None, ge=0, description="--prompt-cache-size: cached sequences "
                                           "(None: the engine's default, 10)")

@@ -91,6 +91,9 @@ class OpenAIEndpoint(EngineSpec):
     def predicted_capacity(self, basis: CapacityBasis) -> dict:
         return {"rule": "a managed endpoint discloses no capacity"}
 
+    def speculative_decoding(self) -> str:
+        return "not known: a managed endpoint does not say whether it decodes speculatively"
+
 
 class OpenAIEndpointAdapter(EngineAdapter):
     spec_model = OpenAIEndpoint

@@ -5,7 +5,7 @@ the capacity it realized, and for hybrid models the split between KV and recurre
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 import httpx
 from pydantic import Field
@@ -52,6 +52,7 @@ def parse_sglang_capacity(log_text: str) -> dict:
 
 class SglangEngine(PythonEngineSpec):
     kind: Literal["sglang"]
+    speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps")
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
     tp_size: int = Field(1, gt=0)
     disable_radix_cache: bool = False

@@ -59,6 +59,8 @@ class EngineSpec(BaseModel):
     # Facts of the kind, read before any engine starts.
     serves_local_weights: ClassVar[bool] = True
     sizing_skip_reason: ClassVar[str | None] = None  # None: the 10_sizing notebook applies
+    # The launch flags by which this kind turns speculative decoding on (a draft model, a method).
+    speculative_flags: ClassVar[tuple[str, ...]] = ()
 
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
@@ -91,6 +93,17 @@ class EngineSpec(BaseModel):
         """The cache pool this configuration fixes by itself, when it does; else the sizing
         arithmetic (or hardware.pool_gib) decides it."""
         return None
+
+    def speculative_decoding(self) -> str:
+        """Speculative decoding as the arm's engine arguments set it: the flags and their values,
+        or "none" (no flag of this kind's that turns it on)."""
+        args, found = self.extra_args, []
+        for i, a in enumerate(args):
+            name = a.split("=", 1)[0]
+            if name in self.speculative_flags:
+                value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+                found.append(f"{name} {value}".strip())
+        return "; ".join(found) if found else "none: no speculative-decoding flag among the engine arguments"
 
 
 class PythonEngineSpec(EngineSpec):

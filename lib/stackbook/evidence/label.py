@@ -15,6 +15,7 @@ class Label(str, Enum):
     DISCARDED = "discarded"
     ENGINE_DIED = "engine died"
     NOT_MEASURED = "not measured"
+    NOT_GATED = "not gated"
 
     def __str__(self) -> str:
         return self.value
@@ -29,7 +30,8 @@ class Label(str, Enum):
         return {Label.ACCEPTED: "accepted", Label.HOLD: "canaries HOLD",
                 Label.NOT_COMPARABLE: "protocol differs",
                 Label.DISCARDED: "every point discarded by the preregistered rules",
-                Label.ENGINE_DIED: "the engine died", Label.NOT_MEASURED: "the load sweep did not run"}[self]
+                Label.ENGINE_DIED: "the engine died", Label.NOT_MEASURED: "the load sweep did not run",
+                Label.NOT_GATED: "measured without the canaries (stages without canaries)"}[self]
 
 
 def arm_label(canary_verdict: str | None, points_discarded: list[bool] | None, *, engine_died: bool = False,
@@ -42,7 +44,7 @@ def arm_label(canary_verdict: str | None, points_discarded: list[bool] | None, *
     (a per-arm passport, written before any comparison, leaves it True).
 
     The first that applies wins: engine died, canaries failed, not measured, canaries never
-    ran (measured but ungated: HOLD), not comparable, every point discarded, accepted.
+    ran (measured but not gated: never ranked), not comparable, every point discarded, accepted.
     """
     if engine_died:
         return Label.ENGINE_DIED
@@ -51,7 +53,7 @@ def arm_label(canary_verdict: str | None, points_discarded: list[bool] | None, *
     if points_discarded is None:
         return Label.NOT_MEASURED
     if canary_verdict is None:
-        return Label.HOLD
+        return Label.NOT_GATED
     if not comparable:
         return Label.NOT_COMPARABLE
     if points_discarded and all(points_discarded):

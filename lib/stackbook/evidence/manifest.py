@@ -21,7 +21,7 @@ class NotebookEntry(Open):
 
 
 class ArmEntry(Open):
-    status: Literal["pending", "running", "complete", "failed", "engine_died", "interrupted"]
+    status: Literal["pending", "running", "complete", "held", "failed", "engine_died", "interrupted"]
     notebooks: dict[str, NotebookEntry] = Field(default_factory=dict)
     engine: Optional[str] = None
     stages: list[str] = Field(default_factory=list)
@@ -43,7 +43,7 @@ class Manifest(Open):
     """manifest.json: what ran, how it ended, and the hash of every output."""
     campaign: str
     campaign_file: str
-    status: Literal["running", "complete", "incomplete", "interrupted"]
+    status: Literal["running", "complete", "held", "incomplete", "interrupted"]
     created_unix: float
     arms: dict[str, ArmEntry] = Field(default_factory=dict)
     analysis: AnalysisEntry = Field(default_factory=AnalysisEntry)

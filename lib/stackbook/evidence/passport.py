@@ -37,6 +37,8 @@ class Identity(Open):
     host: dict[str, Any]
     formats: dict[str, str]
     speculative_decoder: str
+    engine_build: Optional[Known] = None
+    kernel_choice: Optional[Known] = None
 
 
 class ProtocolPart(Open):
@@ -49,7 +51,7 @@ class ProtocolPart(Open):
     arrival: dict[str, Any]
     prefix_cache: str
     warmup_requests_per_point: int
-    cooldown_requests_per_point: str
+    cooldown_requests_per_point: Union[str, dict[str, int]]
     requests_per_point: int
     repetitions: int
     seeds: list[int]
@@ -68,6 +70,7 @@ class Capacity(Open):
 class Validity(Open):
     """Whether the numbers may be believed: canaries, capacity, discards, errors, load held."""
     canaries: Known
+    gate: Optional[dict[str, Any]] = None
     capability_probe: Known
     capacity: Capacity
     discard_rules: dict[str, Any]
@@ -132,6 +135,36 @@ def prompts_sent(sweep: dict | None, arm_dir: ArmDir) -> dict:
     return {"file": arm_dir.requests_sent.name, "points": points}
 
 
+def run_host(campaign) -> dict:
+    """The host of an arm whose engine never started: this machine, measured, or for a sizing-only
+    campaign on catalog hardware, what it was sized for (it did not run there)."""
+    accelerator = campaign.hardware.accelerator
+    if accelerator != "this-cpu":
+        return {"sized_for": accelerator, "note": f"sized for {accelerator}, not run",
+                "arithmetic_done_on": host_identity()}
+    return host_identity()
+
+
+def energy_of(gpu_telemetry: dict | None) -> dict:
+    """Energy from the NVML power samples taken during the sweep, per GPU and in total."""
+    gpus = (gpu_telemetry or {}).get("gpus") or {}
+    per_gpu = {str(i): g["energy_j"] for i, g in gpus.items() if g.get("energy_j") is not None}
+    if not per_gpu:
+        why = (gpu_telemetry or {}).get("reason") or "no NVML power samples"
+        return unknown(f"not measured: {why}")
+    return {"joules_total": round(sum(per_gpu.values()), 1), "joules_per_gpu": per_gpu,
+            "source": f"NVML power, {gpu_telemetry.get('samples')} samples, trapezoid rule"}
+
+
+def canary_validity(canaries: dict) -> dict:
+    """The verdict, its reason and every check by name and kind with its outcome."""
+    out = {k: canaries[k] for k in ("verdict", "reason", "suite", "suite_sha256", "gating_checks", "passed",
+                                    "failed", "out_of_scope") if k in canaries}
+    out["checks"] = {c["id"]: f"{c['kind']}: {c['outcome']}" for c in canaries.get("checks", [])} or {
+        r["id"]: f"{r['kind']}: {'PASS' if r['passed'] else 'FAIL'}" for r in canaries.get("results", [])}
+    return out
+
+
 def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) -> Passport:
     """The passport from the arm's records; engine_died: the engine exited before the arm finished."""
     engine = read_json(arm_dir.engine_json, {}) or {}
@@ -148,22 +181,26 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "model": engine.get("model") or unknown("the engine was not started"),
         "engine": engine.get("identity") or unknown("the engine was not started"),
         "launch": engine.get("launch") or unknown("the engine was not started"),
-        "host": engine.get("host") or host_identity(),
+        "host": engine.get("host") or run_host(campaign),
         "formats": {"weights": prec.weights, "kv_cache": prec.kv_cache,
                     "recurrent_state": (sizing or {}).get("state_precision") or (
                         prec.state if prec.state != "none" else "not applicable: no recurrent layers")},
-        "speculative_decoder": "none",
+        "speculative_decoder": engine.get("speculative_decoding") or arm.engine.speculative_decoding(),
+        "engine_build": ({"line": engine["build_line"]} if engine.get("build_line") else
+                         unknown("the engine was not started")),
+        "kernel_choice": engine.get("kernel_choice") or unknown("the engine was not started"),
     }
     proto = {
         "workload": protocol.workload.model_dump(),
         "harness": harness_revision(),
-        "decoding": protocol.decoding.resolved() | {"preset": protocol.decoding.preset},
+        "decoding": protocol.decoding.describe(),
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
         "arrival": protocol.arrival.model_dump(),
         "prefix_cache": protocol.prefix_cache,
         "warmup_requests_per_point": protocol.warmup_requests,
-        "cooldown_requests_per_point": "concurrency - 1 (keep the measured requests at full load)",
+        "cooldown_requests_per_point": {lv["level"]: protocol.arrival.cooldown_requests(lv, protocol)
+                                        for lv in protocol.arrival.load_levels()},
         "requests_per_point": protocol.requests_per_point,
         "repetitions": protocol.repetitions,
         "seeds": protocol.seeds,
@@ -178,15 +215,22 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "predicted": (sizing or {}).get("predicted_capacity") or unknown("the sizing notebook did not run"),
     }
     validity = {
-        "canaries": ({k: canaries[k] for k in ("verdict", "suite", "suite_sha256", "gating_checks", "passed",
-                                                 "failed", "expected_failures", "unexpected_passes")}
-                     if canaries else unknown("the canary notebook did not run")),
+        "canaries": (canary_validity(canaries) if canaries else unknown("the canary notebook did not run")),
+        # The campaign's gate, the same for every arm: what it declared out of scope, and why.
+        "gate": {"suite": protocol.canaries.suite, "stages": list(protocol.stages),
+                 "out_of_scope": dict(protocol.canaries.out_of_scope) or "none: every capability gates",
+                 "gated": "canaries" in protocol.stages},
         "capability_probe": (canaries or {}).get("probe") or unknown("the canary notebook did not run"),
         "capacity": capacity,
         "discard_rules": protocol.discard_rules.model_dump(),
         "discards": (sweep or {}).get("discards", []) if sweep else unknown("the sweep did not run"),
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
-        "wrong_output_counts": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
+        "wrong_output_counts": {
+            "canaries": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
+            "under_load": ({"completed_but_wrong": sweep["error_counts"].get("completed_but_wrong"),
+                            "sentinels": sweep["error_counts"].get("sentinels")}
+                           if sweep and "sentinels" in sweep.get("error_counts", {}) else
+                           unknown("no sentinels were mixed into the sweep"))},
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
         "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),
@@ -198,12 +242,14 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
             "label": label,
             "points": sweep["points"],
             "peak_engine_rss_gib": sweep.get("peak_engine_rss_gib") or unknown("not sampled"),
-            "energy": unknown("not measured: no power meter on this host"),
+            "energy": energy_of(sweep.get("gpu_telemetry")),
             "raw": {"requests": arm_dir.requests.name, "engine_log": arm_dir.engine_log.name},
         }
     else:
+        held = canaries and canaries.get("verdict") != "PASS"
         results_part = {"label": label, **unknown("the load sweep did not run" + (
-            f" (canaries {canaries['verdict']})" if canaries and canaries.get("verdict") != "PASS" else ""))}
+            f" (canaries {canaries['verdict']}" + (f": {canaries['reason']})" if canaries.get("reason") else ")")
+            if held else ""))}
     return Passport.model_validate({"passport_version": 1, "campaign": campaign.name, "identity": identity,
                                     "protocol": proto, "validity": validity, "results": results_part})
 

@@ -87,9 +87,20 @@ class CheckResult(Open):
     id: str
     kind: str
     passed: bool
-    expected_failure: str | None = None  # the reason a check is expected to fail, when it is
+    capability: str | None = None
+    out_of_scope: str | None = None  # the campaign's reason, when the check's capability does not gate
+    expected_failure: str | None = None  # runs recorded before the gate was the campaign's
     output: str | None = None
     detail: Any = None
+
+
+class CheckOutcome(Open):
+    """One check as the passport lists it: name, kind and outcome."""
+    id: str
+    kind: str
+    capability: str | None = None
+    gating: bool
+    outcome: str
 
 
 class WrongOutputCounts(Open):
@@ -108,7 +119,10 @@ class CanaryResults(Open):
     gating_checks: int
     passed: int
     failed: list[str]
-    expected_failures: list[str] = Field(default_factory=list)
+    reason: str | None = None  # why the verdict is what it is (e.g. every request refused)
+    out_of_scope: dict[str, str] = Field(default_factory=dict)  # check id -> the campaign's reason
+    checks: list[CheckOutcome] = Field(default_factory=list)
+    expected_failures: list[str] = Field(default_factory=list)  # runs recorded before
     unexpected_passes: list[str] = Field(default_factory=list)
     counts: WrongOutputCounts
     results: list[CheckResult] = Field(default_factory=list)
@@ -154,6 +168,8 @@ class PointSummary(Open):
     slo_attainment: Number | None = None
     goodput_rps: Number | None = None
     in_flight_mean: Number | None = None
+    client_gap_in_flight: Number | None = None  # closed loop: clients between a reply and their next send
+    client_gap_ms_p99: Number | None = None
     schedule_lag_ms_p99: Number | None = None
     scheduled_rate_rps: Number | None = None
     achieved_rate_rps: Number | None = None

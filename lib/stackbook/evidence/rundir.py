@@ -158,6 +158,11 @@ class RunDir:
     def manifest(self) -> Path:
         return self.path / "manifest.json"
 
+    @property
+    def host(self) -> Path:
+        """host.json: this host measured once per run (memory bandwidth), used by every arm."""
+        return self.path / "host.json"
+
     def notebook(self, name: str) -> Path:
         """The executed copy of a campaign-level notebook, e.g. notebook("40_analysis")."""
         return self.path / f"{name}.ipynb"

@@ -10,7 +10,7 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 import jsonschema
 import yaml
@@ -30,13 +30,14 @@ class _Check(BaseModel):
     id: str
     prompt: str = ""
     max_tokens: int = 32
-    # A known failure, for every engine (a text) or per engine kind ({vllm_cpu: reason}).
-    expected_failure: str | dict[str, str] | None = None
+    # The capability the check exercises: what a campaign may declare out of scope (never per
+    # engine: the gate is the campaign's, the same for every arm). Defaults to the kind's own.
+    capability: str | None = None
+    default_capability: ClassVar[str] = "chat"
 
-    def expected_failure_for(self, engine_kind: str | None) -> str | None:
-        if isinstance(self.expected_failure, dict):
-            return self.expected_failure.get(engine_kind or "")
-        return self.expected_failure
+    @property
+    def scope(self) -> str:
+        return self.capability or self.default_capability
 
     def messages(self) -> list[dict]:
         return [{"role": "user", "content": self.prompt}]
@@ -59,7 +60,7 @@ class _Check(BaseModel):
                "finish_reason": (reply.get("choices") or [{}])[0].get("finish_reason") if "choices" in reply else None}
         if text is None:
             return out | {"passed": False, "detail": reply.get("error", "no reply text"),
-                          "error_class": reply.get("error_class", "transport")}
+                          "error_class": reply.get("error_class", "transport"), "refused": reply.get("error")}
         return out | self.judge(text, reply)
 
     def judge(self, text: str, reply: dict) -> dict:
@@ -89,6 +90,7 @@ class Regex(_Check):
 
 class JsonSchema(_Check):
     kind: Literal["json_schema"]
+    default_capability: ClassVar[str] = "json_schema"
     schema_: dict = Field(alias="schema")
 
     def request_fields(self) -> dict:
@@ -107,19 +109,22 @@ class JsonSchema(_Check):
 
 class Determinism(_Check):
     kind: Literal["determinism"]
+    default_capability: ClassVar[str] = "determinism"
     repeats: int = 3
     concurrent: bool = True
 
     def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
         """The same greedy prompt, sequentially then concurrently: every reply must be identical."""
         def once(_):
-            return self.ask(target)[0]
-        outputs = [once(i) for i in range(self.repeats)]
+            return self.ask(target)
+        asked = [once(i) for i in range(self.repeats)]
         if self.concurrent:
             with ThreadPoolExecutor(self.repeats) as pool:
-                outputs += list(pool.map(once, range(self.repeats)))
+                asked += list(pool.map(once, range(self.repeats)))
+        outputs = [text for text, _ in asked]
         distinct = sorted({o for o in outputs if o is not None})
-        return {"passed": None not in outputs and len(distinct) == 1, "output": outputs[0],
+        refused = refusal([reply for _, reply in asked])
+        return refused | {"passed": None not in outputs and len(distinct) == 1, "output": outputs[0],
                 "detail": f"{len(outputs)} greedy replies ({self.repeats} sequential"
                           f"{', ' + str(self.repeats) + ' concurrent' if self.concurrent else ''}), "
                           f"{len(distinct)} distinct"}
@@ -138,6 +143,7 @@ class Exact(_Check):
 class ToolCall(_Check):
     """A forced call of a named tool; its arguments must validate against the tool's schema."""
     kind: Literal["tool_call"]
+    default_capability: ClassVar[str] = "tool_calls"
     tool: dict
     expect_arguments: dict = Field(default_factory=dict)
 
@@ -167,6 +173,7 @@ class ToolCall(_Check):
 class Coding(_Check):
     """The model writes a function; it runs in a subprocess, with a time limit, against asserts."""
     kind: Literal["coding"]
+    default_capability: ClassVar[str] = "coding"
     tests: str
     timeout_s: float = 10.0
 
@@ -179,6 +186,7 @@ class Coding(_Check):
 class MultiTurn(_Check):
     """An answer that depends on an earlier turn of the conversation."""
     kind: Literal["multi_turn"]
+    default_capability: ClassVar[str] = "multi_turn"
     history: list[dict]
     expect: list[str]
 
@@ -194,6 +202,7 @@ class Needle(_Check):
     """A fact hidden at stated depths of filler text of stated lengths: how a context claim is
     verified rather than configured."""
     kind: Literal["needle"]
+    default_capability: ClassVar[str] = "long_context"
     needle: str
     question: str
     expect: str
@@ -221,16 +230,17 @@ class Needle(_Check):
 
     def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
         """One trial per length and depth; every needle must be found."""
-        trials = []
+        trials, replies = [], []
         for n in self.lengths_for(context_length):
             for depth in self.depths:
                 text, reply = self.ask(target, [{"role": "user", "content": self.prompt_at(n, depth, tokenizer)}])
+                replies.append(reply)
                 usage = reply.get("usage") or {}
                 trials.append({"tokens": usage.get("prompt_tokens", n), "depth": depth,
                                "found": text is not None and self.expect.lower() in text.lower(),
                                "output": (text or reply.get("error", ""))[:120]})
         longest = max((t["tokens"] for t in trials), default=0)
-        return {"passed": all(t["found"] for t in trials), "output": trials[-1]["output"] if trials else "",
+        return refusal(replies) | {"passed": all(t["found"] for t in trials), "output": trials[-1]["output"] if trials else "",
                 "trials": trials, "detail": f"{sum(t['found'] for t in trials)}/{len(trials)} needles found, "
                                             f"longest prompt {longest:,} tokens"}
 
@@ -264,6 +274,14 @@ def load_suite(name: str) -> tuple[Suite, str]:
     return Suite.model_validate(yaml.safe_load(raw)), hashlib.sha256(raw).hexdigest()
 
 
+def refusal(replies: list[dict]) -> dict:
+    """For a check of several requests: the error class and the first error when no request got
+    a reply (so a refused endpoint reads as refused, not as wrong text)."""
+    if replies and all(_text(r) is None for r in replies):
+        return {"error_class": replies[0].get("error_class", "transport"), "refused": replies[0].get("error")}
+    return {}
+
+
 def _text(reply: dict) -> str | None:
     try:
         return reply["choices"][0]["message"].get("content") or ""
@@ -294,33 +312,64 @@ def run_code(code: str, tests: str, timeout_s: float) -> tuple[bool, str]:
     return False, f"exit {r.returncode}: {last[:200]}"
 
 
-def run_check(target: Target, check, engine_kind: str | None = None, tokenizer=None,
+def out_of_scope_checks(suite: Suite, out_of_scope: dict[str, str]) -> dict[str, str]:
+    """Check id -> the campaign's reason, for every check whose capability the campaign declared
+    out of scope; a declared capability no check of the suite exercises is refused by name."""
+    known = sorted({c.scope for c in suite.checks})
+    unknown = sorted(set(out_of_scope) - set(known))
+    if unknown:
+        raise ValueError(f"protocol.canaries.out_of_scope: {unknown} is not a capability of suite {suite.suite!r}; "
+                         f"its capabilities are {known}")
+    return {c.id: out_of_scope[c.scope] for c in suite.checks if c.scope in out_of_scope}
+
+
+def run_check(target: Target, check, out_of_scope: str | None = None, tokenizer=None,
               context_length: int | None = None) -> dict:
-    """Run one check; the result says passed, the output seen and why it failed."""
-    result = {"id": check.id, "kind": check.kind, "prompt": check.prompt,
-              "expected_failure": check.expected_failure_for(engine_kind)}
+    """Run one check; the result says passed, the output seen and why it failed. An out-of-scope
+    check still runs (its outcome is reported) but does not gate; `out_of_scope` is the reason."""
+    result = {"id": check.id, "kind": check.kind, "capability": check.scope, "prompt": check.prompt,
+              "out_of_scope": out_of_scope}
     return result | check.run(target, tokenizer=tokenizer, context_length=context_length)
 
 
-def run_suite(target: Target, suite: Suite, engine_kind: str | None = None, progress=None,
+def run_suite(target: Target, suite: Suite, out_of_scope: dict[str, str] | None = None, progress=None,
               tokenizer=None, context_length: int | None = None) -> list[dict]:
+    """Every check of the suite; `out_of_scope` is the campaign's declaration (capability -> reason)."""
+    excluded = out_of_scope_checks(suite, out_of_scope or {})
     out = []
     for check in suite.checks:
-        out.append(run_check(target, check, engine_kind, tokenizer, context_length))
+        out.append(run_check(target, check, excluded.get(check.id), tokenizer, context_length))
         if progress is not None:
             progress.update(1)
     return out
 
 
+def outcome(r: dict) -> str:
+    """One check's outcome as the passport lists it."""
+    return ("PASS" if r["passed"] else "FAIL") + (" (out of scope)" if r.get("out_of_scope") else "")
+
+
 def verdict(results: list[dict]) -> dict:
-    """PASS when every gating check passed; expected failures are counted, not gating."""
-    gating = [r for r in results if not r["expected_failure"]]
+    """PASS when every gating check passed. The gating set is the campaign's: every check but
+    those whose capability the campaign declared out of scope, identical for every arm."""
+    gating = [r for r in results if not r.get("out_of_scope")]
     failed = [r["id"] for r in gating if not r["passed"]]
-    xfail = [r["id"] for r in results if r["expected_failure"] and not r["passed"]]
-    xpass = [r["id"] for r in results if r["expected_failure"] and r["passed"]]
-    return {"verdict": "PASS" if not failed else "HOLD", "failed": failed, "expected_failures": xfail,
-            "unexpected_passes": xpass, "gating_checks": len(gating), "passed": len(gating) - len(failed),
-            # Failures of gating checks, by cause (expected failures are listed above instead).
+    refused = [r for r in gating if r.get("refused") is not None]
+    if not gating:
+        reason = "no gating check: every check of the suite was declared out of scope"
+    elif len(refused) == len(gating):
+        reason = (f"every canary request was refused ({refused[0]['error_class']}: "
+                  f"{str(refused[0]['refused'])[:160]}): the endpoint answered no check")
+    elif failed:
+        reason = f"{len(failed)} of {len(gating)} gating checks failed: {', '.join(failed)}"
+    else:
+        reason = f"all {len(gating)} gating checks passed"
+    return {"verdict": "PASS" if gating and not failed else "HOLD", "reason": reason, "failed": failed,
+            "gating_checks": len(gating), "passed": len(gating) - len(failed),
+            "out_of_scope": {r["id"]: r["out_of_scope"] for r in results if r.get("out_of_scope")},
+            "checks": [{"id": r["id"], "kind": r["kind"], "capability": r.get("capability"),
+                        "gating": not r.get("out_of_scope"), "outcome": outcome(r)} for r in results],
+            # Failures of gating checks, by cause.
             "counts": {
                 "admission_rejected": sum(r.get("error_class") == "admission_rejected" for r in gating),
                 "length_truncated": sum(r.get("finish_reason") == "length" and not r["passed"] for r in gating),

@@ -51,10 +51,12 @@ class Target:
 
 
 def request_body(target: Target, messages: list, stream: bool = True, output_tokens: int | None = None,
-                 schema: dict | None = None, **extra) -> dict:
+                 schema: dict | None = None, natural_end: bool = False, **extra) -> dict:
     """The chat request. With a schema the reply is JSON that ends where the object closes, so only
-    max_tokens bounds it (forcing the length would fight the grammar)."""
-    if schema is not None:
+    max_tokens bounds it (forcing the length would fight the grammar); a natural end likewise."""
+    if natural_end and schema is None:
+        lengths = {"max_tokens": output_tokens or target.length_fields.get("max_tokens")}
+    elif schema is not None:
         n = output_tokens or target.length_fields.get("max_tokens")
         lengths = {"max_tokens": n, "response_format": {
             "type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
@@ -159,10 +161,14 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
     """Send one streaming chat request; every SSE chunk is timed by the arrival of its bytes.
     `messages` and the lengths override the prompt's own (later turns of a conversation)."""
     n_out = output_tokens if output_tokens is not None else prompt.output_tokens
-    body = request_body(target, messages or prompt.messages, output_tokens=n_out, schema=prompt.schema)
+    body = request_body(target, messages or prompt.messages, output_tokens=n_out, schema=prompt.schema,
+                        natural_end=prompt.natural_end)
+    if prompt.sentinel:  # filed apart whatever its position: it adds load, never latency statistics
+        base = dict(base, phase="sentinel", sentinel=prompt.sentinel)
     rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
                prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None else prompt.prompt_tokens_client,
-               output_tokens_requested=body.get(target.max_tokens_field, 0), length_controlled=prompt.schema is None and target.exact_lengths,
+               output_tokens_requested=body.get(target.max_tokens_field, 0),
+               length_controlled=not prompt.natural_end and target.exact_lengths,
                prefix_group=prompt.group, turn=turn,
                conversation=prompt.index if prompt.follow_ups else None)
     payload = json.dumps(body).encode()
@@ -187,6 +193,13 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
             error_class, error = parsed["error_class"], parsed["error"]
         elif error_class == "none" and parsed["finish"] is None:
             error_class, error = "transport", "stream cut before a finish_reason (connection closed early)"
+        elif error_class == "none" and not prompt.natural_end:
+            pass  # a forced length ends at the limit by design: finish_reason "length" is expected
+        elif error_class == "none" and parsed["finish"] == "length":
+            # The reply was expected to end by itself (a JSON object closing) and hit the token
+            # limit instead: that is truncation, whatever the half-written text looks like.
+            error_class, error = "length_truncated", (f"the reply hit max_tokens ({body.get(target.max_tokens_field)}) "
+                                                      "before ending by itself")
         elif error_class == "none" and prompt.schema is not None:
             problem = schema_problem(parsed["text"], prompt.schema)
             if problem:

@@ -18,13 +18,14 @@ class RequestRecord(BaseModel):
     run_id: str
     arm: str
     point: str
-    phase: Literal["warmup", "measure", "cooldown"]
+    phase: Literal["warmup", "measure", "cooldown", "sentinel"]
     repetition: int = 0
     attempt: int = 0
     concurrency: int
     request_index: int
     conversation: int | None = Field(None, description="multi-turn workloads: the conversation this turn belongs to")
     turn: int = 0
+    sentinel: str | None = Field(None, description="the canary check a sentinel request carries")
     prefix_group: int | None = None
     scheduled_s: float = Field(description="when the schedule said to send, relative to point start")
     sent_s: float

@@ -34,6 +34,13 @@ class PromptSpec:
     group: int | None = None           # shared-prefix group
     follow_ups: tuple = ()             # conversations: (user content, its tokens, output tokens) per later turn
     schema: dict | None = None         # the reply must be JSON under this schema
+    sentinel: str | None = None        # a canary check's id: a known-answer request mixed into the load
+
+    @property
+    def natural_end(self) -> bool:
+        """The reply is expected to end by itself (JSON closing, a sentinel's answer), so its
+        length is bounded, not forced."""
+        return self.schema is not None or self.sentinel is not None
 
 
 _WORDS_AND_PUNCTUATION = re.compile(r"\w+|[^\w\s]")

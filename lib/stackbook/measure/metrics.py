@@ -85,6 +85,31 @@ def window_activity(records: list[RequestRecord], start: float, end: float) -> d
     return {"tokens": tokens, "finished": finished, "in_flight_mean": busy / span if span > 0 else None}
 
 
+def client_gaps(records: list[RequestRecord]) -> dict:
+    """A closed loop's own gap: for each request sent after another ended, the time from the
+    latest end before its send to the send (the client turning a reply into the next request).
+    Against a sub-millisecond server this gap is as long as the service itself, so it is counted
+    apart from the requests in flight, not as load the client failed to deliver.
+
+    client_gap_in_flight: the time-weighted mean number of clients inside such a gap over the
+    measurement window; client_gap_ms_p99: how long the client's own gaps were."""
+    measured = [r for r in records if r.phase == "measure"]
+    if not measured:
+        return {}
+    start, end = min(r.sent_s for r in measured), max(r.end_s for r in measured)
+    ends = sorted(r.end_s for r in records)
+    gaps = []
+    for r in records:
+        before = [e for e in ends if e <= r.sent_s]
+        if before:
+            gaps.append((max(before), r.sent_s))
+    inside = sum(max(0.0, min(s, end) - max(e, start)) for e, s in gaps)
+    span = end - start
+    out = {"client_gap_in_flight": inside / span if span > 0 else None}
+    out.update(_stats([(s - e) * 1000 for e, s in gaps], "client_gap_ms"))
+    return {k: v for k, v in out.items() if k in ("client_gap_in_flight", "client_gap_ms_p50", "client_gap_ms_p99")}
+
+
 def point_summary(records: list[RequestRecord], slo) -> dict:
     """Aggregate one sweep point. Latencies come from the measured requests only; throughput
     is what streamed inside the measurement window (first measured send to last measured end),

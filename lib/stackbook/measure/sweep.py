@@ -7,6 +7,8 @@ import time
 from tqdm import tqdm
 
 from stackbook.config.arrival_patterns import ArrivalPattern
+from stackbook.gate.canaries import load_suite
+from stackbook.gate.sentinels import SENTINEL_SHARE, judge_sentinels, mix_sentinels, sentinel_checks
 from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
@@ -17,7 +19,7 @@ from stackbook.loadgen.workload import (
     synthetic_prompts,
 )
 from stackbook.locations import resolve_symbolic
-from stackbook.measure.metrics import point_summary, reconcile_with_engine
+from stackbook.measure.metrics import client_gaps, point_summary, reconcile_with_engine
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
 from stackbook.measure.telemetry import (
     GaugeSampler,
@@ -77,6 +79,15 @@ def point_name(level: dict, repetition: int) -> str:
     return ArrivalPattern.point_name(level, repetition)
 
 
+def sentinels_for(protocol) -> list:
+    """The gating canary checks mixed into every point as sentinels (none without a suite)."""
+    try:
+        suite, _ = load_suite(protocol.canaries.suite)
+    except FileNotFoundError:
+        return []
+    return sentinel_checks(suite, protocol.canaries.out_of_scope)
+
+
 def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
     return protocol.arrival.schedule(level, n, seed)
 
@@ -101,6 +112,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     client_cpu: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
+    sentinels = sentinels_for(protocol)
     with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer, \
             SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
@@ -130,12 +142,17 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                                          warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                          alive=alive)
                 elif "rate" in lv:
-                    prompts = synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000))
-                    recs = run_open_loop(target, prompts, tokenizer, schedule=schedule_for(protocol, lv, n, seed),
+                    prompts = mix_sentinels(
+                        synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000)),
+                        sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
+                    recs = run_open_loop(target, prompts, tokenizer,
+                                         schedule=schedule_for(protocol, lv, len(prompts), seed),
                                   warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                   alive=alive, cooldown=cooldown_requests(protocol, lv))
                 else:
-                    prompts = synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"])
+                    prompts = mix_sentinels(
+                        synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"]),
+                        sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
                     recs = run_closed_loop(target, prompts, tokenizer, concurrency=lv["concurrency"],
                                     warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                     cooldown=cooldown_requests(protocol, lv), alive=alive)
@@ -159,6 +176,9 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s = point_summary([r for r in records if r.point == name], protocol.slo)
             s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
+            if "concurrency" in lv:
+                s.update(client_gaps([r for r in records if r.point == name]))
+            s["sentinels"] = judge_sentinels([r for r in records if r.point == name], sentinels)
             s["client_cpu_fraction"] = client_cpu.get(name)
             s.update(server_side.get(name, {}))
             s.update(sent.get(name, {}))
@@ -185,15 +205,17 @@ def realized_output_tokens(records) -> float | None:
 
 def latest_attempts(records) -> dict[str, tuple[int, int]]:
     """Per point: its latest attempt and how many usable records that attempt has. An attempt
-    that the engine's death cut short counts as empty, so it is run again."""
+    that the engine's death cut short counts as empty, so it is run again. Sentinels are extra
+    to the workload's requests and do not count towards a point's completion."""
     out: dict[str, tuple[int, int]] = {}
     cut: set[tuple[str, int]] = set()
     for r in records:
         a, n = out.get(r.point, (-1, 0))
+        one = 0 if r.phase == "sentinel" else 1
         if r.attempt > a:
-            out[r.point] = (r.attempt, 1)
+            out[r.point] = (r.attempt, one)
         elif r.attempt == a:
-            out[r.point] = (a, n + 1)
+            out[r.point] = (a, n + one)
         if r.error_class == "engine_died":
             cut.add((r.point, r.attempt))
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
@@ -222,12 +244,18 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "timeout": errors.get("timeout", 0), "transport": errors.get("transport", 0),
                          "engine_died": errors.get("engine_died", 0), "http_error": errors.get("http_error", 0),
                          "malformed_stream": errors.get("malformed_stream", 0),
-                         "length_truncated": short,
+                         # Replies expected to end by themselves that hit the token limit instead
+                         # (a forced length ends at the limit by design and is never counted).
+                         "length_truncated": errors.get("length_truncated", 0),
                          "schema_failure": errors.get("schema_failure", 0) if as_json else
                          "not checked: this workload asks for free text (response_format: text)",
-                         "not_checked_in_sweep": {
-                             "completed_but_wrong": "the sweep's prompts have no expected answer: "
-                                                    "correctness is the canaries' job"}},
+                         # Sentinels (gating canary prompts, 1 in 8 measured requests) judged after each point.
+                         "completed_but_wrong": sum(s.get("sentinels", {}).get("completed_but_wrong", 0)
+                                                    for s in points.values()),
+                         "sentinels": {"share": SENTINEL_SHARE,
+                                       "sent": sum(s.get("sentinels", {}).get("sent", 0) for s in points.values()),
+                                       "completed": sum(s.get("sentinels", {}).get("completed", 0)
+                                                        for s in points.values())}},
         "length_control": {"requested_output_tokens": protocol.workload.output_tokens.describe(),
                            "controlled": not as_json,
                            "completed_requests": completed, "shorter_than_requested": short,

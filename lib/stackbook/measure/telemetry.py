@@ -15,6 +15,12 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 
+def energy_joules(samples: list[dict]) -> float:
+    """Energy one GPU drew over its power samples ({"t", "power_w"}): the trapezoid rule."""
+    s = sorted(samples, key=lambda x: x["t"])
+    return sum((b["t"] - a["t"]) * (a["power_w"] + b["power_w"]) / 2 for a, b in zip(s, s[1:]))
+
+
 class GpuSampler:
     """GPU memory, power and utilisation through NVML (pynvml), sampled in a thread beside the
     load. Where there is no NVIDIA driver it records why it is absent instead of guessing."""
@@ -68,7 +74,8 @@ class GpuSampler:
             out["gpus"][i] = {"memory_used_gib_peak": round(max(s["memory_used_gib"] for s in mine), 3),
                               "power_w_mean": round(sum(s["power_w"] for s in mine) / len(mine), 1),
                               "power_w_peak": round(max(s["power_w"] for s in mine), 1),
-                              "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1)}
+                              "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1),
+                              "energy_j": round(energy_joules(mine), 1)}
         return out
 
     def __enter__(self):

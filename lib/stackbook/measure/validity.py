@@ -18,8 +18,21 @@ def rate_held(schedule_lag_ms_p99: float | None, scheduled_rate_rps: float | Non
     return ok
 
 
-def concurrency_held(in_flight_mean: float | None, concurrency: int) -> bool:
-    return in_flight_mean is not None and abs(in_flight_mean - concurrency) <= CONCURRENCY_TOLERANCE * concurrency
+MAX_CLIENT_GAP_MS = MAX_SCHEDULE_LAG_MS  # p99 of a closed loop's own gap between reply and next send
+
+
+def concurrency_held(in_flight_mean: float | None, concurrency: int, client_gap_in_flight: float | None = None,
+                     client_gap_ms_p99: float | None = None) -> bool:
+    """A closed loop held its concurrency when its clients were busy: a request in flight, or the
+    client's own short gap between a reply and the next send (counted apart: against a
+    sub-millisecond server that gap is as long as the service). A slow client (gap p99 above the
+    lag limit) did not hold it."""
+    if in_flight_mean is None:
+        return False
+    if client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS:
+        return False
+    busy = in_flight_mean + (client_gap_in_flight or 0.0)
+    return abs(busy - concurrency) <= CONCURRENCY_TOLERANCE * concurrency
 
 
 def point_validity(s: dict) -> dict:
@@ -27,9 +40,12 @@ def point_validity(s: dict) -> dict:
     client's number, not the engine's.)"""
     if "concurrency" in s:
         held = s.get("in_flight_mean")
-        return {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
-                "littles_law_concurrency": s.get("littles_law_concurrency"),
-                "valid": concurrency_held(held, s["concurrency"])}
+        out = {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
+               "littles_law_concurrency": s.get("littles_law_concurrency")}
+        if s.get("client_gap_in_flight") is not None:
+            out |= {"client_gap_in_flight": s["client_gap_in_flight"], "client_gap_ms_p99": s.get("client_gap_ms_p99")}
+        return out | {"valid": concurrency_held(held, s["concurrency"], s.get("client_gap_in_flight"),
+                                                s.get("client_gap_ms_p99"))}
     lag = s.get("schedule_lag_ms_p99")
     out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
            "achieved_rate_rps": s.get("achieved_rate_rps"),

@@ -127,8 +127,19 @@ def geometry_from_hf_config(path: str | os.PathLike) -> ModelGeometry:
     if not p.exists():
         raise FileNotFoundError(f"{symbolic(p)} does not exist; give a config.json, a model directory or a .gguf")
     n_params = _safetensors_parameters(p.parent)
-    return geometry_from_config(json.loads(p.read_text()), name=p.parent.name, where=symbolic(p),
-                                num_parameters=n_params, source=symbolic(p))
+    cfg = json.loads(p.read_text())
+    active, source = None, symbolic(p)
+    if n_params is None:  # a bare config.json: count the parameters from its geometry
+        from stackbook.model.parameters import parameters_from_config
+        try:
+            counted = parameters_from_config(cfg)
+        except KeyError as err:
+            raise KeyError(f"{symbolic(p)}: no weights beside it and the config has no {err}, which counting "
+                           "the parameters from its geometry needs; add it, or give --artifact-bytes") from None
+        n_params, source = counted["total"], f"{symbolic(p)} (parameters counted from the geometry, no weights)"
+        active = counted["active"] if counted["active"] != counted["total"] else None
+    return geometry_from_config(cfg, name=p.parent.name, where=symbolic(p),
+                                num_parameters=n_params, active_parameters=active, source=source)
 
 
 def _safetensors_parameters(directory: Path) -> int | None:

@@ -39,21 +39,43 @@ def accelerator(key: str) -> Accelerator:
     return cat[key]
 
 
-def this_cpu(measure_bandwidth: bool = True) -> Accelerator:
-    """This machine: total memory, and a measured memory-copy bandwidth (one core, numpy)."""
+BANDWIDTH_TRIALS = 10
+BANDWIDTH_BUFFER_BYTES = 64 * 2**20
+
+
+def measure_cpu_bandwidth(trials: int = BANDWIDTH_TRIALS, buffer_bytes: int = BANDWIDTH_BUFFER_BYTES) -> dict:
+    """Memory-copy bandwidth of this host (one core, numpy), over repeated trials: the mean, its
+    95% confidence interval and every trial, so the bound it gives carries its own uncertainty."""
+    import time
+
     import numpy as np
+
+    from stackbook.measure.metrics import mean_ci95
+
+    a = np.ones(buffer_bytes // 8)
+    b = np.empty_like(a)
+    np.copyto(b, a)  # touch both buffers once so page faults do not count
+    rates = []
+    for _ in range(trials):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        rates.append(2 * a.nbytes / (time.perf_counter() - t))  # one read and one write per element
+    mean, ci = mean_ci95(rates)
+    return {"bandwidth_bytes_s": mean, "ci95_bytes_s": ci, "trials": len(rates),
+            "trial_bytes_s": [round(r) for r in rates], "buffer_bytes": buffer_bytes,
+            "method": "numpy copy of a 64 MiB buffer, one core; mean of trials, t-interval"}
+
+
+def this_cpu(measure_bandwidth: bool = True, bandwidth: dict | None = None) -> Accelerator:
+    """This machine: total memory, and its memory-copy bandwidth, measured now or as already
+    measured for this run (`bandwidth`, from measure_cpu_bandwidth), so every arm uses one figure."""
     import psutil
 
-    bw = 0.0
-    if measure_bandwidth:
-        import time
-        a = np.ones(64 * 2**20 // 8)
-        b = np.empty_like(a)
-        best = float("inf")
-        for _ in range(5):
-            t = time.perf_counter()
-            np.copyto(b, a)
-            best = min(best, time.perf_counter() - t)
-        bw = 2 * a.nbytes / best  # one read and one write per element
+    if bandwidth is None and measure_bandwidth:
+        bandwidth = measure_cpu_bandwidth()
+    bw = (bandwidth or {}).get("bandwidth_bytes_s") or 0.0
+    ci = (bandwidth or {}).get("ci95_bytes_s")
+    how = (f"numpy copy bandwidth {bw / 1e9:.2f} GB/s ± {ci / 1e9:.2f} (95% CI, {bandwidth['trials']} trials)"
+           if bw and ci is not None else "numpy copy bandwidth")
     return Accelerator("this-cpu", f"this CPU ({os.cpu_count()} cores)", float(psutil.virtual_memory().total),
-                       bw, None, "measured at run time: psutil total memory, numpy copy bandwidth")
+                       bw, None, f"measured at run time: psutil total memory, {how}")

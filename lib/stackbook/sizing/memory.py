@@ -190,6 +190,34 @@ def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision
     return out
 
 
+TENSOR_PARALLEL_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def size_verdict(g, **kwargs) -> dict:
+    """size_model's budget whether or not the model fits, with the smallest tensor-parallel degree
+    (of 1, 2, 4 ... 64) at which weights and one sequence fit per rank: "does not fit" is a verdict
+    with numbers, not an error."""
+    tp = kwargs.pop("tensor_parallel", 1)
+
+    def attempt(degree: int) -> dict:
+        try:
+            return size_model(g, tensor_parallel=degree, **kwargs)
+        except ValueError as err:
+            if "nothing is left for the cache" not in str(err):
+                raise
+            weights = weight_bytes(g.num_parameters or 0, kwargs.get("weights_precision", "bf16"),
+                                   kwargs.get("artifact_bytes")) / degree
+            return {"model": g.name, "context": kwargs["context_tokens"], "tensor_parallel": degree,
+                    "weights_bytes": int(weights), "memory_bytes": kwargs["memory_bytes"], "fits": False,
+                    "reason": str(err)}
+
+    out = attempt(tp)
+    smallest = next((d for d in TENSOR_PARALLEL_DEGREES if attempt(d)["fits"]), None)
+    out["smallest_tensor_parallel_that_fits"] = smallest if smallest is not None else (
+        f"none up to {TENSOR_PARALLEL_DEGREES[-1]}")
+    return out
+
+
 def assumption_table(g, pool_bytes: float, context_tokens: int) -> list[dict]:
     """Live sequences under each common assumption: why calculators disagree."""
     rows = []

@@ -30,6 +30,9 @@ def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) ->
         "ready_after_s": adapter.ready_after_s,
         "model": adapter.artifacts.identity() if adapter.artifacts else {"name": adapter.served_name},
         "identity": adapter.identity(),
+        "build_line": adapter.build_line() or "not in the engine's log",
+        "kernel_choice": adapter.kernel_choice() or {"unknown": "the engine reports no kernel choice"},
+        "speculative_decoding": adapter.spec.speculative_decoding(),
         "launch": adapter.launch_record(),
         "configured_capacity": adapter.spec.configured_capacity(adapter.protocol),
         "realized_capacity": adapter.realized_capacity(),
@@ -55,7 +58,8 @@ class ArmSession:
 
     def target(self) -> Target:
         d = self.protocol.decoding.resolved()
-        return Target(self.adapter.base_url, self.adapter.served_name, self.adapter.sampling_fields(d),
+        return Target(self.adapter.base_url, self.adapter.served_name,
+                      self.adapter.sampling_fields(d) | self.protocol.decoding.template_fields(),
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
                       self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
                       exact_lengths=self.adapter.length_control is not None)

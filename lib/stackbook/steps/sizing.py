@@ -2,11 +2,13 @@
 and the tables the notebook shows."""
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 
 from stackbook import sizing
 from stackbook.engines.spec import CapacityBasis
-from stackbook.evidence.files import update_results
+from stackbook.evidence.files import read_json, update_results, write_json_atomic
 from stackbook.model.geometry import geometry_for
 
 
@@ -26,6 +28,20 @@ def model_geometry(session):
     return geometry_for(art.gguf)
 
 
+def run_bandwidth(run_dir) -> dict:
+    """This host's memory bandwidth for the run: measured by the first arm that needs it, written
+    to the run's host.json and read back by every later arm, so all arms share one figure."""
+    from stackbook.sizing.hardware import measure_cpu_bandwidth
+
+    known = read_json(run_dir.host, None)
+    if known and known.get("bandwidth"):
+        return known["bandwidth"]
+    measured = measure_cpu_bandwidth()
+    run_dir.create()
+    write_json_atomic(run_dir.host, {**(known or {}), "bandwidth": measured, "measured_unix": time.time()})
+    return measured
+
+
 def arm_sizing(session) -> dict:
     """Weights, KV per token, recurrent state, the cache pool and the sequences it holds,
     predicted by arithmetic and set beside what the engine itself reported."""
@@ -36,7 +52,8 @@ def arm_sizing(session) -> dict:
         update_results(session.arm_dir, "sizing", out)
         return out
     hw_spec = session.campaign.hardware
-    hw = sizing.accelerator(hw_spec.accelerator)
+    hw = (sizing.this_cpu(bandwidth=run_bandwidth(session.run_dir)) if hw_spec.accelerator == "this-cpu"
+          else sizing.accelerator(hw_spec.accelerator))
     prec = p.precision
     spec = session.adapter.spec
     pool = spec.cache_pool_bytes()
@@ -59,7 +76,10 @@ def arm_sizing(session) -> dict:
                      "kv_heads": g.num_kv_heads, "head_dim": g.head_dim, "mla": g.is_mla,
                      "experts": g.num_experts, "trained_context": g.max_context, "source": g.source},
         "hardware": {"name": hw.name, "memory_bytes": hw.memory_bytes, "bandwidth_bytes_s": hw.bandwidth,
-                     "source": hw.source},
+                     "source": hw.source,
+                     **({"bandwidth_measured": read_json(session.run_dir.host, {}).get("bandwidth"),
+                         "bandwidth_file": session.run_dir.host.name}
+                        if hw_spec.accelerator == "this-cpu" else {})},
         **budget,
         "kv_bytes_per_sequence": sizing.model_kv_bytes_per_sequence(g, p.context_length, prec.kv_cache),
         "predicted_capacity": predicted,

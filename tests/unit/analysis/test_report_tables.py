@@ -14,18 +14,18 @@ def test_gate_table_reads_verdicts_and_capacities(tmp_path):
     arms = {
         "llama": {"arm": arm("llama_cpp"), "dir": tmp_path, "engine": {"ready_after_s": 3.14159},
                   "results": {"canaries": {"verdict": "PASS", "passed": 7, "gating_checks": 7,
-                                           "expected_failures": ["needle", "json"]},
+                                           "out_of_scope": {"tool-call": "no tools", "json": "free text"}},
                               "sizing": {"predicted_capacity": {"kv_tokens": 2048},
                                          "realized_capacity": {"kv_tokens": 2048, "max_concurrency": 2}}}},
         "vllm": {"arm": arm("vllm_cpu"), "dir": tmp_path, "engine": {}, "results": {}},
     }
     t = analysis.gate_table(arms)
     assert t.loc["llama"].to_dict() == {
-        "canaries": "PASS", "gating passed": "7/7", "expected failures": "needle, json",
+        "canaries": "PASS", "gating passed": "7/7", "out of scope": "tool-call, json",
         "KV tokens predicted": 2048, "KV tokens realized": 2048, "max concurrency (engine)": 2,
         "engine ready after (s)": 3.1}
     assert t.loc["vllm", "canaries"] == "not run" and t.loc["vllm", "gating passed"] == "0/0"
-    assert t.loc["vllm", "expected failures"] == "-"
+    assert t.loc["vllm", "out of scope"] == "-"
 
 
 def test_campaign_summary_names_arms_remote_endpoints_and_evidence(tmp_path):

@@ -76,6 +76,25 @@ BAD = {
                                 ["protocol.decoding.preset", "'greedy', 'instruct' or 'thinking'"]),
     "top_p above one": (GOOD.replace("  arrival:", "  decoding: {top_p: 1.5}\n  arrival:"),
                         ["protocol.decoding.top_p", "less than or equal to 1", "Fix: give a smaller value"]),
+    "negative decoding seed": (GOOD.replace("  arrival:", "  decoding: {seed: -7}\n  arrival:"),
+                               ["protocol.decoding.seed", "greater than or equal to 0 (got -7)",
+                                "Fix: give a larger value"]),
+    "negative repetition seed": (GOOD.replace("  arrival:", "  seeds: [3, -1]\n  arrival:"),
+                                 ["protocol.seeds[1]", "greater than or equal to 0"]),
+    "sweep without canaries": (GOOD.replace("  arrival:", "  stages: [sweep]\n  arrival:"),
+                               ["would skip the sweep", "add canaries", "run_sweep_on_hold: true",
+                                "'not gated'"]),
+    "json check declared out of scope for a json workload": (
+        GOOD.replace("output_tokens: 16}", "output_tokens: 16, response_format: json_schema}\n"
+                     "  canaries: {out_of_scope: {json_schema: not needed}}"),
+        ["canaries.out_of_scope declares ['json_schema'] out of scope, but the workload uses it",
+         "remove ['json_schema'] from out_of_scope"]),
+    "out-of-scope capability the suite lacks": (
+        GOOD.replace("  arrival:", "  canaries: {out_of_scope: {tools: no tools}}\n  arrival:"),
+        ["['tools'] is not a capability of suite 'embedded-smollm2'", "tool_calls"]),
+    "out of scope without a reason": (
+        GOOD.replace("  arrival:", "  canaries: {out_of_scope: {tool_calls: ''}}\n  arrival:"),
+        ["out_of_scope ['tool_calls'] has no reason"]),
     "negative timeout": (GOOD.replace("  arrival:", "  request_timeout_s: -5\n  arrival:"),
                          ["protocol.request_timeout_s", "greater than 0"]),
     "arm without engine": (GOOD.replace("    engine: {kind: vllm_cpu}\n", ""), ["arms[1].engine", "Field required"]),
@@ -222,6 +241,23 @@ def test_cli_refuses_bad_campaign_fast_and_starts_nothing(case, write_campaign, 
     assert "Fix" in r.stderr or "every arm needs its own name" in r.stderr
     assert _engine_processes() - before == set()
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_sweep_without_canaries_runs_only_when_asked_and_is_labelled_not_gated(write_campaign):
+    c = load_campaign(write_campaign(GOOD.replace(
+        "  arrival:", "  stages: [sweep]\n  canaries: {run_sweep_on_hold: true}\n  arrival:")))
+    assert c.protocol.stages == ["sweep"]
+    from stackbook.evidence.label import arm_label
+    assert str(arm_label(None, [False])) == "not gated"
+
+
+def test_the_shipped_campaigns_gate_every_arm_alike():
+    """Out of scope only what the free-text single-turn workloads do not use; JSON stays gating
+    wherever every engine of the campaign constrains it."""
+    quick = load_campaign("campaigns/quickstart.yaml").protocol.canaries.out_of_scope
+    assert sorted(quick) == ["batch_invariance", "instruction_following", "multi_turn", "tool_calls"]
+    three = load_campaign("campaigns/three-engines.yaml").protocol.canaries.out_of_scope
+    assert sorted(three) == ["batch_invariance", "instruction_following", "json_schema", "multi_turn", "tool_calls"]
 
 
 def test_cli_check_validates_without_running():

@@ -7,7 +7,7 @@ from stackbook.evidence.label import Label, arm_label
     ("PASS", [False, False], {}, Label.ACCEPTED),
     ("PASS", [True, False], {}, Label.ACCEPTED),              # one point discarded: the rest still ranks
     ("HOLD", [False], {}, Label.HOLD),
-    (None, [False], {}, Label.HOLD),                          # measured, but the canaries never ran
+    (None, [False], {}, Label.NOT_GATED),                     # measured, but the canaries never ran
     ("HOLD", None, {}, Label.HOLD),                           # the sweep was skipped on HOLD
     ("PASS", [False], {"comparable": False}, Label.NOT_COMPARABLE),
     ("PASS", [True, True], {}, Label.DISCARDED),
@@ -27,5 +27,6 @@ def test_precedence_when_several_apply():
 
 def test_labels_read_as_the_files_write_them():
     assert Label.HOLD == "HOLD" and f"{Label.NOT_COMPARABLE}" == "not comparable"
-    assert [label.ranked for label in Label] == [True, False, False, False, False, False]
+    assert [label.ranked for label in Label] == [True, False, False, False, False, False, False]
+    assert Label.NOT_GATED.reason == "measured without the canaries (stages without canaries)"
     assert Label.HOLD.reason == "canaries HOLD"

@@ -24,15 +24,15 @@ def arm_with(tmp_path, **sections):
     return arm
 
 
-def test_a_sweep_without_canaries_is_hold_in_the_passport(tmp_path):
+def test_a_sweep_without_canaries_is_not_gated_in_the_passport(tmp_path):
     arm = arm_with(tmp_path, sweep=REF["sweep"])
     p = write_passport(CAMPAIGN, CAMPAIGN.arms[0], arm)
-    assert p.results.label == "HOLD"
+    assert p.results.label == "not gated"
     on_disk = json.loads(arm.passport_json.read_text())
-    assert on_disk["results"]["label"] == "HOLD"
+    assert on_disk["results"]["label"] == "not gated"
     assert on_disk["results"]["raw"] == {"requests": "requests.jsonl", "engine_log": "engine.log"}
     assert on_disk["validity"]["canaries"] == {"unknown": "the canary notebook did not run"}
-    assert "Label: **HOLD**" in arm.passport_md.read_text()
+    assert "Label: **not gated**" in arm.passport_md.read_text()
 
 
 def test_accepted_then_engine_died(tmp_path):

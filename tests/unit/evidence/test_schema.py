@@ -27,7 +27,7 @@ def test_results_schema_types_the_sections():
     canaries = schema["$defs"]["CanaryResults"]["properties"]["verdict"]
     assert canaries["enum"] == ["PASS", "HOLD"]
     assert schema["$defs"]["Label"]["enum"] == ["accepted", "HOLD", "not comparable", "discarded", "engine died",
-                                                "not measured"]
+                                                "not measured", "not gated"]
 
 
 def test_an_unknown_schema_names_the_choices():

@@ -98,14 +98,63 @@ def test_needle_tries_every_length_and_depth(engine):
     assert result["detail"] == "2/2 needles found, longest prompt 64 tokens"
 
 
-def test_no_reply_is_a_transport_failure_and_known_failures_do_not_gate(engine):
+def test_no_reply_is_a_transport_failure_and_gates_every_arm_alike(engine):
     _, replies = engine
     replies.append({"error": "ConnectError: refused", "error_class": "transport"})
-    c = check(kind="contains", prompt="p", expect=["x"], expected_failure={"vllm_cpu": "known"})
-    result = run_check(TARGET, c, "vllm_cpu")
-    assert (result["passed"], result["error_class"], result["expected_failure"]) == (False, "transport", "known")
-    assert verdict([result])["verdict"] == "PASS"
-    assert verdict([run_check(TARGET, c, "llama_cpp")])["verdict"] == "HOLD"
+    c = check(kind="contains", prompt="p", expect=["x"])
+    result = run_check(TARGET, c)
+    assert (result["passed"], result["error_class"], result["out_of_scope"]) == (False, "transport", None)
+    v = verdict([result])
+    assert v["verdict"] == "HOLD"
+    assert v["reason"] == ("every canary request was refused (transport: ConnectError: refused): "
+                           "the endpoint answered no check")
+
+
+def test_an_endpoint_refusing_every_request_holds_with_the_reason(engine):
+    """An endpoint that answers 400 to each canary: HOLD, and the verdict says it refused."""
+    _, replies = engine
+    replies.append({"error": "HTTP 400: bad request", "error_class": "http_error"})
+    suite, _ = load_suite("embedded-smollm2")
+    v = verdict(canaries.run_suite(TARGET, suite, context_length=512))
+    assert v["verdict"] == "HOLD" and v["passed"] == 0 and v["gating_checks"] == len(suite.checks)
+    assert v["reason"].startswith("every canary request was refused (http_error: HTTP 400: bad request)")
+
+
+def test_the_gate_is_the_campaigns_and_out_of_scope_checks_do_not_gate(engine):
+    _, replies = engine
+    replies.append(reply("no idea"))
+    suite = canaries.Suite.model_validate({"suite": "s", "version": 1, "checks": [
+        {"id": "paris", "kind": "contains", "prompt": "p", "expect": ["no idea"]},
+        {"id": "weather", "kind": "tool_call", "prompt": "p",
+         "tool": {"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}},
+        {"id": "echo", "kind": "contains", "prompt": "p", "expect": ["yes"], "capability": "instruction_following"},
+    ]})
+    held = verdict(canaries.run_suite(TARGET, suite))
+    assert (held["verdict"], held["failed"], held["gating_checks"]) == ("HOLD", ["weather", "echo"], 3)
+    assert held["reason"] == "2 of 3 gating checks failed: weather, echo"
+    scoped = verdict(canaries.run_suite(TARGET, suite, {"tool_calls": "no tools are sent",
+                                                        "instruction_following": "replies are not judged"}))
+    assert (scoped["verdict"], scoped["gating_checks"], scoped["passed"]) == ("PASS", 1, 1)
+    assert scoped["out_of_scope"] == {"weather": "no tools are sent", "echo": "replies are not judged"}
+    assert scoped["checks"] == [
+        {"id": "paris", "kind": "contains", "capability": "chat", "gating": True, "outcome": "PASS"},
+        {"id": "weather", "kind": "tool_call", "capability": "tool_calls", "gating": False,
+         "outcome": "FAIL (out of scope)"},
+        {"id": "echo", "kind": "contains", "capability": "instruction_following", "gating": False,
+         "outcome": "FAIL (out of scope)"}]
+    with pytest.raises(ValueError, match=r"\['tools'\] is not a capability of suite 's'; its capabilities are "
+                                         r"\['chat', 'instruction_following', 'tool_calls'\]"):
+        canaries.run_suite(TARGET, suite, {"tools": "typo"})
+
+
+def test_the_embedded_suite_names_no_engine():
+    """No per-engine exceptions: every check of the shipped suite gates every arm alike."""
+    text = (canaries.DATA / "canaries-embedded-smollm2.yaml").read_text()
+    assert "expected_failure:" not in text
+    suite, _ = load_suite("embedded-smollm2")
+    assert {c.scope for c in suite.checks} == {"chat", "json_schema", "determinism", "batch_invariance",
+                                               "instruction_following", "coding", "long_context", "tool_calls",
+                                               "multi_turn"}
 
 
 def test_the_embedded_suite_loads_every_check_kind():

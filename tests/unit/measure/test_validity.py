@@ -1,4 +1,5 @@
 """The load-validity thresholds: one lag limit and one rate tolerance for every judge."""
+import pytest
 from types import SimpleNamespace
 
 from stackbook.harness import fidelity
@@ -38,3 +39,43 @@ def test_discard_rules_name_the_rule_and_the_figure():
         {"point": "c1", "rule": "max_failed_fraction", "detail": "2/10 requests failed (> 10%)"},
         {"point": "c1", "rule": "on_engine_restart", "detail": "the engine died during the point (2 requests cut)"},
         {"point": "c2", "rule": "on_invalid_load", "detail": "configured_concurrency=2, in_flight_mean=1.5"}]
+
+
+def _closed_loop(service_s: float, gap_s: float, n: int = 12):
+    """One client (concurrency 1): each request is sent `gap_s` after the previous reply ended."""
+    from stackbook.loadgen.records import RequestRecord
+    out, t = [], 0.0
+    for i in range(n):
+        out.append(RequestRecord(run_id="r", arm="a", point="c1-r0", phase="warmup" if i == 0 else "measure",
+                                 concurrency=1, request_index=i, scheduled_s=t, sent_s=t, first_token_s=t + service_s / 2,
+                                 end_s=t + service_s, sent_unix=0.0, chunk_times_s=[t + service_s], chunk_tokens=[1],
+                                 prompt_tokens_client=4, prompt_tokens_server=4, output_tokens_server=1,
+                                 output_tokens_client=1, output_tokens_requested=1, finish_reason="length"))
+        t += service_s + gap_s
+    return out
+
+
+def test_a_concurrency_one_point_against_a_sub_millisecond_server_is_held():
+    """Service 0.5 ms, the client's own gap 0.4 ms: 0.56 requests in flight, which the in-flight
+    rule alone would discard; the client's gap is counted apart and the point stands."""
+    from stackbook.config.protocol import Slo
+    from stackbook.measure.metrics import client_gaps, point_summary
+    records = _closed_loop(0.0005, 0.0004)
+    s = point_summary(records, Slo()) | client_gaps(records) | {"concurrency": 1}
+    # window: first measured send (0.9 ms) to last end (10.4 ms); 11 services of 0.5 ms, 10 gaps of 0.4 ms
+    assert s["in_flight_mean"] == pytest.approx(5.5 / 9.5, rel=1e-6)
+    assert s["client_gap_in_flight"] == pytest.approx(4.0 / 9.5, rel=1e-6)
+    assert s["client_gap_ms_p99"] == pytest.approx(0.4)
+    assert not point_validity({"concurrency": 1, "in_flight_mean": s["in_flight_mean"]})["valid"]  # before
+    v = point_validity(s)
+    assert v["valid"] and v["client_gap_in_flight"] == pytest.approx(0.421, abs=1e-3)
+
+
+def test_a_slow_client_still_invalidates_a_closed_loop_point():
+    """A client that takes 20 ms to send its next request (above the 5 ms limit) did not hold the load."""
+    from stackbook.config.protocol import Slo
+    from stackbook.measure.metrics import client_gaps, point_summary
+    records = _closed_loop(0.010, 0.020)
+    s = point_summary(records, Slo()) | client_gaps(records) | {"concurrency": 1}
+    assert s["client_gap_ms_p99"] == pytest.approx(20.0)
+    assert not point_validity(s)["valid"]

@@ -4,10 +4,12 @@ from stackbook.steps.sizing import roofline_table
 
 
 def test_verdict_summary():
-    result = {"verdict": "HOLD", "passed": 5, "gating_checks": 6, "expected_failures": [], "failed": ["json"],
+    result = {"verdict": "HOLD", "passed": 5, "gating_checks": 6, "out_of_scope": {"tools": "no tools sent"},
+              "failed": ["json"],
               "suite": "embedded", "suite_version": 3, "suite_sha256": "0123456789abcdef" + "f" * 48}
     assert verdict_summary(result) == (
-        "## Verdict: **HOLD**  \n5/6 gating checks passed; expected failures: none; failed: ['json'].  \n"
+        "## Verdict: **HOLD**  \n5/6 gating checks passed; failed: ['json']; "
+        "out of scope for this campaign: tools (no tools sent).  \n"
         "Suite `embedded` v3, sha256 `0123456789abcdef…`")
 
 
