@@ -234,10 +234,12 @@ def test_the_bodies_sent_are_kept_and_both_arms_were_sent_the_same_prompts(run):
     for a, points in pts.items():
         sent = read_sent(run.arm(a).requests_sent)
         for name, p in points.items():
-            # warm-up, measured and cool-down, each body as it went out
-            assert p["requests_sent"] == p["requests"] + 1 + (p["concurrency"] - 1)
-            assert p["phases_sent"] == {"warmup": 1, "measure": 4} | (
+            # warm-up, measured, sentinels and cool-down, each body as it went out
+            phases = dict(p["phases_sent"])
+            assert phases.pop("sentinel", 0) >= 1
+            assert phases == {"warmup": 1, "measure": 4} | (
                 {"cooldown": p["concurrency"] - 1} if p["concurrency"] > 1 else {})
+            assert p["requests_sent"] == sum(p["phases_sent"].values())
             assert len([s for s in sent if s.point == name]) == p["requests_sent"]
             assert p["output_tokens_server_mean"] == 12
     for name in pts["llama"]:
@@ -260,11 +262,13 @@ def test_replay_starts_the_arms_engine_and_resends_the_same_bodies(run):
         r = subprocess.run([sys.executable, "-m", "stackbook.cli", "replay", str(run), "--arm", "llama",
                             "--point", "c1-r0", "--run-id", replay.name], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
-        assert "c1-r0: 5 requests, 0 errors, bodies identical" in r.stdout
+        sent = json.loads(run.arm("llama").results.read_text())["sweep"]["points"]["c1-r0"]["requests_sent"]
+        assert f"c1-r0: {sent} requests, 0 errors, bodies identical" in r.stdout
         out = json.loads((replay / "replay.json").read_text())
         assert out["points"]["c1-r0"]["identical_bodies"]
         recs = read_records(replay / "arms" / "llama" / "requests.jsonl")
-        assert len(recs) == 5 and all(x.ok and x.output_tokens_server == 12 for x in recs)
+        assert len(recs) == sent and all(x.ok for x in recs)
+        assert all(x.output_tokens_server == 12 for x in recs if x.phase == "measure")
         assert (replay / "arms" / "llama" / "engine.json").exists()  # the engine it started, recorded
     finally:
         shutil.rmtree(replay, ignore_errors=True)
