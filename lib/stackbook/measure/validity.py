@@ -25,11 +25,13 @@ def concurrency_held(in_flight_mean: float | None, concurrency: int, client_gap_
                      client_gap_ms_p99: float | None = None) -> bool:
     """A closed loop held its concurrency when its clients were busy: a request in flight, or the
     client's own short gap between a reply and the next send (counted apart: against a
-    sub-millisecond server that gap is as long as the service). A slow client (gap p99 above the
-    lag limit) did not hold it."""
+    sub-millisecond server that gap is as long as the service). A slow client did not hold it: one
+    whose gap is long (p99 above the lag limit) and also holds a material share of the slots (more
+    than the tolerance); a few long gaps beside replies that take seconds leave the load intact."""
     if in_flight_mean is None:
         return False
-    if client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS:
+    gap_share = (client_gap_in_flight or 0.0) / concurrency
+    if client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS and gap_share > CONCURRENCY_TOLERANCE:
         return False
     busy = in_flight_mean + (client_gap_in_flight or 0.0)
     return abs(busy - concurrency) <= CONCURRENCY_TOLERANCE * concurrency
