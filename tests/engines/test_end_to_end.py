@@ -192,8 +192,10 @@ arms:
             v = sweep["load_validity"][name]
             assert abs(v["achieved_rate_rps"] - v["scheduled_rate_rps"]) / v["scheduled_rate_rps"] < 0.05
         recs = read_records(run_dir.arm("llama").requests)
-        # warm-up 1, measured 8, cool-down 1 (= warm-up) per point
-        assert sorted(r.phase for r in recs if r.point == "rate0.5-r0") == ["cooldown"] + ["measure"] * 8 + ["warmup"]
+        # warm-up 1, measured 8, cool-down 1 (= warm-up) per point, beside the sentinel requests mixed in
+        phases = sorted(r.phase for r in recs if r.point == "rate0.5-r0" and r.phase != "sentinel")
+        assert phases == ["cooldown"] + ["measure"] * 8 + ["warmup"]
+        assert any(r.phase == "sentinel" for r in recs if r.point == "rate0.5-r0")
         assert json.loads(run_dir.manifest.read_text())["analysis"]["status"] == "ok"
     finally:
         import shutil
@@ -210,6 +212,12 @@ protocol:
   stages: [sizing, canaries]
   workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 8}}
   context_length: 512
+  canaries:
+    out_of_scope:
+      tool_calls: "free-text chat, no tools"
+      multi_turn: "single-turn requests"
+      instruction_following: "replies are not judged for wording"
+      batch_invariance: "one slot: nothing is batched"
 arms:
   - name: llama
     engine: {{kind: llama_cpp, parallel: 1}}

@@ -55,31 +55,34 @@ class RequestRecord(BaseModel):
         return self.error_class == "none"
 
 
-class RecordWriter:
-    """Append-only JSONL writer: one line per completed request, written, flushed and fsynced by
-    a background thread within milliseconds of completion, so a slow disk never stalls the
-    event loop that times the requests. `close` writes whatever is still queued."""
+class BackgroundWriter:
+    """Append-only file written by a background thread: queued items are written in batches,
+    flushed and made durable within milliseconds, so a slow disk never stalls the event loop that
+    times the requests. `close` writes whatever is still queued. Subclasses say how to open the
+    file and how to write one batch."""
+    thread_name = "background-writer"
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._f = self._open()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._drain, name="record-writer", daemon=True)
+        self._thread = threading.Thread(target=self._drain, name=self.thread_name, daemon=True)
         self._thread.start()
 
-    def write(self, record: RequestRecord) -> None:
-        self._queue.put(record.model_dump_json() + "\n")
+    def _open(self):
+        raise NotImplementedError
+
+    def _write_batch(self, items: list) -> None:
+        raise NotImplementedError
 
     def _drain(self) -> None:
         while True:
-            lines = [self._queue.get()]
+            items = [self._queue.get()]
             while not self._queue.empty():
-                lines.append(self._queue.get_nowait())
-            done = lines[-1] is None
-            self._f.write("".join(x for x in lines if x is not None))
-            self._f.flush()
-            os.fsync(self._f.fileno())
+                items.append(self._queue.get_nowait())
+            done = items[-1] is None
+            self._write_batch([x for x in items if x is not None])
             if done:
                 return
 
@@ -94,6 +97,22 @@ class RecordWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class RecordWriter(BackgroundWriter):
+    """requests.jsonl: one line per completed request, written, flushed and fsynced."""
+    thread_name = "record-writer"
+
+    def _open(self):
+        return open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: RequestRecord) -> None:
+        self._queue.put(record.model_dump_json() + "\n")
+
+    def _write_batch(self, lines: list) -> None:
+        self._f.write("".join(lines))
+        self._f.flush()
+        os.fsync(self._f.fileno())
 
 
 def read_records(path: str | os.PathLike, latest_attempt: bool = False) -> list[RequestRecord]:

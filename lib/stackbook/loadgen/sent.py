@@ -9,8 +9,6 @@ import gzip
 import hashlib
 import json
 import os
-import queue
-import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from stackbook.config.protocol import Decoding
+from stackbook.loadgen.records import BackgroundWriter
 
 # Fields of a body that carry the engine's own dialect (its name for the model, how it forces a
 # length, how it streams), not the prompt: left out of the prompt digest so that two engines
@@ -62,47 +61,23 @@ class SentRequest(BaseModel):
     body: dict[str, Any]
 
 
-class SentWriter:
+class SentWriter(BackgroundWriter):
     """Append-only, gzip-compressed JSONL of request bodies, written by a background thread (a
     slow disk never delays a send); each batch is sync-flushed, so what was sent before a crash
     can be read back."""
+    thread_name = "sent-writer"
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def _open(self):
         _repair(self.path)
-        self._f = gzip.open(self.path, "ab")
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._drain, name="sent-writer", daemon=True)
-        self._thread.start()
+        return gzip.open(self.path, "ab")
 
     def write(self, sent: dict) -> None:
         """Queue one sent request (the fields of SentRequest); serialised off the sending path."""
         self._queue.put(sent)
 
-    def _drain(self) -> None:
-        while True:
-            items = [self._queue.get()]
-            while not self._queue.empty():
-                items.append(self._queue.get_nowait())
-            done = items[-1] is None
-            lines = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in items if x is not None)
-            self._f.write(lines.encode())
-            self._f.flush(zlib.Z_SYNC_FLUSH)
-            if done:
-                return
-
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-        self._f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _write_batch(self, items: list) -> None:
+        self._f.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in items).encode())
+        self._f.flush(zlib.Z_SYNC_FLUSH)
 
 
 def _repair(path: Path) -> None:
