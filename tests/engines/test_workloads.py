@@ -62,8 +62,8 @@ def test_lengths_prefixes_conversations_and_a_warm_cache(real_engines, tmp_path)
     run_dir = run(tmp_path, SHAPES, "shapes")
     try:
         arm = run_dir.arm("llama")
-        recs = read_records(arm.requests)
-        # 1 warm-up + 6 measured + 1 cool-down conversations, two turns each
+        recs = [r for r in read_records(arm.requests) if r.phase != "sentinel"]
+        # 1 warm-up + 6 measured + 1 cool-down conversations, two turns each (sentinels apart)
         assert len(recs) == 16 and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
         first = [r for r in recs if r.turn == 0]
         second = {r.conversation: r for r in recs if r.turn == 1}
