@@ -117,7 +117,15 @@ def test_arm_notebook_starts_its_own_engine_when_opened_alone(real_engines, tmp_
     campaign = tmp_path / "alone.yaml"
     campaign.write_text("""
 name: alone
-protocol: {workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}, context_length: 1024}
+protocol:
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}
+  context_length: 1024
+  canaries:
+    out_of_scope:
+      tool_calls: "free-text chat, no tools"
+      multi_turn: "single-turn requests"
+      instruction_following: "replies are not judged for wording"
+      batch_invariance: "one slot: nothing is batched"
 arms:
   - name: llama
     engine: {kind: llama_cpp, parallel: 1}

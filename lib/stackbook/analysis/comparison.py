@@ -289,7 +289,7 @@ def campaign_summary(campaign, arms: dict) -> str:
         evidence = [("sizing", d.notebook(STAGE_NOTEBOOK["sizing"])), ("canaries", d.notebook(STAGE_NOTEBOOK["canaries"])),
                     ("sweep", d.notebook(STAGE_NOTEBOOK["sweep"])), ("raw requests", d.requests),
                     ("engine log", d.engine_log), ("passport", d.passport_md)]
-        return ", ".join(f"[{what}]({d.link(path)})" for what, path in evidence)
+        return ", ".join(f"[{what}]({d.link(path)})" for what, path in evidence if path.exists())  # a stage not run has no file
     lines.append("Evidence per arm: " + "; ".join(f"`{n}`: {links(a['dir'])}" for n, a in arms.items()))
     return "\n\n".join(lines)
 

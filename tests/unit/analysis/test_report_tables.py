@@ -33,7 +33,11 @@ def test_campaign_summary_names_arms_remote_endpoints_and_evidence(tmp_path):
     run = RunDir(tmp_path)
     arms = {"a": {"arm": arm("llama_cpp"), "dir": run.arm("a"), "engine": {}},
             "b": {"arm": arm("openai"), "dir": run.arm("b"), "engine": {"remote": True}}}
+    for made in ("arms/b/10_sizing.ipynb", "arms/a/passport.md"):
+        (tmp_path / made).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / made).write_text("")
     text = analysis.campaign_summary(campaign, arms)
+    assert "arms/b/30_load_sweep.ipynb" not in text  # a stage that did not run is not linked
     assert text.startswith("**Campaign** `q`: two engines  \n**Arms:** `a` (llama_cpp), `b` (openai)")
     assert "**Remote endpoints:** b: their latencies include the network path." in text
     assert "`b`: [sizing](arms/b/10_sizing.ipynb)" in text and "[passport](arms/a/passport.md)" in text
