@@ -50,12 +50,15 @@ def test_every_point_discarded(tmp_path):
 
 
 def test_no_sweep_still_says_why(tmp_path):
-    arm = arm_with(tmp_path, canaries={**REF["canaries"], "verdict": "HOLD", "failed": ["capital-of-france"]})
+    held = {**REF["canaries"], "verdict": "HOLD", "failed": ["capital-of-france"],
+            "reason": "1 of 7 gating checks failed: capital-of-france"}
+    arm = arm_with(tmp_path, canaries=held)
     write_passport(CAMPAIGN, CAMPAIGN.arms[0], arm)
     res = read_json(arm.passport_json)["results"]
-    assert res == {"label": "HOLD", "unknown": "the load sweep did not run (canaries HOLD)"}
+    assert res == {"label": "HOLD", "unknown": "the load sweep did not run (canaries HOLD: 1 of 7 gating checks "
+                                               "failed: capital-of-france)"}
     md = arm.passport_md.read_text()
-    assert "Label: **HOLD**." in md and "*not known: the load sweep did not run (canaries HOLD)*" in md
+    assert "Label: **HOLD**." in md and "*not known: the load sweep did not run (canaries HOLD: 1 of 7 gating" in md
 
 
 def test_manifest_is_validated_on_save(tmp_path):
