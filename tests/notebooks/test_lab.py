@@ -28,7 +28,9 @@ def test_jupyterlab_and_jupytext_are_installed():
 
 
 def test_make_lab_opens_the_quickstart_reference_analysis():
-    out = subprocess.run(["make", "-n", "lab"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    out = subprocess.run(["make", "--no-print-directory", "-n", "lab"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, check=True)
     reference = Path("outputs/quickstart/reference/40_analysis.ipynb")
     landing = reference if (REPO_ROOT / reference).exists() else Path("notebooks/40_analysis.py")
     assert out.stdout.splitlines() == [

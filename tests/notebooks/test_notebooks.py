@@ -159,7 +159,7 @@ def test_committed_poisson_run_has_one_statistics_column_per_rate():
 
 def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
     run = RunDir(tmp_path / "run")
-    shutil.copytree("outputs/workloads/reference", run.path, ignore=shutil.ignore_patterns("figures", "*.html", "*.ipynb"))
+    shutil.copytree("outputs/workloads/reference", run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb"))
     out = tmp_path / "40.ipynb"
     pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"run_dir": str(run)})
