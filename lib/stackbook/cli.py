@@ -71,6 +71,48 @@ def setup_model() -> None:
     typer.echo(json.dumps(art.identity(), indent=2))
 
 
+def _engine_accounting(kind: str, fields: list[str], g, verdict: dict, hw, context: int, weights: str, kv_dtype: str,
+                       state_dtype: str | None, artifact_bytes: int | None, pool_gib: float | None,
+                       activations_gib: float) -> dict:
+    """The engine kind's own capacity rule (the one its arms use) applied to this sizing."""
+    import dataclasses
+
+    import yaml
+    from pydantic import ValidationError
+
+    from stackbook import sizing
+    from stackbook.config.protocol import Precision, Protocol
+    from stackbook.engines.registry import adapter_class
+    from stackbook.engines.spec import CapacityBasis
+
+    if not verdict["fits"]:
+        return {"name": kind, "note": "not computed: the model does not fit at this tensor-parallel degree"}
+    values = {}
+    for item in fields:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--engine-field {item!r}: write NAME=VALUE, e.g. gpu_memory_utilization=0.85")
+        values[name.strip()] = yaml.safe_load(value)
+    try:
+        spec = adapter_class(kind).spec_model.model_validate({"kind": kind, **values})
+        protocol = Protocol(precision=Precision(weights=weights, kv_cache=kv_dtype, state=state_dtype or "none"),
+                            context_length=context, stages=["sizing"])
+    except ValidationError as err:
+        raise ValueError(f"--engine {kind} with --engine-field: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
+    basis = CapacityBasis(geometry=g, protocol=protocol, device_memory_bytes=hw.memory_bytes,
+                          activations_bytes=activations_gib * sizing.GiB, artifact_bytes=artifact_bytes,
+                          pool_bytes=pool_gib * sizing.GiB if pool_gib else None)
+    try:
+        return {"name": kind, **spec.predicted_capacity(basis)}
+    except ValueError:
+        if pool_gib:
+            raise
+    # A rule that splits a known pool (SGLang's) gets the pool the arithmetic above derived.
+    derived = dataclasses.replace(basis, pool_bytes=verdict["cache_pool_bytes"])
+    return {"name": kind, **spec.predicted_capacity(derived),
+            "pool_basis": "the pool derived above (give the engine's own with --pool-gib)"}
+
+
 @app.command()
 def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) or a path to config.json, a model directory or a .gguf"),
          hardware: str = typer.Option("this-cpu", help="an accelerator from the catalog (e.g. a100-80gb), or this-cpu"),
@@ -83,10 +125,8 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
          workspace_gib: float = typer.Option(0.5, help="workspace (when the pool is derived)"),
          activations_gib: float = typer.Option(0.5, help="activation peak (when the pool is derived)"),
          tp: int = typer.Option(1, help="tensor-parallel ranks"),
-         engine: Optional[str] = typer.Option(None, help="add an engine's own accounting: vllm or sglang"),
-         gpu_memory_utilization: float = typer.Option(0.92, help="vLLM: fraction of total memory it may use"),
-         mamba_ratio: float = typer.Option(0.9, help="SGLang: --mamba-full-memory-ratio"),
-         radix_cache: str = typer.Option("extra_buffer", help="SGLang: extra_buffer, no_buffer or disabled"),
+         engine: Optional[str] = typer.Option(None, help="add an engine kind's own accounting of the pool (vllm, sglang, trtllm, vllm_cpu, llama_cpp, mlx)"),
+         engine_field: list[str] = typer.Option([], help="a field of that engine's campaign mapping, NAME=VALUE (repeat), e.g. gpu_memory_utilization=0.85"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """Memory arithmetic for one model on one device: weights, KV, state, pool, live sequences."""
     from stackbook import sizing
@@ -103,21 +143,11 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
                                 activations_bytes=activations_gib * sizing.GiB, tensor_parallel=tp,
                                 bandwidth=hw.bandwidth or None)
         out["hardware"] = hw.name
-        if engine is not None and not out["fits"]:
-            out["engine"] = {"name": engine, "note": "not computed: the model does not fit at this tensor-parallel degree"}
-        elif engine == "vllm":
-            available = (pool_gib * sizing.GiB if pool_gib else
-                         hw.memory_bytes * gpu_memory_utilization - out["weights_bytes"] - activations_gib * sizing.GiB)
-            out["engine"] = {"name": "vllm", **sizing.vllm_kv_accounting(
-                g, available, context, kv_dtype, sizing.resolve_state_precision(g, state_dtype))}
-            out["max_concurrency"] = out["engine"]["max_concurrency"]
-        elif engine == "sglang":
-            out["engine"] = {"name": "sglang", **sizing.sglang_kv_accounting(
-                g, out["cache_pool_bytes"], context, kv_dtype, sizing.resolve_state_precision(g, state_dtype),
-                mamba_ratio, radix_cache)}
-            out["max_concurrency"] = out["engine"]["max_concurrency"]
-        elif engine is not None:
-            raise ValueError(f"--engine {engine!r}: use vllm or sglang")
+        if engine is not None:
+            out["engine"] = _engine_accounting(engine, engine_field, g, out, hw, context, weights, kv_dtype, state_dtype,
+                                               artifact_bytes, pool_gib, activations_gib)
+            if "max_concurrency" in out["engine"]:
+                out["max_concurrency"] = out["engine"]["max_concurrency"]
     except (KeyError, FileNotFoundError, ValueError) as err:
         _fail(str(err).strip("'\""))
     if as_json:

@@ -148,3 +148,24 @@ def test_q4_k_m_artifact_is_5_09_bits_per_weight(qwen):
     assert rows["q4_k_m"]["bits per weight"] == 5.09
     assert (rows["q4_k_m"]["GB"], rows["q4_k_m"]["GiB"]) == (17.11, 15.93)
     assert rows["bf16"]["GB"] == 53.79
+
+
+@pytest.mark.parametrize("kind, concurrency", [("vllm", 34.71), ("sglang", 15), ("trtllm", 36), ("llama_cpp", 4),
+                                               ("mlx", 4)])
+def test_cli_size_applies_each_engine_kinds_own_rule(kind, concurrency):
+    r = run_size("--model", "qwen3.8-27b", "--hardware", "a100-80gb", "--state-dtype", "fp32", "--pool-gib", "23.3",
+                 "--engine", kind, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["engine"]["name"] == kind and d["max_concurrency"] == concurrency and d["engine"]["rule"]
+
+
+def test_cli_size_engine_fields_reach_the_rule_and_bad_ones_are_named():
+    small = run_size("--model", "qwen3.8-27b", "--hardware", "a100-80gb", "--engine", "llama_cpp",
+                     "--engine-field", "parallel=2", "--json")
+    assert json.loads(small.stdout)["max_concurrency"] == 2
+    bad = run_size("--model", "qwen3.8-27b", "--hardware", "a100-80gb", "--engine", "vllm",
+                   "--engine-field", "gpu_memory_utilization=1.5")
+    assert bad.returncode == 2 and "gpu_memory_utilization" in bad.stderr and "less than or equal to 1" in bad.stderr
+    unknown = run_size("--model", "qwen3.8-27b", "--hardware", "a100-80gb", "--engine", "vlm")
+    assert unknown.returncode == 2 and "registered kinds" in unknown.stderr and "trtllm" in unknown.stderr
