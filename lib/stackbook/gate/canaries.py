@@ -23,6 +23,13 @@ DATA = DATA_DIR
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "seed": 0}
 
 
+def greedy_sampling(sampling: dict) -> dict:
+    """The engine's sampling fields set to greedy. Only fields the engine's dialect already sends
+    are overridden (plus temperature): a field its adapter leaves out stays out (mlx_lm serves a
+    request that carries `seed` alone, outside the batch)."""
+    return {**sampling, **{k: v for k, v in GREEDY.items() if k in sampling or k == "temperature"}}
+
+
 class _Check(BaseModel):
     """One canary: how it asks (`messages`, `request_fields`) and how it judges the reply
     (`judge`); checks that need more than one exchange override `run`."""
@@ -48,7 +55,7 @@ class _Check(BaseModel):
 
     def ask(self, target: Target, messages: list | None = None, **extra) -> tuple[str | None, dict]:
         """One greedy chat turn; the reply's text (None when there is no reply) and the reply."""
-        t = dataclasses.replace(target, sampling={**target.sampling, **GREEDY},
+        t = dataclasses.replace(target, sampling=greedy_sampling(target.sampling),
                                 length_fields={"max_tokens": self.max_tokens}, length_for=None)
         reply = chat_once(t, messages or self.messages(), timeout_s=target.timeout_s, **extra)
         return _text(reply), reply

@@ -166,3 +166,14 @@ def test_needle_sits_at_its_depth():
     c = check(kind="needle", needle="NEEDLE.", question="Q?", expect="x", filler="f.")
     assert c.prompt_at(64, 0.0) == "Document:\nNEEDLE. " + " ".join(["f."] * 4) + "\n\nQuestion: Q?"
     assert c.prompt_at(64, 1.0).endswith("f. NEEDLE.\n\nQuestion: Q?")
+
+
+def test_canaries_ask_greedily_in_the_engines_own_dialect(engine):
+    asked, replies = engine
+    replies.append(reply("Paris"))
+    with_seed = Target("http://engine", "m", {"temperature": 0.7, "top_p": 0.9, "seed": 5}, {"max_tokens": 9})
+    without_seed = Target("http://engine", "m", {"temperature": 0.7, "top_p": 0.9}, {"max_tokens": 9})
+    run_check(with_seed, check(kind="contains", prompt="capital?", expect=["Paris"]))
+    run_check(without_seed, check(kind="contains", prompt="capital?", expect=["Paris"]))
+    assert asked[0]["sampling"] == {"temperature": 0.0, "top_p": 1.0, "seed": 0}
+    assert asked[1]["sampling"] == {"temperature": 0.0, "top_p": 1.0}  # no seed where the adapter sends none
