@@ -72,8 +72,8 @@ engineer_hour_price = 90.0
 # %%
 import math
 
-from IPython.display import Markdown, display
 import pandas as pd
+from IPython.display import Markdown, display
 from stackbook import sizing
 from stackbook.analysis import decide
 from stackbook.model.geometry import geometry_for, model_catalog

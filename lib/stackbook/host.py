@@ -113,12 +113,14 @@ def numa_nodes(system_dir: Path = SYSTEM_DIR) -> list[dict] | str:
     out = []
     for node in nodes:
         mem = re.search(r"MemTotal:\s+(\d+) kB", _read(node / "meminfo") or "")
-        out.append({"node": int(node.name[4:]), "cpus": _read(node / "cpulist") or "unknown",
+        cpus = _read(node / "cpulist")
+        out.append({"node": int(node.name[4:]), "cpus": "unknown" if cpus is None else cpus or "none (memory only)",
                     "memory_gib": round(int(mem.group(1)) / 2**20, 1) if mem else None})
     return out
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+DEVICE = re.compile(r"^(GPU|NIC)\d+$")  # a matrix row or column that is a device, not an affinity
 
 
 def parse_nvidia_topology(text: str) -> dict:
@@ -133,15 +135,15 @@ def parse_nvidia_topology(text: str) -> dict:
     for line in lines[lines.index(header) + 1:]:
         if not line.strip():
             break
-        cells = [c.strip() for c in line.split("\t")]
+        cells = [c.strip() for c in line.split("\t") if c.strip()]  # tabs also pad columns
         row, values = cells[0], cells[1:]
-        if not row.startswith(("GPU", "NIC")):
+        if not DEVICE.match(row):
             break
         matrix.append(line.strip())
         for col, value in zip(columns, values):
-            if col.startswith(("GPU", "NIC")) and col != row and value != "X":
+            if DEVICE.match(col) and col != row and value != "X":
                 links.setdefault(f"{min(row, col)}-{max(row, col)}", value)
-            elif row.startswith("GPU") and not col.startswith(("GPU", "NIC")):
+            elif row.startswith("GPU") and not DEVICE.match(col):
                 affinity.setdefault(row, {})[col] = value
     return {"matrix": matrix, "links": links, "affinity": affinity}
 
@@ -184,7 +186,7 @@ def topology_line(t: dict) -> str:
         parts.append(f"accelerator links: {pairs}" + (f"; {affinity}" if affinity else ""))
     else:
         parts.append(str(links))
-    return "; ".join(parts)
+    return "; ".join(p for p in parts if p)
 
 
 def host_identity() -> dict:
