@@ -124,7 +124,7 @@ display(Markdown(decide.demand_sentence(demand, live, context_tokens)))
 
 # %%
 hw = pd.DataFrame(decide.hardware_table(g, context_tokens, weight_precisions, artifacts, kv_precision))
-hw.pivot_table(index=["accelerator", "cards"], columns="weights", values="live sequences", sort=False)
+hw.pivot_table(index=["accelerator", "cards"], columns="weights", values="live sequences", sort=False).astype(int)
 
 # %%
 hw[hw["fits"] & (hw["cards"] == gpus)].sort_values("decode bound tok/s", ascending=False).head(12).reset_index(
