@@ -145,8 +145,9 @@ pd.DataFrame(decide.silicon_table(widest)).set_index("device")
 # %% [markdown]
 # ## 2 · Workload shape and 3 · ops capacity: the shortlist
 #
-# Each candidate carries the reason it is on the list, and what every answer asks of it: the
-# feature the engine offers for it, or the check the campaign must make. Several stacks can be on
+# First what each answer changes whichever stack is chosen; then the candidates, each with the
+# reason it is on the list and what every answer asks of it: the feature the engine offers for
+# it, or the check the campaign must make. Several stacks can be on
 # the list at once: that is what the measurement is for. A managed endpoint joins the list only
 # when volume is low or spiky *and* nobody is there to run a stack.
 
@@ -158,6 +159,7 @@ answers = decide.Answers(platform=platform, gpus=gpus, concurrent_users=users, s
 display(Markdown(f"Concurrent users read as **{users}**" + ("" if concurrent_users else
                  " (the peak sessions from Little's law)") + "."))
 with pd.option_context("display.max_colwidth", None):
+    display(pd.DataFrame(decide.what_each_answer_changes(answers)).set_index("answer"))
     display(pd.DataFrame(decide.shortlist(answers)).set_index("stack"))
 
 # %% [markdown]

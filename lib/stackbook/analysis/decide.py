@@ -160,6 +160,43 @@ def shortlist(a: Answers) -> list[dict]:
     return out
 
 
+def what_each_answer_changes(a: Answers) -> list[dict]:
+    """Every answer of the workload-shape and ops questions with what it changes, whichever stack
+    is chosen: the engine-independent half of the shortlist's reasons."""
+    long = a.context_tokens >= LONG_CONTEXT_TOKENS
+    rows = [
+        ("concurrent users", a.concurrent_users,
+         "one person at a keyboard: a local runner is fine, there is no batch to fill" if a.concurrent_users <= 1
+         else "a batching server: continuous batching and paged KV keep the sequences in flight together"),
+        ("GPUs", a.gpus,
+         f"a model sharded across {a.gpus} cards: tensor or pipeline parallel support decides the engine"
+         if a.gpus > 1 else "one card: no sharding"),
+        ("context tokens", f"{a.context_tokens:,}",
+         "a long context: each sequence's KV cache, not the weights, fills memory; engines can realize far less "
+         "than they are configured for (the seed's 262,144 configured, 42,624 realized), so read it from the log"
+         if long else "a short context: the weights dominate memory; the KV budget is in the tables above"),
+        ("shared prefix", a.shared_prefix,
+         "its prefill is computed once and reused: state whether the cache was warm, since one replayed prompt "
+         "measures a cache, not a model" if a.shared_prefix else "unique prompts: no prefix reuse to count on"),
+        ("JSON output", a.json_output,
+         "constrained decoding, and the json_schema canary gates every arm before timing" if a.json_output
+         else "free text: no schema to enforce"),
+        ("images", a.images,
+         "image inputs: the engine must serve this model's vision tower, whose weights a text-only size leaves out"
+         if a.images else "text only"),
+        ("thinking mode", a.thinking,
+         "long generations: decode dominates, the context must hold the thinking, and every arm runs the same "
+         "preset, since thinking moves throughput on its own" if a.thinking else "the instruct preset: shorter replies"),
+        ("ops", f"{a.ops_engineers:g} engineers" + (", on call" if a.on_call else ""),
+         "someone to upgrade drivers and watch p99" if a.ops_engineers >= 1 or a.on_call
+         else "nobody to run a stack: weigh the managed endpoint's bill against owned cards"),
+        ("volume", a.volume,
+         "low or unpredictable: owned cards would sit idle" if a.volume in ("spiky", "low")
+         else "steady: owned cards stay busy"),
+    ]
+    return [{"answer": q, "value": v, "what it changes": w} for q, v, w in rows]
+
+
 def managed_endpoint_fits(a: Answers) -> bool:
     """The seed's rule: low, spiky or unpredictable volume *and* no ops rotation. Either alone is
     not enough: steady volume fills owned cards, and a team with an ops rotation can run them."""

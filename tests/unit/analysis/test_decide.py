@@ -57,6 +57,19 @@ def test_gpus_context_images_and_thinking_each_add_what_they_ask_of_each_engine(
     assert thinking["vLLM"]["for your answers"].startswith("thinking mode: `--reasoning-parser` splits")
 
 
+def test_every_answer_says_what_it_changes():
+    base = {r["answer"]: r["what it changes"] for r in decide.what_each_answer_changes(decide.Answers())}
+    other = decide.Answers(concurrent_users=40, gpus=4, context_tokens=131072, shared_prefix=True, json_output=True,
+                           images=True, thinking=True, ops_engineers=2, volume="spiky")
+    changed = {r["answer"]: r["what it changes"] for r in decide.what_each_answer_changes(other)}
+    assert list(base) == ["concurrent users", "GPUs", "context tokens", "shared prefix", "JSON output", "images",
+                          "thinking mode", "ops", "volume"]
+    assert all(base[k] != changed[k] for k in base), [k for k in base if base[k] == changed[k]]
+    assert changed["GPUs"].startswith("a model sharded across 4 cards")
+    assert "262,144 configured, 42,624 realized" in changed["context tokens"]
+    assert "every arm runs the same preset" in changed["thinking mode"]
+
+
 def test_the_managed_endpoint_needs_low_or_spiky_volume_and_nobody_to_run_the_stack():
     assert "managed endpoint" in stacks(volume="spiky", ops_engineers=0.5)
     assert "managed endpoint" in stacks(volume="low")
