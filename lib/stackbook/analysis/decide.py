@@ -274,6 +274,9 @@ def fit_plan(g, accelerator: str, cards: int, context_tokens: int, precisions=("
     Precisions are tried widest first whatever order they are given in."""
     artifacts = artifacts or {}
     hw = sizing.accelerator(accelerator)
+    if cards > hw.max_cards:
+        raise ValueError(f"{accelerator} shards across at most {hw.max_cards} card(s) in the catalog; "
+                         f"{cards} were asked for")
     order = sorted(precisions, key=lambda p: -sizing.weight_bytes(g.num_parameters, p,
                                                                   artifacts.get(p, {}).get("bytes")))
     tried: list[FitStep] = []

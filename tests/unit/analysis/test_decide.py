@@ -115,6 +115,8 @@ def test_fit_plan_quantizes_on_the_cards_you_have_before_adding_cards_or_shrinki
     assert mac.chosen is None and mac.verdict.endswith("choose a smaller model.")
     busy = decide.fit_plan(QWEN, "a100-80gb", 1, 8192, ["bf16"], ARTIFACTS, needed_sequences=40)
     assert (busy.chosen.cards, busy.chosen.live_sequences) == (2, 150)
+    with pytest.raises(ValueError, match="mac-32gb shards across at most 1 card"):
+        decide.fit_plan(QWEN, "mac-32gb", 2, 8192, ["q4_k_m"], ARTIFACTS)
     rows = decide.fit_plan_rows(busy)
     assert [(r["cards"], r["enough"], r["chosen"]) for r in rows] == [(1, False, False), (2, True, True)]
 
