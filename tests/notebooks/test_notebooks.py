@@ -75,13 +75,28 @@ def outputs_text(nb) -> str:
     return "\n".join(parts)
 
 
+def test_decide_notebook_reads_the_worked_example(tmp_path):
+    out = tmp_path / "00.ipynb"
+    pm.execute_notebook(load_notebook("00_decide"), str(out), kernel_name="python3", progress_bar=False)
+    text = outputs_text(nbformat.read(out, as_version=4))
+    assert "holds bf16 weights with 36 live sequences" in text and "no need to quantize" in text
+    assert "**36 live sequences** of 8,192 tokens, 12 times the peak" in text
+    assert "Concurrent users read as **13** (the peak sessions from Little's law)" in text
+    assert "SGLang" in text and "pay per token" not in text   # steady volume: no managed endpoint on the list
+
+
 def test_decide_notebook_runs_with_other_answers(tmp_path):
     out = tmp_path / "00.ipynb"
     pm.execute_notebook(load_notebook("00_decide"), str(out), kernel_name="python3", progress_bar=False,
-                        parameters={"model": "llama-3.1-8b", "platform": "apple", "shared_prefix": False,
-                                    "json_output": False, "tokens_per_day": 1e9})
+                        parameters={"model": "llama-3.1-8b", "platform": "apple", "accelerator": "mac-32gb",
+                                    "concurrent_users": 1, "shared_prefix": False, "json_output": False,
+                                    "images": True, "thinking": True, "volume": "spiky", "ops_engineers": 0,
+                                    "tokens_per_day": 1e9})
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "MLX" in text and "SGLang" not in text
+    assert "1 x Apple Mac, 32 GB unified memory holds bf16 weights with 13 live sequences" in text
+    assert "images: not established for MLX" in text and "thinking mode: not established for MLX" in text
+    assert "thinking multiplies output tokens" in text   # spiky volume and no ops: the managed endpoint
     assert "the cheaper option is the **owned cards**" in text
 
 

@@ -22,7 +22,7 @@ from stackbook.evidence.results import (
     Unknown,
 )
 from stackbook.evidence.rundir import ArmDir
-from stackbook.host import host_identity
+from stackbook.host import host_identity, topology_line
 from stackbook.locations import REPO_ROOT
 
 Known = Union[dict[str, Any], Unknown]
@@ -279,7 +279,7 @@ def passport_markdown(p: dict) -> str:
         lines += [f"## {part.capitalize()}", "", "| field | value |", "|---|---|"]
         for k, v in _rows("", p[part]):
             text = " ".join(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) and k.endswith("command") \
-                else _fmt(v)
+                else topology_line(v) if k.endswith("host.topology") and isinstance(v, dict) else _fmt(v)
             text = text.replace("|", "\\|")
             lines.append(f"| {k} | {text} |")
         lines.append("")

@@ -13,13 +13,19 @@ from stackbook.locations import DATA_DIR
 
 @dataclass(frozen=True)
 class Accelerator:
+    """One device as its vendor or the seed describes it. `max_cards`: how many of it one
+    deployment may shard a model across (1: a single machine such as a Mac or a laptop);
+    `sizing_target`: False for a silicon example the sizing tables do not offer as an option."""
     key: str
     name: str
     memory_bytes: float
-    bandwidth: float
+    bandwidth: float | None
     bf16_tflops: float | None
     source: str
     usable_bytes: float | None = None
+    platform: str = "other"
+    max_cards: int = 1
+    sizing_target: bool = True
 
 
 @lru_cache(maxsize=1)

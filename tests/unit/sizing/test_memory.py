@@ -67,7 +67,8 @@ def test_roofline_bound():
 
 def test_catalog_has_sources_and_unknown_names_suggest():
     cat = sizing.accelerator_catalog()
-    for key in ("rtx-4090", "rtx-5090", "l40s", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x", "m4-max"):
+    for key in ("rtx-4090", "rtx-5090", "l40s", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x", "m4-max",
+                "mac-32gb", "cerebras-wse-3"):
         assert cat[key].source and cat[key].bandwidth > 0 and cat[key].memory_bytes > 1e9
     with pytest.raises(KeyError, match="h100-sxm"):
         sizing.accelerator("h100")
