@@ -238,14 +238,14 @@ def why_not_closer(bottleneck: str, utilisation: float, centres: list[Layer], ba
     second = ranked[1] if len(ranked) > 1 else None
     reason = []
     if batch is not None and load and batch < 0.9 * load:
-        reason.append(f"the engine ran {batch:.1f} requests at a time on average of {load:g} in flight, so "
-                      "requests waited in its queue while the compute did not use their work")
+        reason.append(f"the engine's queue: it ran {batch:.1f} requests at a time on average while {load:g} were "
+                      "in flight, so the rest waited without adding to the batch")
     if second is not None and second.adjusted_ms > 0.3 * ranked[0].adjusted_ms:
         reason.append(f"the {second.name} centre (D/m {second.adjusted_ms:.1f} ms) hands work to it in turn, and "
                       "the two share the host's cores")
     if not reason:
-        reason.append("time no counter here owns: waits between engine steps, the client's gaps between a reply "
-                      "and the next send")
+        reason.append("none of the counters here (waits between engine steps, the client's gaps between a reply "
+                      "and the next send)")
     return (f"Measured is {utilisation:.0%} of the bound: by the utilisation law the {bottleneck} centre stood idle "
             f"{idle:.0%} of the time at saturation; the likely owner of that time: " + "; ".join(reason) + ".")
 
