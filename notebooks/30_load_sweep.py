@@ -103,7 +103,7 @@ pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")
 # ## What the engine itself counted during each point (its Prometheus `/metrics`)
 
 # %%
-readable(pd.DataFrame(sweep["telemetry"]))
+readable(sweep_step.telemetry_table(sweep))
 
 # %% [markdown]
 # ## Client against the engine's own clock
@@ -115,6 +115,20 @@ readable(pd.DataFrame(sweep["telemetry"]))
 
 # %%
 sweep_step.engine_truth_table(sweep)
+
+# %% [markdown]
+# ## What each point cost the host, and the engine's own account
+#
+# CPU seconds read at each point's start and end for the client and for every process of the
+# engine (by role), the engine's page faults and context switches, its own mean time per request
+# in each phase (queue, prefill, decode) where it reports them, the batch it ran, the prefill and
+# decode work, and the accepted length under speculative decoding. These are the inputs of the
+# measured demand map (notebooks 40 and 50). Engine start-up is kept apart:
+# `engine_lifecycle` below.
+
+# %%
+display(readable(sweep_step.runtime_table(sweep)))
+pd.Series(sweep.get("engine_lifecycle", {}), dtype=object).to_frame("engine lifecycle")
 
 # %% [markdown]
 # ## The same requests under other tools' definitions

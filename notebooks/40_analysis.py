@@ -159,6 +159,30 @@ readable(analysis.slo_capacity(df)) if not df.empty else None
 readable(analysis.roofline_efficiency(arms, df)) if not df.empty else None
 
 # %% [markdown]
+# ## Measured demand map
+#
+# Where each arm's time went, by resource centre: the client process, the engine's front end and
+# its compute, each CPU second owned by one process, turned into demand per request by the
+# utilisation law (busy seconds / requests completed) at the highest-load valid point. The
+# bottleneck's bound, 1000 / max(D/m) req/s, sits beside the highest throughput the arm measured;
+# their ratio is the bottleneck's utilisation. Then the next experiment: one candidate per centre,
+# ranked by what the model predicts a 10% cut buys end to end. A run recorded before these
+# counters existed reads *not measured*.
+
+# %%
+from stackbook.analysis import demand_map
+
+maps = demand_map.measured_demand_maps(run)
+readable(demand_map.bound_table(maps))
+
+# %%
+for arm, d in maps.items():
+    display(Markdown(f"**{arm}**: {d.status}" + (f" (demands at {d.point})" if d.point else "")))
+    if d.measured:
+        display(readable(demand_map.centres_table(d)), readable(demand_map.next_experiment_table(d)))
+plots.measured_demand_bars(maps, figures)
+
+# %% [markdown]
 # ## A queueing model of each arm, checked against held-out loads
 #
 # A closed-loop benchmark is a closed queueing network: N clients, each waiting for its reply. We

@@ -14,44 +14,110 @@
 #
 # Every layer of a serving stack (the silicon, the kernels, the host, the inference runtime, the
 # orchestration above it) offers optimizations, and most of them are reasonable. The question is
-# which one moves the system. A first-order model answers it with three numbers per layer:
+# which one moves the system. A first-order model answers it with three numbers per resource:
 #
-# * **V** — how many times a request visits the layer (kernel launches, runtime passes, routing
-#   decisions);
+# * **V** — how many times a request visits it (engine steps, kernel launches, routing decisions);
 # * **S** — the service time of one visit;
-# * **m** — the parallel capacity the layer has (replicas, workers).
+# * **m** — the parallel capacity it has (cores, replicas, workers).
 #
-# The **demand** D = V × S is the work one request puts on the layer. Divided by capacity it gives
-# D / m, and the layer with the largest D / m is the **bottleneck**: the whole path cannot carry
-# more than min(m / D) requests per unit time, whatever the other layers do. Improve a layer that
-# is not the bottleneck and nothing moves; improve the bottleneck and the next layer in the ranking
-# takes its place.
+# The **demand** D = V × S is the work one request puts on it. Divided by capacity it gives D / m,
+# and the resource with the largest D / m is the **bottleneck**: the whole path cannot carry more
+# than min(m / D) requests per unit time, whatever the others do.
 #
-# The values below are illustrative, chosen so the map reproduces the worked example's scores of
-# 8, 12, 3, 13 and 2.5 ms.
+# This notebook does it twice: first with the seed article's illustrative numbers over five
+# *layers* (a teaching example), then with a run's own counters over *resource centres*.
 
 # %% tags=["parameters"]
+run_dir = "outputs/quickstart/reference"  # the run whose measured centres are mapped
 improved_layer = "runtime"
 improvement = 0.10   # 10% faster service time
+figures_dir = None   # None: figures shown inline only; a folder: also saved there
 
 # %%
+import os
+from pathlib import Path
 from IPython.display import Markdown, display
-import pandas as pd
 from stackbook.analysis import plots
-from stackbook.analysis import demand_map, queueing
+from stackbook.analysis import demand_map
 from stackbook.analysis.tables import readable
+from stackbook.locations import REPO_ROOT
 
+os.chdir(REPO_ROOT)
+figures = Path(figures_dir) if figures_dir else None
+
+# %% [markdown]
+# ## The teaching example (illustrative, not measured)
+#
+# The values below are chosen so the map reproduces the worked example's scores of 8, 12, 3, 13
+# and 2.5 ms. Its rows are *layers*, which are optimization domains: hardware and kernels, for
+# instance, are two views of the same accelerator's busy time. A real map must first give each
+# measured interval to one resource owner; the measured map further down does.
+
+# %%
 before = demand_map.demand_map(demand_map.SEED_LAYERS)
-display(readable(pd.DataFrame(before["layers"]).set_index("name")))
+display(readable(demand_map.layers_table(before)))
 plots.demand_bars(before)
 
 # %% [markdown]
-# ## After improving one layer
+# ### After improving one layer
 
 # %%
 after = demand_map.demand_map(demand_map.improve(demand_map.SEED_LAYERS, improved_layer, improvement))
 display(Markdown(demand_map.improvement_summary(before, after, improved_layer, improvement)))
 plots.demand_bars(after)
+
+# %% [markdown]
+# ## The measured map: resource centres from the run's own counters
+#
+# Each sweep point records the CPU seconds every process spent while it ran: the client, and each
+# process of the engine (vLLM's API server and its EngineCore worker; llama-server is one
+# process). Every CPU second belongs to exactly one process, so no interval is counted twice. The
+# utilisation law turns busy time into demand: D = busy seconds / requests completed. The demands
+# come from the highest-load valid point (a discarded point never counts); m is stated with its
+# reason in each row. The bound is set beside the highest throughput the arm measured: by the
+# same law their ratio is the bottleneck's utilisation, and the rest is idle time someone owns.
+
+# %%
+maps = demand_map.measured_demand_maps(run_dir)
+readable(demand_map.bound_table(maps))
+
+# %%
+for arm, d in maps.items():
+    display(Markdown(f"**{arm}** ({d.status}{', demands at ' + d.point if d.point else ''})"))
+    display(readable(demand_map.centres_table(d)))
+plots.measured_demand_bars(maps, figures)
+
+# %% [markdown]
+# ## Mean Value Analysis on the measured centres
+#
+# A closed-loop benchmark is a closed network: N clients, each waiting for its reply. Exact MVA
+# computes its throughput and mean response time for each N from the demands alone. The light-load
+# response time that no centre owns enters as a pure delay. Under batching, demand per request is
+# *load-dependent*: the engine reads its weights once per step for the whole batch, so the demand
+# measured at one load is wrong at the others. The table predicts every closed-loop point twice,
+# from the lightest load's demands and from the heaviest's, and shows the error at the loads held
+# out of each fit: the size of that error is the size of the batching effect.
+
+# %%
+for arm, d in maps.items():
+    table = demand_map.mva_check_table(d)
+    display(Markdown(f"**{arm}**"), readable(table) if not table.empty else
+            Markdown(f"*No check: {d.status if not d.measured else 'fewer than two closed-loop points'}.*"))
+plots.mva_centres_check(maps, figures)
+
+# %% [markdown]
+# ## Choosing the next experiment
+#
+# One candidate per measured centre: cut its demand by 10% and ask the model what that buys end to
+# end (the bound, and the mean response time at the highest load tested). Confidence comes from
+# the spread of the demand over repetitions where there are several; risk and cost are yours to
+# state (`risk_cost` in `measured_demand_maps`). The top row is the smallest experiment that could
+# disprove the current bottleneck: run it, then rerun the whole sweep.
+
+# %%
+for arm, d in maps.items():
+    table = demand_map.next_experiment_table(d)
+    display(Markdown(f"**{arm}**"), readable(table) if not table.empty else Markdown(f"*{d.status}.*"))
 
 # %% [markdown]
 # ## Why averages are not enough: variability makes queues
@@ -67,25 +133,8 @@ plots.demand_bars(after)
 plots.kingman_curves()
 
 # %% [markdown]
-# ## Closed loops: Mean Value Analysis
-#
-# A benchmark with N clients that each wait for a reply is a *closed* network: the arrival rate is
-# not set from outside but falls as responses slow down. Mean Value Analysis computes its exact
-# throughput and response time for each N from the demands alone. Throughput rises until the
-# bottleneck saturates at 1 / D_max; after that, every added client only adds waiting.
-
-# %%
-demands_s = [row["adjusted_ms"] / 1000 for row in before["layers"]]
-curve = pd.DataFrame(queueing.mva(demands_s, 32))
-display(plots.mva_throughput(curve, before["throughput_bound_rps"]))
-readable(curve[["n", "throughput", "response"]].iloc[[0, 1, 3, 7, 15, 31]].set_index("n")
-         .rename(columns={"throughput": "throughput (req/s)", "response": "response time (s)"}))
-
-# %% [markdown]
 # ## From the map to a measurement
 #
-# The map ranks hypotheses; it does not replace the whole-system benchmark. Choose the smallest
-# experiment that can confirm or refute the current bottleneck, change one thing, and rerun the
-# campaign with everything else held fixed. The analysis notebook (40) fits the same
-# closed-network model to each arm's measured sweep and reports how well it predicts loads it was
-# not fitted on.
+# The map ranks hypotheses; it does not replace the whole-system benchmark. Change one thing,
+# rerun the campaign with everything else held fixed, and read the new map: the bottleneck may
+# have moved. The analysis notebook (40) shows the same measured map for every arm of a campaign.

@@ -208,6 +208,45 @@ def demand_bars(demand: dict, out_dir: Path | None = None, name: str = "demand_m
     return _save(fig, out_dir, name)
 
 
+def measured_demand_bars(maps: dict, out_dir: Path | None = None, name: str = "measured_demand_map"):
+    """Per arm with a measured map: D/m per resource centre (bottleneck in red), titled with the
+    bound beside the measured saturation throughput. None when no arm was measured."""
+    measured = [d for d in maps.values() if d.measured]
+    if not measured:
+        return None
+    fig, axes = _figure((6.5 * len(measured), 3.2), ncols=len(measured))
+    for ax, d in zip(axes if len(measured) > 1 else [axes], measured):
+        rows = d.centres
+        ax.barh([r.centre for r in rows], [r.adjusted_ms for r in rows],
+                color=["tab:red" if r.centre == d.bottleneck else "tab:blue" for r in rows])
+        for i, r in enumerate(rows):
+            ax.text(r.adjusted_ms, i, f" {r.adjusted_ms:.3g} ms", va="center", fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("D/m (ms per request)")
+        ax.set_title(f"{d.arm} at {d.point}: bound {d.bound_rps:.3g} req/s, measured "
+                     f"{d.measured_saturation_rps or float('nan'):.3g} req/s", fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    return _save(fig, out_dir, name)
+
+
+def mva_centres_check(maps: dict, out_dir: Path | None = None, name: str = "mva_centres"):
+    """MVA over each arm's measured centres against its closed-loop points: mean E2E per
+    concurrency, one line per fit (demands at the lightest or the heaviest load)."""
+    rows = [dict(r, arm=a) for a, d in maps.items() for r in d.mva_check]
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    fig, ax = _figure()
+    for arm, g in df.groupby("arm"):
+        m = g.drop_duplicates("concurrency")
+        line, = ax.plot(m["concurrency"], m["measured_e2e_ms"], "o", ms=7, label=f"{arm} measured")
+        for (fit, f), style in zip(g.groupby("fit", sort=False), ("--", ":")):
+            ax.plot(f["concurrency"], f["predicted_e2e_ms"], style, color=line.get_color(), label=f"{arm} MVA, {fit}")
+    return _finish(fig, ax, out_dir, name, "MVA on measured resource centres vs the closed-loop sweep",
+                   "concurrency (closed loop)", "mean E2E (ms)")
+
+
 def kingman_curves(cases=((1, 0), (1, 1), (2, 1), (1, 2)), out_dir: Path | None = None):
     """Mean wait over mean service time against utilization, for (Ca, Cs) pairs: Ca = 1 is
     Pollaczek-Khinchine; every curve diverges as utilization nears 1, faster with variance."""

@@ -131,6 +131,49 @@ class CanaryResults(Open):
 
 # --- sweep --------------------------------------------------------------------------------------
 
+class CpuSeconds(Open):
+    """CPU seconds (user + system) spent during a point by the client process and by each process
+    of the engine's group, by role (vLLM: api_server, engine_core; llama_server; mlx_lm_server;
+    an unknown process under its own name)."""
+    client: Number
+    engine: dict[str, Number] = Field(default_factory=dict)
+
+
+class EngineHostCounters(Open):
+    """The engine's page faults and context switches during a point, its whole process group."""
+    minor_faults: int
+    major_faults: int
+    voluntary_ctx_switches: int
+    involuntary_ctx_switches: int
+
+
+class EngineTimeMs(Open):
+    """The engine's own mean time per request in each phase over a point (ms); None where the
+    engine does not export that phase (llama-server has no queue time)."""
+    queue: Number | None = None
+    prefill: Number | None = None
+    decode: Number | None = None
+    inference: Number | None = None
+    requests: int | None = None
+    source: str
+
+
+class WorkTokens(Open):
+    """Prefill and decode work of a point, every request of it (warm-up and cool-down included)."""
+    prompt_tokens: int
+    generated_tokens: int
+    cached_prompt_tokens: int = 0
+    source: str
+
+
+class SpecDecode(Open):
+    drafts: int
+    accepted_tokens: int
+    draft_tokens: int | None = None
+    accepted_length_mean: Number
+    acceptance_rate: Number | None = None
+
+
 class PointSummary(Open):
     """One load point: latencies from the measured requests, throughput inside the window."""
     requests: int
@@ -186,6 +229,20 @@ class PointSummary(Open):
                                         "warm-up, measurement window and cool-down")
     output_tokens_server_mean: Number | None = Field(None, description="realized output length of the measured "
                                                      "replies, by the server's usage counts")
+    # Runtime evidence (measure.runtime): readings at the point's start and end, every request of
+    # the point inside them. Absent from runs recorded before it existed.
+    cpu_seconds: CpuSeconds | None = None
+    cpu_window_s: Number | None = Field(None, description="wall seconds between the two process readings")
+    requests_in_cpu_window: int | None = Field(None, description="requests completed between the readings, "
+                                               "every phase: the completions of the utilisation law")
+    engine_host_counters: EngineHostCounters | None = None
+    engine_threads: dict[str, int] = Field(default_factory=dict, description="threads per engine role at the end")
+    engine_time_ms: EngineTimeMs | None = None
+    queue_time_cv: Number | None = Field(None, description="CV of the engine's queue time, from its buckets")
+    batch_size_mean: Number | None = Field(None, description="N_batch: mean requests running (engine gauge)")
+    tokens_per_step_mean: Number | None = Field(None, description="tokens per engine step (vLLM)")
+    work_tokens: WorkTokens | None = None
+    spec_decode: SpecDecode | str | None = None
     discarded: bool = False
 
 
@@ -213,6 +270,8 @@ class SweepResults(Open):
     decode_tok_s_per_stream_median: Number | None = None
     gpu_telemetry: dict[str, Any] = Field(default_factory=dict)
     prefix_cache: dict[str, Any] = Field(default_factory=dict)
+    engine_lifecycle: dict[str, Any] = Field(default_factory=dict, description="start-up (ready_after_s) and "
+                                             "restarts, apart from the steady-state points")
     label: Label | None = None
 
     def points_discarded(self) -> list[bool]:

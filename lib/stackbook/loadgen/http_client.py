@@ -9,6 +9,7 @@ server-sent events are split into (arrival time, payload) pairs and decoded afte
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 import urllib.request
@@ -72,6 +73,27 @@ class StreamedReply:
     error: str | None = None
     complete: bool = False
     connect_s: float | None = None  # opening the connection (TCP, TLS) for this request; None when reused
+
+    @property
+    def engine_timings(self) -> dict | None:
+        """The engine's own timings of this request, where its stream carries them (llama-server
+        puts `timings` in its final chunk). Read after the reply has ended, off the receiving path."""
+        return final_chunk_timings(self.events)
+
+
+def final_chunk_timings(events: list[tuple[float, bytes]]) -> dict | None:
+    """The `timings` object of the last stream chunk that has one (llama-server: prompt_n,
+    prompt_ms, predicted_n, predicted_ms, ...), else None. Only the last few chunks are looked at,
+    and only one is parsed as JSON: the cost is per request, never per chunk."""
+    for _, data in reversed(events[-3:]):
+        if b'"timings"' not in data:
+            continue
+        try:
+            timings = json.loads(data).get("timings")
+        except (ValueError, AttributeError):
+            return None
+        return timings if isinstance(timings, dict) else None
+    return None
 
 
 class _Exchange:

@@ -21,6 +21,7 @@ from stackbook.loadgen.workload import (
 from stackbook.locations import resolve_symbolic
 from stackbook.measure.metrics import client_gaps, point_summary, reconcile_with_engine
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
+from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.telemetry import (
     GaugeSampler,
     GpuSampler,
@@ -132,6 +133,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
                 cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
+                procs0 = read_processes(pid)  # CPU, faults, switches: read at the point's start and end
                 cpu0, wall0, unix0 = time.process_time(), time.perf_counter(), time.time()
                 if "trace" in lv:
                     trace = read_trace(resolve_symbolic(lv["trace"]))
@@ -157,13 +159,16 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                                     warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
                                     cooldown=cooldown_requests(protocol, lv), alive=alive)
                 client_cpu[name] = (time.process_time() - cpu0) / max(1e-9, time.perf_counter() - wall0)
+                procs1, wall1 = read_processes(pid), time.perf_counter()
                 check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
+                during = gauges.window(unix0, time.time())
                 server_side[name] = {
                     "prefix_cache": cache | cache_counters(telemetry[name], recs),
-                    "engine_gauges_during": gauges.window(unix0, time.time()),
-                    "engine_reconciliation": reconcile_with_engine(telemetry[name], recs)}
+                    "engine_gauges_during": during,
+                    "engine_reconciliation": reconcile_with_engine(telemetry[name], recs),
+                    **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry[name], recs, during)}
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
     bar.close()
@@ -190,6 +195,9 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     if method is None:
         out["length_control"].update(controlled=False, honoured="not controlled: replies may end early")
     out["gpu_telemetry"] = gpu_summary
+    # Start-up and recovery are lifecycle costs, kept apart from the steady-state points.
+    out["engine_lifecycle"] = {"ready_after_s": (session.engine or {}).get("ready_after_s"),
+                               "restarts": (session.engine or {}).get("restarts")}
     out["prefix_cache"] = {"state": protocol.prefix_cache,
                            "points": {name: x["prefix_cache"] for name, x in server_side.items()}}
     return out

@@ -104,8 +104,14 @@ def scrape_metrics(base_url: str, path: str | None = "/metrics", headers: dict |
         r.raise_for_status()
     except httpx.HTTPError:
         return {}
+    return parse_exposition(r.text)
+
+
+def parse_exposition(text: str) -> dict[str, float]:
+    """A Prometheus text exposition as {'name{label=value}': value}, the model and engine labels
+    left out (they name what every series of one engine shares)."""
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(r.text):
+    for family in text_string_to_metric_families(text):
         for s in family.samples:
             labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())
                               if k not in ("model_name", "engine"))
@@ -116,7 +122,15 @@ def scrape_metrics(base_url: str, path: str | None = "/metrics", headers: dict |
 INTERESTING = ("prefix_cache", "kv_cache_usage", "num_requests_running", "num_requests_waiting",
                "preemptions", "prompt_tokens_total", "generation_tokens_total", "tokens_predicted_total",
                "prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "kv_cache_usage_ratio",
-               "time_to_first_token_seconds", "inter_token_latency_seconds")
+               "time_to_first_token_seconds", "inter_token_latency_seconds",
+               # the engine's own per-request phases, its batch in tokens and speculative decoding
+               "request_queue_time_seconds", "request_prefill_time_seconds", "request_decode_time_seconds",
+               "request_inference_time_seconds", "e2e_request_latency_seconds", "iteration_tokens_total",
+               "spec_decode_")
+# Histograms whose bucket increases are kept too, so a distribution's spread (its CV) can be
+# estimated per point, not only its mean.
+BUCKETED = ("request_queue_time_seconds", "request_prefill_time_seconds", "request_decode_time_seconds",
+            "request_inference_time_seconds", "e2e_request_latency_seconds", "iteration_tokens_total")
 GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "requests_processing",
           "requests_deferred")
 
@@ -126,9 +140,12 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
     out = {}
     for key, value in after.items():
         name = key.split("{", 1)[0]
-        if not any(word in name for word in INTERESTING) or name.endswith(("_created", "_bucket", "_info")):
+        if not any(word in name for word in INTERESTING) or name.endswith(("_created", "_info")):
             continue
-        out[key] = value - before.get(key, 0.0) if name.endswith(("_total", "_count", "_sum")) else value
+        if name.endswith("_bucket") and not name[:-len("_bucket")].endswith(BUCKETED):
+            continue
+        cumulative = name.endswith(("_total", "_count", "_sum", "_bucket"))
+        out[key] = value - before.get(key, 0.0) if cumulative else value
     return out
 
 

@@ -86,6 +86,42 @@ def engine_truth_table(sweep: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+def telemetry_table(sweep: dict) -> pd.DataFrame:
+    """The engine's metric increases per point, histogram buckets left out (they stay in
+    results.json, where a distribution's spread is estimated from them)."""
+    df = pd.DataFrame(sweep["telemetry"])
+    return df[[not str(i).split("{", 1)[0].endswith("_bucket") for i in df.index]] if not df.empty else df
+
+
+def runtime_table(sweep: dict) -> pd.DataFrame:
+    """Per point: CPU seconds by process and per request, the engine's page faults and context
+    switches, its own phase times, batch size, work and accepted length (runs recorded before
+    these readings existed show none)."""
+    rows = {}
+    for name, p in sweep["points"].items():
+        cpu, done = p.get("cpu_seconds"), p.get("requests_in_cpu_window")
+        if not cpu:
+            continue
+        row = {"requests in window": done, "window (s)": p.get("cpu_window_s"),
+               "client CPU (s)": cpu["client"],
+               **{f"{role} CPU (s)": v for role, v in cpu.get("engine", {}).items()}}
+        if done:
+            row["client CPU per request (ms)"] = 1000 * cpu["client"] / done
+            row.update({f"{role} CPU per request (ms)": 1000 * v / done for role, v in cpu.get("engine", {}).items()})
+        row.update({k.replace("_", " "): v for k, v in (p.get("engine_host_counters") or {}).items()})
+        t = p.get("engine_time_ms") or {}
+        row.update({f"engine {ph} (ms)": t.get(ph) for ph in ("queue", "prefill", "decode", "inference")})
+        row["batch size N_batch (mean)"] = p.get("batch_size_mean")
+        row["tokens per engine step"] = p.get("tokens_per_step_mean")
+        w = p.get("work_tokens") or {}
+        row["prompt tokens (prefill work)"] = w.get("prompt_tokens")
+        row["generated tokens (decode work)"] = w.get("generated_tokens")
+        sd = p.get("spec_decode")
+        row["accepted length"] = sd.get("accepted_length_mean") if isinstance(sd, dict) else sd
+        rows[name] = row
+    return pd.DataFrame(rows).T
+
+
 def sweep_summary(sweep: dict) -> str:
     """The sweep's label, peak engine memory and error counts, in one line of Markdown."""
     return (f"Label: **{sweep['label']}** · peak engine memory {sweep['peak_engine_rss_gib']} GiB · "

@@ -1,0 +1,249 @@
+"""Runtime evidence per sweep point: the CPU seconds each process spent (client, engine front end,
+engine compute), the engine's page faults and context switches, the engine's own per-request
+timings (queue, prefill, decode), its batch size, the prefill and decode work and the accepted
+length under speculative decoding.
+
+Readings are taken once at a point's start and once at its end (no sampling thread): the
+difference is what the point cost. The arithmetic is pure; `read_processes` is the only I/O.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import psutil
+
+from stackbook.measure.telemetry import histogram_mean_ms
+
+# ------------------------------------------------------------------------------------ processes
+
+# Stable role names from what a process calls itself: vLLM's CPU build runs an API-server process
+# and an EngineCore worker (it renames itself `VLLM::EngineCore`); llama-server and mlx_lm are one
+# process each. A process matching no rule keeps its own name.
+ROLE_RULES: tuple[tuple[str, str], ...] = (
+    (r"EngineCor", "engine_core"),  # the kernel keeps 15 characters of a name: VLLM::EngineCor
+    (r"vllm\.entrypoints|vllm serve|api_server|APIServer", "api_server"),
+    (r"llama-server", "llama_server"),
+    (r"mlx_lm", "mlx_lm_server"),
+    (r"resource_tracker", "resource_tracker"),
+    (r"::Worker", "worker"),
+)
+
+
+def process_role(name: str, cmdline: str = "") -> str:
+    """The role a process plays in an engine, from its name and command line."""
+    for pattern, role in ROLE_RULES:
+        if re.search(pattern, name) or re.search(pattern, cmdline):
+            return role
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
+
+
+def _proc_faults(pid: int) -> tuple[int | None, int | None]:
+    """(minor, major) page faults of one process from /proc/<pid>/stat (fields 10 and 12); None
+    where there is no /proc (macOS)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None, None
+    return int(fields[7]), int(fields[9])  # after "pid (comm)": state is field 3, minflt 10, majflt 12
+
+
+def read_processes(pid: int | None) -> dict:
+    """One reading of the engine's process group (`pid` leads it) and of this client process:
+    CPU seconds (user + system), page faults, context switches and threads, per process."""
+    me = psutil.Process()
+    t = me.cpu_times()
+    out: dict = {"client": {"cpu_s": t.user + t.system}, "engine": {}}
+    if not pid:
+        return out
+    try:
+        pgid = os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return out
+    for p in psutil.process_iter(["pid", "name", "cmdline"]):
+        try:
+            if p.info["pid"] == me.pid or os.getpgid(p.info["pid"]) != pgid:
+                continue
+            with p.oneshot():
+                c = p.cpu_times()
+                ctx = p.num_ctx_switches()
+                minor, major = _proc_faults(p.info["pid"])
+                out["engine"][p.info["pid"]] = {
+                    "role": process_role(p.info["name"] or "", " ".join(p.info["cmdline"] or [])),
+                    "cpu_s": c.user + c.system, "minor_faults": minor, "major_faults": major,
+                    "voluntary_ctx_switches": ctx.voluntary, "involuntary_ctx_switches": ctx.involuntary,
+                    "threads": p.num_threads()}
+        except (ProcessLookupError, FileNotFoundError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+HOST_COUNTERS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")
+
+
+def process_window(before: dict, after: dict) -> dict:
+    """What a point cost between two readings: CPU seconds of the client and of each engine role
+    (processes of one role summed; a process born during the point counts from zero), and the
+    engine's page faults and context switches. Pure."""
+    engine: dict[str, float] = {}
+    counters = dict.fromkeys(HOST_COUNTERS, 0)
+    threads: dict[str, int] = {}
+    for pid, a in after.get("engine", {}).items():
+        b = before.get("engine", {}).get(pid, {})
+        engine[a["role"]] = engine.get(a["role"], 0.0) + a["cpu_s"] - b.get("cpu_s", 0.0)
+        for k in HOST_COUNTERS:
+            if counters[k] is not None and a.get(k) is not None:
+                counters[k] += a[k] - (b.get(k) or 0)
+            else:
+                counters[k] = None  # not readable on this system: never a made-up zero
+        threads[a["role"]] = threads.get(a["role"], 0) + a.get("threads", 0)
+    out = {"cpu_seconds": {"client": round(after["client"]["cpu_s"] - before["client"]["cpu_s"], 4),
+                           "engine": {k: round(v, 4) for k, v in sorted(engine.items())}}}
+    if after.get("engine"):
+        if all(v is not None for v in counters.values()):
+            out["engine_host_counters"] = counters
+        out["engine_threads"] = threads
+    return out
+
+
+# --------------------------------------------------------------------------- engine timings
+
+# vLLM's per-request histograms (seconds), by the phase of a request each one times.
+VLLM_PHASES = {"queue": "request_queue_time_seconds", "prefill": "request_prefill_time_seconds",
+               "decode": "request_decode_time_seconds", "inference": "request_inference_time_seconds",
+               "e2e": "e2e_request_latency_seconds"}
+
+
+def engine_time_from_histograms(delta: dict) -> dict | None:
+    """Mean queue, prefill, decode and inference time per request over a point (ms), from the
+    engine's histogram _sum and _count increases; None where the engine exports none of them."""
+    means, counts = {}, {}
+    for phase, name in VLLM_PHASES.items():
+        means[phase], counts[phase] = histogram_mean_ms(delta, name)
+    if all(m is None for m in means.values()):
+        return None
+    n = max(counts.values())
+    return {**{p: round(means[p], 3) if means[p] is not None else None
+               for p in ("queue", "prefill", "decode", "inference")},
+            "requests": int(n) if n else None, "source": "engine histograms (vllm:request_*_time_seconds)"}
+
+
+def engine_time_from_timings(timings: list[dict]) -> dict | None:
+    """The same means from llama-server's per-request `timings` (prompt_ms is prefill,
+    predicted_ms decode; it exports no queue time)."""
+    t = [x for x in timings if x and "prompt_ms" in x and "predicted_ms" in x]
+    if not t:
+        return None
+    pre = sum(x["prompt_ms"] for x in t) / len(t)
+    dec = sum(x["predicted_ms"] for x in t) / len(t)
+    return {"queue": None, "prefill": round(pre, 3), "decode": round(dec, 3), "inference": round(pre + dec, 3),
+            "requests": len(t), "source": "llama-server per-request timings (prompt_ms, predicted_ms)"}
+
+
+def histogram_buckets(delta: dict, name: str) -> list[tuple[float, float]]:
+    """(upper bound, cumulative count) of a histogram's bucket increases over a point, in order."""
+    out = []
+    for key, v in delta.items():
+        if key.split("{", 1)[0].endswith(f"{name}_bucket"):
+            m = re.search(r"le=([^,}]+)", key)
+            if m:
+                out.append((float(m.group(1)), v))
+    return sorted(out)
+
+
+def histogram_cv(delta: dict, name: str) -> float | None:
+    """Coefficient of variation of a histogram's observations over a point, estimated from its
+    buckets (each observation at its bucket's midpoint; the open last bucket at its lower edge).
+    An estimate: as coarse as the buckets."""
+    buckets = histogram_buckets(delta, name)
+    counts, prev_le, prev_c = [], 0.0, 0.0
+    for le, c in buckets:
+        n = c - prev_c
+        if n > 0:
+            counts.append(((prev_le + le) / 2 if le != float("inf") else prev_le, n))
+        prev_le, prev_c = (le if le != float("inf") else prev_le), c
+    total = sum(n for _, n in counts)
+    if total < 2:
+        return None
+    mean = sum(x * n for x, n in counts) / total
+    var = sum(n * (x - mean) ** 2 for x, n in counts) / total
+    return round(var ** 0.5 / mean, 4) if mean > 0 else None
+
+
+def _counter(delta: dict, suffix: str) -> float | None:
+    keys = [k for k in delta if k.split("{", 1)[0].endswith(suffix)]
+    return sum(delta[k] for k in keys) if keys else None
+
+
+def spec_decode(delta: dict) -> dict | str:
+    """Accepted length under speculative decoding: 1 + accepted draft tokens / drafts (the bonus
+    token included: target-model steps saved per step), or why there is none."""
+    drafts = _counter(delta, "spec_decode_num_drafts_total")
+    accepted = _counter(delta, "spec_decode_num_accepted_tokens_total")
+    if drafts is None and accepted is None:
+        return "not used: the engine exported no speculative-decoding counters"
+    if not drafts:
+        return "not used: no drafts proposed during this point"
+    proposed = _counter(delta, "spec_decode_num_draft_tokens_total")
+    return {"drafts": int(drafts), "accepted_tokens": int(accepted or 0),
+            "draft_tokens": int(proposed) if proposed is not None else None,
+            "accepted_length_mean": round(1 + (accepted or 0) / drafts, 4),
+            "acceptance_rate": round((accepted or 0) / proposed, 4) if proposed else None}
+
+
+BATCH_GAUGES = ("num_requests_running", "requests_processing")
+
+
+def batch_size_mean(gauges_during: dict | None) -> float | None:
+    """N_batch: the mean of the engine's running-requests gauge while the point ran (vLLM's
+    num_requests_running, llama-server's requests_processing); None where it exports neither."""
+    for key, v in (gauges_during or {}).items():
+        if isinstance(v, dict) and key.split("{", 1)[0].endswith(BATCH_GAUGES) and "{" not in key:
+            return v["mean"]
+    return None
+
+
+def work_tokens(delta: dict, records) -> dict:
+    """Prefill and decode work of a point (every request, warm-up and cool-down included): the
+    engine's own token counters where it exports them, else the replies' usage counts."""
+    ok = [r for r in records if r.ok]
+    prompt = _counter(delta, "prompt_tokens_total")
+    generated = _counter(delta, "generation_tokens_total")
+    if generated is None:
+        generated = _counter(delta, "tokens_predicted_total")
+    source = "engine counters" if prompt is not None and generated is not None else "replies' usage counts"
+    if prompt is None:
+        prompt = sum(r.prompt_tokens_server or r.prompt_tokens_client for r in ok)
+    if generated is None:
+        generated = sum(r.output_tokens_server if r.output_tokens_server is not None else r.output_tokens_client
+                        for r in ok)
+    cached = sum(r.cached_prompt_tokens or 0 for r in ok)
+    return {"prompt_tokens": int(prompt), "generated_tokens": int(generated), "cached_prompt_tokens": int(cached),
+            "source": source}
+
+
+def tokens_per_step_mean(delta: dict) -> float | None:
+    """Tokens per engine step (vLLM's iteration_tokens_total histogram): the batch in tokens."""
+    mean_ms, _ = histogram_mean_ms(delta, "iteration_tokens_total")
+    return round(mean_ms / 1000, 3) if mean_ms is not None else None
+
+
+def runtime_evidence(before: dict, after: dict, wall_s: float, delta: dict, records,
+                     gauges_during: dict | None) -> dict:
+    """Every runtime field of one point, from the two process readings around it, the engine's
+    metric increases, the point's records and the gauges sampled while it ran. Pure."""
+    done = [r for r in records if r.ok]
+    timings = [r.engine_timings for r in records if r.ok and getattr(r, "engine_timings", None)]
+    out = process_window(before, after)
+    out.update({
+        "cpu_window_s": round(wall_s, 4),
+        "requests_in_cpu_window": len(done),
+        "engine_time_ms": engine_time_from_histograms(delta) or engine_time_from_timings(timings),
+        "queue_time_cv": histogram_cv(delta, VLLM_PHASES["queue"]),
+        "batch_size_mean": batch_size_mean(gauges_during),
+        "tokens_per_step_mean": tokens_per_step_mean(delta),
+        "work_tokens": work_tokens(delta, records),
+        "spec_decode": spec_decode(delta),
+    })
+    return out

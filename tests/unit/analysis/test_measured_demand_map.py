@@ -1,0 +1,161 @@
+"""The measured demand map: resource centres from the utilisation law, the bound beside the
+measured saturation throughput, MVA on centres, the next experiment, and 'not measured' for runs
+recorded before the runtime evidence existed."""
+import json
+import shutil
+
+import pytest
+
+from stackbook.analysis import plots
+from stackbook.analysis.demand_map import (
+    SEED_LAYERS,
+    Layer,
+    bound_table,
+    centres_table,
+    compute_capacity,
+    demand_map,
+    layers_table,
+    measured_demand_map,
+    measured_demand_maps,
+    mva_on_centres,
+    next_experiment_table,
+    next_experiments,
+    point_centres,
+)
+
+VLLM_ENGINE = {"launch": {"command": ["python", "-m", "vllm.entrypoints.openai.api_server"]},
+               "host": {"physical_cores": 2}, "ready_after_s": 48.9}
+VLLM_LOG = "(EngineCore pid=4618) INFO [ompmultiprocessing.py:185] \tlocal_rank=0, core ids=[0]\n"
+
+
+def point(load, client, api, core, throughput, e2e, *, discarded=False, batch=None):
+    return {"level": f"c{load}", "load": load, "concurrency": load, "requests": 12, "completed": 12,
+            "request_throughput_rps": throughput, "e2e_ms_mean": e2e, "discarded": discarded,
+            "cpu_seconds": {"client": client, "engine": {"api_server": api, "engine_core": core}},
+            "requests_in_cpu_window": 12, "work_tokens": {"prompt_tokens": 1536, "generated_tokens": 768,
+                                                          "source": "engine counters"},
+            "batch_size_mean": batch, "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
+                                                         "inference": 3020.0, "source": "engine histograms"}}
+
+
+def results():
+    return {"sweep": {"points": {
+        "c1-r0": point(1, 0.36, 0.6, 36.0, 0.3125, 3200.0, batch=1.0),
+        "c4-r0": point(4, 0.6, 1.2, 24.0, 0.45, 8000.0, batch=3.2),
+        # discarded: its higher throughput must never count as saturation, nor its demands
+        "c8-r0": point(8, 0.6, 1.2, 12.0, 0.9, 9000.0, discarded=True),
+    }, "load_validity": {"c1-r0": {"valid": True}, "c4-r0": {"valid": True}, "c8-r0": {"valid": True}}}}
+
+
+def test_demands_from_the_utilisation_law_on_hand_computed_numbers():
+    centres = {c.name: c for c in point_centres(results()["sweep"]["points"]["c4-r0"], VLLM_ENGINE, VLLM_LOG)}
+    assert set(centres) == {"client", "engine front end", "engine compute"}
+    assert centres["client"].demand_ms == pytest.approx(50.0)            # 0.6 s / 12 requests
+    assert centres["engine front end"].demand_ms == pytest.approx(100.0)  # 1.2 s / 12
+    compute = centres["engine compute"]
+    assert compute.visits == 64 and compute.service_ms == pytest.approx(31.25)  # 768 tokens / 12; 2000 ms / 64
+    assert compute.demand_ms == pytest.approx(2000.0) and compute.capacity == 1.0
+    assert "core(s) [0]" in compute.why_m
+
+
+def test_bound_beside_measured_saturation():
+    d = measured_demand_map("vllm-cpu", results(), VLLM_ENGINE, VLLM_LOG)
+    assert d.status == "measured" and d.point == "c4-r0"    # the highest valid load, not the discarded c8
+    assert d.bottleneck == "engine compute"
+    assert d.bound_rps == pytest.approx(0.5)                 # 1000 / 2000 ms
+    assert d.measured_saturation_rps == 0.45 and d.saturation_point == "c4-r0"
+    assert d.measured_over_bound == pytest.approx(0.9)       # the bottleneck's utilisation
+    assert "idle 10%" in d.why_not_closer and "3.2 requests at a time" in d.why_not_closer
+    assert d.unattributed_ms == pytest.approx(120.0)         # 3200 - (30 + 50 + 3000) at the lightest load
+    assert d.startup_s == 48.9
+    row = bound_table({"vllm-cpu": d}).loc["vllm-cpu"]
+    assert row["bound (req/s)"] == pytest.approx(0.5) and row["measured / bound"] == pytest.approx(0.9)
+    assert centres_table(d).loc["engine compute", "D/m (ms)"] == pytest.approx(2000.0)
+
+
+def test_compute_capacity_from_threads_log_or_host():
+    assert compute_capacity({"launch": {"command": ["llama-server", "--threads", "3"]}})[0] == 3.0
+    assert compute_capacity({}, "core ids=[0, 1, 2, 3]")[0] == 4.0
+    assert compute_capacity({"host": {"physical_cores": 2}})[0] == 2.0
+
+
+def test_mva_on_two_centres_matches_hand_computation():
+    # D = 200 and 100 ms. N=1: R = 300 ms, X = 3.333/s. N=2: Q(1) = X*R_k = (0.6667, 0.3333);
+    # R_1 = 200 x 1.6667 = 333.33, R_2 = 100 x 1.3333 = 133.33; R = 466.67 ms; X = 2 / 0.46667 = 4.2857/s.
+    curve = mva_on_centres([Layer("a", 1, 200.0), Layer("b", 2, 50.0)], 2)
+    assert curve[0]["response_ms"] == pytest.approx(300.0) and curve[0]["throughput_rps"] == pytest.approx(10 / 3)
+    assert curve[1]["response_ms"] == pytest.approx(466.6667, rel=1e-5)
+    assert curve[1]["throughput_rps"] == pytest.approx(4.285714, rel=1e-5)
+    with_delay = mva_on_centres([Layer("a", 1, 200.0)], 1, delay_ms=50.0)
+    assert with_delay[0]["response_ms"] == pytest.approx(250.0)
+
+
+def test_mva_check_is_exact_at_its_own_fit_point_and_scores_the_held_out_loads():
+    d = measured_demand_map("vllm-cpu", results(), VLLM_ENGINE, VLLM_LOG)
+    light = [r for r in d.mva_check if r["fit"].startswith("demands at the lightest")]
+    assert [r["concurrency"] for r in light] == [1, 4]      # the discarded point is not a check
+    assert light[0]["held_out"] is False and light[0]["e2e_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert light[1]["held_out"] is True
+    # The lightest point's demands (3000 ms of compute) bound throughput at 1/3.08 s: at N=4 the
+    # model under-predicts a batching engine's throughput, and says so by its error.
+    assert light[1]["predicted_rps"] < light[1]["measured_rps"]
+
+
+def test_next_experiment_ranks_the_bottleneck_first_by_end_to_end_sensitivity():
+    centres = [Layer("client", 1, 50.0), Layer("engine front end", 1, 100.0), Layer("engine compute", 64, 31.25)]
+    rows = next_experiments(centres, 4, 0.0, {}, {"engine compute": {"risk": "low", "cost": "1 h"}})
+    assert [r["centre"] for r in rows] == ["engine compute", "engine front end", "client"]
+    assert rows[0]["bound_gain_pct"] == pytest.approx(100 / 9)     # 2000 -> 1800 ms: bound +11.1%
+    assert rows[1]["bound_gain_pct"] == 0 and rows[2]["bound_gain_pct"] == 0
+    assert rows[1]["response_change_pct"] < rows[2]["response_change_pct"] < 0
+    assert rows[0]["change"].startswith("smallest experiment that could disprove 'engine compute is the bottleneck'")
+    assert rows[0]["risk"] == "low" and rows[1]["cost"] == "unknown"
+    assert list(next_experiment_table(measured_demand_map("a", results(), VLLM_ENGINE, VLLM_LOG)).index) == [1, 2, 3]
+
+
+def copy_reference(tmp_path):
+    run = tmp_path / "quickstart"
+    shutil.copytree("outputs/quickstart/reference", run, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.png"))
+    return run
+
+
+def test_a_run_recorded_before_the_runtime_evidence_reads_not_measured(tmp_path):
+    maps = measured_demand_maps(copy_reference(tmp_path))
+    assert set(maps) == {"llama-cpp", "vllm-cpu"}
+    for d in maps.values():
+        assert d.status.startswith("not measured: its results.json predates the per-point runtime evidence")
+        assert not d.centres and d.bound_rps is None
+    assert list(bound_table(maps)["status"].str.startswith("not measured")) == [True, True]
+    assert plots.measured_demand_bars(maps) is None
+
+
+def test_a_run_with_runtime_evidence_gets_a_map_per_arm(tmp_path):
+    run = copy_reference(tmp_path)
+    for arm, roles in (("llama-cpp", {"llama_server": 3.0}), ("vllm-cpu", {"api_server": 0.5, "engine_core": 3.0})):
+        path = run / "arms" / arm / "results.json"
+        r = json.loads(path.read_text())
+        for p in r["sweep"]["points"].values():
+            scale = 1 / p["concurrency"] ** 0.5     # batching: less CPU per request at higher load
+            p.update(cpu_seconds={"client": 0.1, "engine": {k: v * 12 * scale for k, v in roles.items()}},
+                     requests_in_cpu_window=12, work_tokens={"prompt_tokens": 1536, "generated_tokens": 768,
+                                                             "source": "engine counters"})
+        path.write_text(json.dumps(r))
+    maps = measured_demand_maps(run)
+    llama, vllm = maps["llama-cpp"], maps["vllm-cpu"]
+    assert llama.status == vllm.status == "measured" and llama.point == vllm.point == "c8-r0"
+    assert [c.centre for c in llama.centres] == ["client", "engine compute"]   # one process: no front end apart
+    assert "--threads 1" in llama.centres[1].why_m
+    assert [c.centre for c in vllm.centres] == ["client", "engine front end", "engine compute"]
+    assert vllm.bound_rps == pytest.approx(1000 / (3000 / 8 ** 0.5))
+    assert vllm.measured_over_bound == pytest.approx(vllm.measured_saturation_rps / vllm.bound_rps)
+    assert len(vllm.mva_check) == 8 and vllm.next_experiments[0]["centre"] == "engine compute"
+    json.loads(vllm.model_dump_json())   # stored in analysis.json as data
+    assert plots.measured_demand_bars(maps) is not None and plots.mva_centres_check(maps) is not None
+
+
+def test_seed_map_in_the_same_table_format():
+    table = layers_table(demand_map(SEED_LAYERS))
+    assert list(table["D/m (ms)"]) == [8.0, 12.0, 3.0, 13.0, 2.5]
+    assert table["bottleneck"].sum() == 1 and table.loc["runtime", "bottleneck"]
+    assert list(table.columns) == list(centres_table(measured_demand_map("a", results(), VLLM_ENGINE,
+                                                                         VLLM_LOG)).columns)
