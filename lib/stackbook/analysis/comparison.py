@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.analysis.fairness import fairness_table
 from stackbook.config.loading import load_campaign
 from stackbook.evidence.files import read_json, write_model
@@ -342,6 +343,7 @@ class CampaignAnalysis(Open):
     slo_capacity: list[dict[str, Any]]
     verdict: list[str]
     ranking_rule: str = RANKING_RULE
+    demand_maps: dict[str, ArmDemandMap] = {}
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -376,7 +378,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         discards=_records(discards_frame(arms)),
         pareto_frontier=_records(pareto_frontier(df)) if not df.empty else [],
         slo_capacity=_records(slo_capacity(df).reset_index()) if not df.empty else [],
-        verdict=verdict(df, fair, campaign.protocol.slo), ranking_rule=RANKING_RULE)
+        verdict=verdict(df, fair, campaign.protocol.slo), ranking_rule=RANKING_RULE,
+        demand_maps=demand_maps_of(arms, labels))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

@@ -213,7 +213,7 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
         prompt_tokens_server=usage.get("prompt_tokens"), output_tokens_server=usage.get("completion_tokens"),
         output_tokens_client=count_tokens(tokenizer, parsed["text"]), cached_prompt_tokens=details.get("cached_tokens"),
         finish_reason=parsed["finish"], status=status, error_class=error_class, error=error,
-        output_text=parsed["text"])
+        output_text=parsed["text"], engine_timings=reply.engine_timings if status == 200 else None)
 
 
 async def run_prompt(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, *, base: dict,
