@@ -92,6 +92,7 @@ CLIENT_WHY_M = ("1: one client process; its event loop runs on one core at a tim
                 "lock), whatever the host has")
 FRONT_END_WHY_M = ("1: one API-server process (Python: one core at a time) parses, tokenizes and streams "
                    "every request")
+SCHEDULER_WHY_M = "1: one EngineCore process (Python: one core at a time) schedules every engine step"
 
 
 def compute_capacity(engine: dict, log_text: str = "") -> tuple[float, str]:
@@ -131,13 +132,19 @@ def point_centres(point: dict, engine: dict, log_text: str = "") -> list[Layer]:
                      "client process CPU seconds (user + system) / requests completed in the point")]
     roles = dict(cpu.get("engine") or {})
     m, why_m = compute_capacity(engine, log_text)
-    compute_role = next((r for r in ("engine_core", "llama_server", "mlx_lm_server") if r in roles), None)
+    # vLLM's CPU build runs the model in a worker process (VLLM::Worker) beside the EngineCore
+    # process that schedules each step; with no separate worker, EngineCore computes itself.
+    compute_role = next((r for r in ("worker", "engine_core", "llama_server", "mlx_lm_server") if r in roles), None)
     if "api_server" in roles and compute_role is not None:
         centres.append(Layer("engine front end", 1, _per_request_ms(roles.pop("api_server"), done), 1.0,
                              FRONT_END_WHY_M, "API-server process CPU seconds / requests completed"))
+    if compute_role == "worker" and "engine_core" in roles:
+        centres.append(Layer("engine scheduler", 1, _per_request_ms(roles.pop("engine_core"), done), 1.0,
+                             SCHEDULER_WHY_M, "EngineCore process CPU seconds / requests completed (it "
+                             "schedules every step; the model runs in the worker)"))
     if compute_role is not None:
         busy_ms = _per_request_ms(roles.pop(compute_role), done)
-        note = "" if compute_role == "engine_core" else " (its HTTP threads included: one process)"
+        note = "" if compute_role in ("worker", "engine_core") else " (its HTTP threads included: one process)"
         centres.append(Layer("engine compute", steps, busy_ms / steps, m, why_m,
                              f"{compute_role} process CPU seconds / requests completed{note}; V = engine steps "
                              "per request (one per generated token, shared across the batch)"))
@@ -349,6 +356,7 @@ def mva_check(points: list[dict], engine: dict, log_text: str = "") -> list[dict
 
 LEVERS = {"client": "run the client on its own core, or a leaner client, and rerun the sweep",
           "engine front end": "give the API server its own core (or stream every few tokens) and rerun the sweep",
+          "engine scheduler": "raise the tokens scheduled per step (a larger batch or chunked-prefill budget) and rerun the sweep",
           "engine compute": "give the compute one more thread/core (or a lighter precision) and rerun the sweep"}
 
 

@@ -159,3 +159,14 @@ def test_seed_map_in_the_same_table_format():
     assert table["bottleneck"].sum() == 1 and table.loc["runtime", "bottleneck"]
     assert list(table.columns) == list(centres_table(measured_demand_map("a", results(), VLLM_ENGINE,
                                                                          VLLM_LOG)).columns)
+
+
+def test_vllm_cpus_worker_process_is_the_compute_and_enginecore_the_scheduler():
+    p = results()["sweep"]["points"]["c4-r0"]
+    # as the CPU build records it: the model runs in VLLM::Worker, EngineCore schedules the steps
+    p["cpu_seconds"]["engine"] = {"api_server": 1.2, "engine_core": 0.6, "worker": 24.0, "resource_tracker": 0.0}
+    centres = {c.name: c for c in point_centres(p, VLLM_ENGINE, VLLM_LOG)}
+    assert set(centres) == {"client", "engine front end", "engine scheduler", "engine compute"}
+    assert centres["engine scheduler"].demand_ms == pytest.approx(50.0)   # 0.6 s / 12
+    assert centres["engine compute"].demand_ms == pytest.approx(2000.0)   # 24 s / 12
+    assert "worker process" in centres["engine compute"].source
