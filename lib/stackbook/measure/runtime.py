@@ -17,9 +17,9 @@ from stackbook.measure.telemetry import histogram_mean_ms
 
 # ------------------------------------------------------------------------------------ processes
 
-# Stable role names from what a process calls itself: vLLM's CPU build runs an API-server process
-# and an EngineCore worker (it renames itself `VLLM::EngineCore`); llama-server and mlx_lm are one
-# process each. A process matching no rule keeps its own name.
+# Stable role names from what a process calls itself: vLLM's CPU build runs an API-server process,
+# an EngineCore process that schedules (`VLLM::EngineCore`) and a worker that runs the model
+# (`VLLM::Worker`); llama-server and mlx_lm are one process each. A process matching no rule keeps its own name.
 ROLE_RULES: tuple[tuple[str, str], ...] = (
     (r"EngineCor", "engine_core"),  # the kernel keeps 15 characters of a name: VLLM::EngineCor
     (r"vllm\.entrypoints|vllm serve|api_server|APIServer", "api_server"),
