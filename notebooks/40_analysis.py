@@ -199,11 +199,12 @@ for passport in analysis.passports(arms):
 # On an open-loop point requests arrive on a clock whatever the engine does, so the point is an
 # open queue and the textbook formulas can be checked on it. Per point: C_a, the coefficient of
 # variation of the realized gaps between sends (sentinels included: they hold slots of the same
-# schedule); the service times and their C_s; the utilisation ρ = X·S from the measured
-# throughput X and the mean service time S; the measured mean queue wait with its 95% confidence
-# interval (by batch means, since successive waits in a queue are correlated); and what Kingman's
-# G/G/1 approximation and, where arrivals are Poisson, the Pollaczek-Khinchine M/G/1 formula
-# predict from those same numbers, with the error.
+# schedule); the service times and their C_s; the utilisation ρ = λ·S from the realized arrival
+# rate λ and the mean service time S (in a stable queue the throughput is λ; a server cannot serve
+# faster than 1/S, so only λ shows an overloaded point as ρ ≥ 1, where no mean wait exists); the
+# measured mean queue wait with its 95% confidence interval (by batch means, since successive
+# waits in a queue are correlated); and what Kingman's G/G/1 approximation and, where arrivals are
+# Poisson, the Pollaczek-Khinchine M/G/1 formula predict from those same numbers, with the error.
 #
 # Where the engine serves one request at a time in arrival order (llama-server with one slot),
 # every wait and service time follows exactly from the client's send and end times by Lindley's

@@ -20,7 +20,7 @@ import pandas as pd
 from stackbook.analysis.queueing import UNSTABLE, predict_wait
 from stackbook.config.arrival_patterns import ConstantArrivals, GammaArrivals, PoissonArrivals, TraceReplay
 from stackbook.loadgen.records import RequestRecord, read_records
-from stackbook.measure.metrics import mean_ci95, window_activity
+from stackbook.measure.metrics import mean_ci95
 
 SERVED_IN_WINDOW = ("measure", "sentinel")  # the load the server saw while the measured requests ran
 BATCHES_FOR_CI = 10
@@ -114,6 +114,12 @@ def inter_arrival_cv(sent_s: Sequence[float]) -> float | None:
     return coefficient_of_variation(np.diff(np.sort(np.asarray(sent_s, float))))
 
 
+def arrival_rate(sent_s: Sequence[float]) -> float | None:
+    """The realized arrival rate: one over the mean gap between consecutive sends."""
+    t = np.sort(np.asarray(sent_s, float))
+    return (t.size - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else None
+
+
 def batch_means_ci95(values: Sequence[float], batches: int = BATCHES_FOR_CI) -> tuple[float | None, float | None]:
     """Mean and 95% half-width by batch means: successive waits in a queue are correlated (a
     long wait is followed by long waits), so the iid interval is too narrow; the means of
@@ -152,7 +158,7 @@ class MeasuredQueue:
     wait_ms_mean: float | None
     wait_ms_ci95: float | None
     wait_source: str
-    throughput_rps: float | None = None
+    throughput_rps: float | None = None  # the window's requests served per second, first send to last end
     service_ms_mean: float | None = None
     service_cv: float | None = None
     gg1_applies: bool = False
@@ -185,11 +191,11 @@ class SingleServerFifo:
         except OutOfOrderCompletion as e:
             return MeasuredQueue(None, None, source, note=str(e))
         measured = [w for r, w in zip(records, waits) if r.phase == "measure" and r.ok]
-        served = [s for r, s in zip(records, services) if r.phase in SERVED_IN_WINDOW and r.ok]
+        stream = [(r, s) for r, s in zip(records, services) if r.phase in SERVED_IN_WINDOW and r.ok]
+        served = [s for _, s in stream]
         mean, ci = batch_means_ci95([w * 1000 for w in measured])
-        start, end = window
-        finished = window_activity(records, start, end)["finished"]
-        return MeasuredQueue(mean, ci, source, throughput_rps=finished / (end - start) if end > start else None,
+        span = max(r.end_s for r, _ in stream) - min(r.sent_s for r, _ in stream) if stream else 0.0
+        return MeasuredQueue(mean, ci, source, throughput_rps=len(stream) / span if span > 0 else None,
                              service_ms_mean=float(np.mean(served)) * 1000 if served else None,
                              service_cv=coefficient_of_variation(served), gg1_applies=True)
 
@@ -260,6 +266,7 @@ class OpenLoopPoint:
     scheduled_arrival_scv: float | None
     arrival_cv: float | None
     service_cv: float | None
+    arrival_rate_rps: float | None
     utilization: float | None
     throughput_rps: float | None
     service_ms_mean: float | None
@@ -276,24 +283,29 @@ class OpenLoopPoint:
 
 def analyse_point(arm: str, point: str, status: str, arrivals: OpenArrivals, server, data: PointData) -> OpenLoopPoint:
     """Measure the point's queue with its server's model and, where G/G/1 applies, set Kingman's
-    and P-K's predictions beside it. An overloaded point reads UNSTABLE instead of failing."""
+    and P-K's predictions beside it. An overloaded point reads UNSTABLE instead of failing.
+
+    The utilisation is the realized arrival rate (from the same sends that give C_a) times the
+    mean service time. In a stable queue it equals throughput x service time, but a server's
+    throughput can never exceed 1/S, so only the arrival rate lets an overloaded point show ρ >= 1."""
     window = _window(data.records)
     stream = [r.sent_s for r in data.records if r.phase in SERVED_IN_WINDOW]
     ca = inter_arrival_cv(stream) if window else None
+    rate = arrival_rate(stream) if window else None
     q = server.measure(data)
     kingman = pk = None
     outcome = q.note or "measured"
     rho = None
-    if q.gg1_applies and q.throughput_rps and q.service_ms_mean is not None and ca is not None \
-            and q.service_cv is not None:
-        p = predict_wait(q.throughput_rps, q.service_ms_mean / 1000, ca, q.service_cv, arrivals.poisson)
+    if q.gg1_applies and rate and q.service_ms_mean is not None and ca is not None and q.service_cv is not None:
+        p = predict_wait(rate, q.service_ms_mean / 1000, ca, q.service_cv, arrivals.poisson)
         rho = p.utilization
         kingman = None if p.kingman_s is None else p.kingman_s * 1000
         pk = None if p.pollaczek_khinchine_s is None else p.pollaczek_khinchine_s * 1000
         outcome = UNSTABLE if not p.stable else (q.note or "stable")
     return OpenLoopPoint(
         arm=arm, point=point, status=status, arrival=arrivals.kind, rate_rps=data.summary.get("rate"),
-        scheduled_arrival_scv=arrivals.scheduled_scv, arrival_cv=ca, service_cv=q.service_cv, utilization=rho,
+        scheduled_arrival_scv=arrivals.scheduled_scv, arrival_cv=ca, service_cv=q.service_cv, arrival_rate_rps=rate,
+        utilization=rho,
         throughput_rps=q.throughput_rps, service_ms_mean=q.service_ms_mean, wait_ms_mean=q.wait_ms_mean,
         wait_ms_ci95=q.wait_ms_ci95, kingman_ms=kingman, pk_ms=pk,
         kingman_error_pct=relative_error_pct(kingman, q.wait_ms_mean),
@@ -366,7 +378,7 @@ def absent_because(campaign, arms: dict) -> str:
 
 DISPLAY_COLUMNS = {
     "arm": "arm", "point": "point", "status": "status", "arrival": "arrival", "arrival_cv": "C_a (measured)",
-    "service_cv": "C_s (measured)", "utilization": "ρ (X·S)", "service_ms_mean": "service_ms_mean",
+    "service_cv": "C_s (measured)", "arrival_rate_rps": "λ (req/s)", "utilization": "ρ (λ·S)", "service_ms_mean": "service_ms_mean",
     "wait_ms_mean": "wait_ms_mean", "wait_ms_ci95": "wait_ms_ci95", "kingman_ms": "Kingman (ms)",
     "pk_ms": "P-K (ms)", "kingman_error_pct": "Kingman error (%)", "pk_error_pct": "P-K error (%)",
     "outcome": "outcome",

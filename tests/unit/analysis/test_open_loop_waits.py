@@ -117,12 +117,14 @@ def test_single_server_point_measures_waits_by_lindley_and_predicts():
     # service of everything sent in the window (measured and sentinel): 0.5, 0.5, 0.5, 0.5, 0.5 (r5 starts at 4.5), 0.5
     assert row.service_ms_mean == pytest.approx(500.0)
     assert row.service_cv == pytest.approx(0.0)
-    # throughput: requests finished inside [0.5, 6.5] (r0 at 1.0 included) / 6.0 s
-    assert row.throughput_rps == pytest.approx(7 / 6.0)
-    assert row.utilization == pytest.approx(7 / 6.0 * 0.5)
+    # arrivals in the window (measured and sentinel): 0.5, 1, 3, 4, 4.2, 6 -> mean gap 1.1 s
     gaps = np.diff([0.5, 1.0, 3.0, 4.0, 4.2, 6.0])
     assert row.arrival_cv == pytest.approx(gaps.std(ddof=1) / gaps.mean())
-    rho = 7 / 12
+    assert row.arrival_rate_rps == pytest.approx(1 / 1.1)
+    assert row.utilization == pytest.approx(0.5 / 1.1)
+    # throughput: the six served from the first send (0.5) to the last end (6.5)
+    assert row.throughput_rps == pytest.approx(1.0)
+    rho = 0.5 / 1.1
     expected = rho / (1 - rho) * (row.arrival_cv**2 + 0) / 2 * 500.0
     assert row.kingman_ms == pytest.approx(expected)
     assert row.pk_ms == pytest.approx(rho / (1 - rho) * 0.5 * 500.0)
@@ -138,11 +140,12 @@ def test_single_server_point_out_of_order_is_reported_not_raised():
 
 
 def test_overloaded_point_reads_unstable():
-    # a backlog from the warm-up: every request served back to back, more finish in the window than fit
+    # sends every 10 ms, each served for a second: 100 requests a second offered to a server of one
     recs = [record(0, 0.0, 1.0, phase="warmup"), record(1, 0.01, 2.0, phase="warmup")]
     recs += [record(2 + i, 0.02 + 0.01 * i, 3.0 + i) for i in range(4)]
     row = olw.analyse_point("a", "p", "accepted", POISSON, olw.SingleServerFifo(), single_server_point(recs))
-    assert row.utilization >= 1
+    assert row.utilization == pytest.approx(100.0)
+    assert row.throughput_rps < 1  # what the server did serve: never above 1/S
     assert row.outcome == "unstable (ρ ≥ 1)"
     assert row.kingman_ms is None and row.pk_ms is None
     assert row.wait_ms_mean == pytest.approx(np.mean([1.98, 2.97, 3.96, 4.95]) * 1000)
@@ -213,8 +216,7 @@ def test_open_loop_points_reads_each_arm_marks_discards_and_skips_closed_loops(t
     assert list(frame["arm"]) == ["open"]
     row = frame.iloc[0]
     assert row["status"] == "discarded" and row["arrival_cv"] == 0.0 and row["wait_ms_mean"] == 0.0
-    # six finished inside [0, 5.5] s, each served 0.5 s
-    assert row["service_ms_mean"] == pytest.approx(500.0) and row["utilization"] == pytest.approx(6 / 5.5 * 0.5)
+    assert row["service_ms_mean"] == pytest.approx(500.0) and row["utilization"] == pytest.approx(0.5)
     # a discarded point is shown but not concluded from
     assert olw.conclusions(frame) == ["No accepted point has a measured wait: nothing to conclude."]
     assert "C_a (measured)" in olw.display_table(frame).columns
