@@ -10,6 +10,7 @@ Arithmetic is pure; records are read at the edge (`read_point_records`)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import singledispatch
@@ -355,7 +356,7 @@ def open_loop_points(campaign, arms: dict, points: pd.DataFrame | None = None) -
     from it, so a discarded point is shown with its rule and kept out of the conclusions."""
     statuses: dict[tuple[str, str], str] = {}
     if points is not None and not points.empty and "status" in points:
-        statuses = {(r["arm"], r["point"]): r["status"] for _, r in points.iterrows()}
+        statuses = {(r["arm"], r["point"]): short_status(r["status"]) for _, r in points.iterrows()}
     rows: list[OpenLoopPoint] = []
     for name, a in arms.items():
         arrivals = open_arrivals(campaign.protocol_for(a["arm"]).arrival)
@@ -365,6 +366,12 @@ def open_loop_points(campaign, arms: dict, points: pd.DataFrame | None = None) -
         mine = {p: s for (arm, p), s in statuses.items() if arm == name}
         rows += arm_points(name, arrivals, a.get("engine") or {}, summaries, read_point_records(a["dir"]), mine)
     return pd.DataFrame([asdict(r) for r in rows])
+
+
+def short_status(status: str) -> str:
+    """A point's status with each discard rule named and its figures left to the discards table:
+    "discarded (on_invalid_load: schedule_lag_ms_p99=11.6, ...)" -> "discarded (on_invalid_load)"."""
+    return re.sub(r"(\w+): [^;)]*", r"\1", status).replace("; ", ", ")
 
 
 def absent_because(campaign, arms: dict) -> str:

@@ -240,7 +240,7 @@ def waits_vs_arrival_variance(points: pd.DataFrame, out_dir: Path | None = None)
                     label=f"measured ({server})")
     k = df.dropna(subset=["kingman_ms"])
     if not k.empty:
-        ax.plot(k["ca2"], k["kingman_ms"], "--s", label="Kingman G/G/1")
+        ax.plot(k["ca2"], k["kingman_ms"], "s", label="Kingman G/G/1 (each point's own ρ, S, C_s)")
     pk = df.dropna(subset=["pk_ms"])
     if not pk.empty:
         ax.plot(pk["ca2"], pk["pk_ms"], "*", ms=14, label="Pollaczek-Khinchine (Poisson)")

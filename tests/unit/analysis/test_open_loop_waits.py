@@ -239,6 +239,14 @@ def test_conclusions_compare_the_least_and_most_variable_accepted_points():
     assert lines[2] == "P-K: mean absolute error 10% over 1 accepted point(s) (from +10% to +10%)."
 
 
+def test_status_names_the_rules_and_leaves_their_figures_to_the_discards_table():
+    assert olw.short_status("discarded (on_invalid_load: schedule_lag_ms_p99=11.6, in_flight_mean=7.0)") == \
+        "discarded (on_invalid_load)"
+    assert olw.short_status("discarded (max_failed_fraction: 3/24 failed; on_invalid_load: x=1)") == \
+        "discarded (max_failed_fraction, on_invalid_load)"
+    assert olw.short_status("HOLD") == "HOLD"
+
+
 def test_arrival_kinds_say_their_scheduled_variance():
     c = parse_campaign({"name": "t", "protocol": {"arrival": {"kind": "gamma", "rates": [1.0], "burstiness": 4}},
                         "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}]})
