@@ -208,19 +208,19 @@ class BatchingServer:
     wait is the engine's own queue-time histogram mean where the point records it, otherwise
     the mean TTFT above the arm's light-load TTFT (the time a request spent before its first
     token that an unloaded engine would not have taken)."""
-    slots: int | None
+    slots: float | None
     name: str = "batching server"
 
     def measure(self, point: PointData) -> MeasuredQueue:
-        note = (f"{self.slots} sequences served together" if self.slots else "sequences served together: "
+        note = (f"{self.slots:g} sequences served together" if self.slots else "sequences served together: "
                 "the engine's concurrency is not recorded") + ": G/G/1 does not apply as such"
         engine_queue = engine_queue_ms(point.summary)
         if engine_queue is not None:
             return MeasuredQueue(engine_queue, None, "the engine's queue-time histogram (mean)", note=note)
         source = "mean TTFT − light-load TTFT"
         if point.light_load_ttft_ms is None:
-            return MeasuredQueue(None, None, source, note=note + "; this is the arm's lightest load, its own "
-                                 "reference: no unqueued TTFT to subtract")
+            return MeasuredQueue(None, None, source, note=note + "; the arm's lightest load is itself the "
+                                 "unqueued TTFT reference")
         ttft = [(r.first_token_s - r.sent_s) * 1000 for r in sorted(point.records, key=lambda r: r.sent_s)
                 if r.phase == "measure" and r.ok and r.first_token_s is not None]
         mean, ci = batch_means_ci95(ttft)
@@ -236,15 +236,19 @@ def engine_queue_ms(summary: dict) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def concurrent_sequences(engine: dict) -> int | None:
-    """How many sequences the arm's engine serves at once, from engine.json: what the engine
-    reported (realized capacity), else what the campaign configured (its slots)."""
-    for section in ("realized_capacity", "configured_capacity"):
-        capacity = engine.get(section) or {}
-        value = capacity.get("max_concurrency", capacity.get("slots"))
-        if isinstance(value, int):
-            return value
-    return None
+# The capacity fields, in engine.json, that cap how many sequences an engine serves at once (each
+# kind names its own): the tightest one that is a number is the engine's concurrency.
+CONCURRENCY_FIELDS = ("max_concurrency", "slots", "max_num_seqs", "decode_concurrency", "max_batch_size")
+
+
+def concurrent_sequences(engine: dict) -> float | None:
+    """How many sequences the arm's engine serves at once, from engine.json: the tightest cap it
+    reported (realized capacity) or the campaign configured (e.g. vLLM's KV room for 22.75
+    sequences, capped at max_num_seqs 4, serves 4). None where neither states one."""
+    caps = [v for section in ("realized_capacity", "configured_capacity")
+            for k, v in (engine.get(section) or {}).items()
+            if k in CONCURRENCY_FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return min(caps) if caps else None
 
 
 def server_model(engine: dict) -> SingleServerFifo | BatchingServer:
@@ -398,21 +402,25 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def conclusions(frame: pd.DataFrame) -> list[str]:
-    """What the accepted single-server points show, in words; discarded and unranked points are
-    left out (they stay in the table, marked)."""
+    """What the accepted points show, in words: at each offered rate run under more than one
+    arrival kind, the wait at the least and the most variable arrivals; then each formula's error.
+    Discarded and unranked points are left out (they stay in the table, marked)."""
     if frame.empty:
         return []
     ok = frame[(frame["status"] == "accepted") & frame["wait_ms_mean"].notna() & frame["arrival_cv"].notna()]
     if ok.empty:
         return ["No accepted point has a measured wait: nothing to conclude."]
-    ok = ok.assign(ca2=ok["arrival_cv"] ** 2).sort_values("ca2")
+    ok = ok.assign(ca2=ok["arrival_cv"] ** 2)
     lines = []
-    lo, hi = ok.iloc[0], ok.iloc[-1]
-    if len(ok) > 1:
-        rho = ok["utilization"].dropna()
-        at = f" at ρ {rho.min():.2f}–{rho.max():.2f}" if not rho.empty else ""
-        lines.append(f"Measured mean wait {lo['wait_ms_mean']:.0f} ms at C_a² = {lo['ca2']:.2f} ({lo['arrival']}) and "
-                     f"{hi['wait_ms_mean']:.0f} ms at C_a² = {hi['ca2']:.2f} ({hi['arrival']}){at}: "
+    for rate, g in ok.groupby("rate_rps"):
+        if g["arrival"].nunique() < 2:
+            continue
+        g = g.sort_values("ca2")
+        lo, hi = g.iloc[0], g.iloc[-1]
+        rho = g["utilization"].dropna()
+        at = f", ρ {rho.min():.2f}–{rho.max():.2f}" if not rho.empty else ""
+        lines.append(f"At {rate:g} req/s{at}: measured mean wait {lo['wait_ms_mean']:.0f} ms at C_a² = {lo['ca2']:.2f} "
+                     f"({lo['arrival']}) and {hi['wait_ms_mean']:.0f} ms at C_a² = {hi['ca2']:.2f} ({hi['arrival']}): "
                      + ("more arrival variance, longer waits at the same average load."
                         if hi["wait_ms_mean"] > lo["wait_ms_mean"] else
                         "the waits did not grow with arrival variance here."))
@@ -424,4 +432,5 @@ def conclusions(frame: pd.DataFrame) -> list[str]:
     unstable = ok[ok["outcome"] == UNSTABLE]
     if not unstable.empty:
         lines.append(f"{len(unstable)} accepted point(s) ran at ρ ≥ 1: no steady mean wait exists there.")
-    return lines
+    return lines or ["No rate was run under more than one arrival kind, and no formula applies to these "
+                     "points: the waits are shown, with nothing to compare them with."]

@@ -157,6 +157,11 @@ def test_server_model_follows_the_engines_concurrency():
     assert isinstance(olw.server_model({"realized_capacity": {"max_concurrency": 1}}), olw.SingleServerFifo)
     assert isinstance(olw.server_model({"configured_capacity": {"slots": 1}}), olw.SingleServerFifo)
     assert olw.server_model({"realized_capacity": {"max_concurrency": 4}}) == olw.BatchingServer(4)
+    # vLLM: KV room for 22.75 sequences, but max_num_seqs serves 4 at a time
+    vllm = {"configured_capacity": {"max_num_seqs": 4, "max_model_len": 2048},
+            "realized_capacity": {"max_concurrency": 22.75, "kv_tokens": 46592}}
+    assert olw.concurrent_sequences(vllm) == 4
+    assert isinstance(olw.server_model({"configured_capacity": {"max_num_seqs": 1}}), olw.SingleServerFifo)
     assert olw.server_model({}) == olw.BatchingServer(None)  # unknown: the exact reading is not claimed
 
 
@@ -227,16 +232,21 @@ def test_open_loop_points_reads_each_arm_marks_discards_and_skips_closed_loops(t
 
 def test_conclusions_compare_the_least_and_most_variable_accepted_points():
     import pandas as pd
-    rows = [{"status": "accepted", "arrival": a, "arrival_cv": ca, "wait_ms_mean": w, "utilization": 0.65,
+    rows = [{"status": "accepted", "arrival": a, "arrival_cv": ca, "wait_ms_mean": w, "utilization": 0.65, "rate_rps": 1.1,
              "kingman_error_pct": k, "pk_error_pct": pk, "outcome": "stable"}
             for a, ca, w, k, pk in [("constant", 0.0, 5.0, -40.0, None), ("poisson", 1.0, 300.0, 10.0, 10.0),
                                     ("gamma (C_a² = 4)", 2.0, 1200.0, -20.0, None)]]
     rows.append({**rows[0], "status": "discarded (on_invalid_load: x)", "arrival_cv": 3.0, "wait_ms_mean": 1.0})
     lines = olw.conclusions(pd.DataFrame(rows))
-    assert lines[0].startswith("Measured mean wait 5 ms at C_a² = 0.00 (constant) and 1200 ms at C_a² = 4.00")
+    assert lines[0].startswith("At 1.1 req/s, ρ 0.65–0.65: measured mean wait 5 ms at C_a² = 0.00 (constant) and "
+                               "1200 ms at C_a² = 4.00")
     assert "more arrival variance, longer waits" in lines[0]
     assert lines[1] == "Kingman: mean absolute error 23% over 3 accepted point(s) (from -40% to +10%)."
     assert lines[2] == "P-K: mean absolute error 10% over 1 accepted point(s) (from +10% to +10%)."
+    # one arrival kind at several rates (a rate sweep) says nothing about burstiness
+    sweep = pd.DataFrame([{**rows[1], "rate_rps": r, "kingman_error_pct": None, "pk_error_pct": None}
+                          for r in (0.5, 1.0)])
+    assert olw.conclusions(sweep)[0].startswith("No rate was run under more than one arrival kind")
 
 
 def test_status_names_the_rules_and_leaves_their_figures_to_the_discards_table():
