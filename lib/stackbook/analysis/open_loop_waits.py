@@ -228,12 +228,10 @@ class BatchingServer:
 
 
 def engine_queue_ms(summary: dict) -> float | None:
-    """The engine's mean queue time for the point (`engine_time_ms["queue"]`, a number or a
-    mapping with its `mean`), None where the point does not record it."""
+    """The engine's mean queue time per request over the point (`engine_time_ms["queue"]`, ms,
+    from its histograms), None where the point does not record it (llama-server exports none)."""
     value = (summary.get("engine_time_ms") or {}).get("queue")
-    if isinstance(value, dict):
-        value = value.get("mean")
-    return float(value) if isinstance(value, (int, float)) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # The capacity fields, in engine.json, that cap how many sequences an engine serves at once (each

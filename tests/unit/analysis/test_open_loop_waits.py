@@ -192,7 +192,8 @@ def test_batching_engine_falls_back_to_ttft_above_light_load():
 def test_engine_queue_field_absent_or_malformed_reads_as_absent():
     assert olw.engine_queue_ms({}) is None
     assert olw.engine_queue_ms({"engine_time_ms": {"prefill": 3.0}}) is None
-    assert olw.engine_queue_ms({"engine_time_ms": {"queue": {"mean": 7.0}}}) == 7.0
+    assert olw.engine_queue_ms({"engine_time_ms": {"queue": None, "prefill": 3.0, "source": "llama-server"}}) is None
+    assert olw.engine_queue_ms({"engine_time_ms": {"queue": 7.0, "source": "engine histograms"}}) == 7.0
 
 
 # --------------------------------------------------------------------------- a run's arms
