@@ -216,3 +216,36 @@ plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["req
 # %%
 for passport in analysis.passports(arms):
     display(Markdown(passport))
+
+# %% [markdown]
+# ## Queueing on the open-loop points
+#
+# On an open-loop point requests arrive on a clock whatever the engine does, so the point is an
+# open queue and the textbook formulas can be checked on it. Per point: C_a, the coefficient of
+# variation of the realized gaps between sends (sentinels included: they hold slots of the same
+# schedule); the service times and their C_s; the utilisation ρ = λ·S from the realized arrival
+# rate λ and the mean service time S (in a stable queue the throughput is λ; a server cannot serve
+# faster than 1/S, so only λ shows an overloaded point as ρ ≥ 1, where no mean wait exists); the
+# measured mean queue wait with its 95% confidence interval (by batch means, since successive
+# waits in a queue are correlated); and what Kingman's G/G/1 approximation and, where arrivals are
+# Poisson, the Pollaczek-Khinchine M/G/1 formula predict from those same numbers, with the error.
+#
+# Where the engine serves one request at a time in arrival order (llama-server with one slot),
+# every wait and service time follows exactly from the client's send and end times by Lindley's
+# recursion, and the data must bear the assumption out (requests complete in send order). An
+# engine that batches several sequences is not a single-server queue: its wait is the engine's
+# queue-time mean where the point records it, otherwise the mean TTFT above the arm's light-load
+# TTFT, and no formula is set beside it. A discarded point is shown, crossed, and kept out of the
+# conclusions. At one mean rate, the burstier stream should wait longer: `campaigns/burstiness.yaml`
+# sweeps exactly that.
+
+# %%
+from stackbook.analysis import open_loop_waits
+
+waits = open_loop_waits.open_loop_points(campaign, arms, df)
+if waits.empty:
+    display(Markdown(f"*{open_loop_waits.absent_because(campaign, arms)}*"))
+else:
+    display(readable(open_loop_waits.display_table(waits)))
+    display(Markdown("\n".join(f"* {line}" for line in open_loop_waits.conclusions(waits))))
+plots.waits_vs_arrival_variance(waits, figures)  # None, so nothing shown, without an open-loop point

@@ -263,6 +263,35 @@ def kingman_curves(cases=((1, 0), (1, 1), (2, 1), (1, 2)), out_dir: Path | None 
                    "utilization rho (busy fraction)", "mean wait / mean service time (ratio)")
 
 
+def waits_vs_arrival_variance(points: pd.DataFrame, out_dir: Path | None = None):
+    """Measured mean queue wait (with its 95% CI) against the measured C_a² of each open-loop
+    point, beside Kingman's prediction and, at Poisson points, Pollaczek-Khinchine's: at one
+    mean rate, the seed's claim that more arrival variance means longer waits, as data."""
+    if points.empty or points["wait_ms_mean"].notna().sum() == 0:
+        return None
+    df = points.assign(ca2=points["arrival_cv"] ** 2).dropna(subset=["ca2"]).sort_values("ca2")
+    fig, ax = _figure()
+    for server, g in df.groupby("server", sort=False):
+        m = g.dropna(subset=["wait_ms_mean"])
+        if m.empty:
+            continue
+        ax.errorbar(m["ca2"], m["wait_ms_mean"], yerr=m["wait_ms_ci95"].fillna(0).to_numpy(), fmt="o", capsize=4,
+                    label=f"measured ({server})")
+    k = df.dropna(subset=["kingman_ms"])
+    if not k.empty:
+        ax.plot(k["ca2"], k["kingman_ms"], "s", label="Kingman G/G/1 (each point's own ρ, S, C_s)")
+    pk = df.dropna(subset=["pk_ms"])
+    if not pk.empty:
+        ax.plot(pk["ca2"], pk["pk_ms"], "*", ms=14, label="Pollaczek-Khinchine (Poisson)")
+    for _, r in df.dropna(subset=["wait_ms_mean"]).iterrows():
+        ax.annotate(r["arrival"], (r["ca2"], r["wait_ms_mean"]), fontsize=7, xytext=(5, 5), textcoords="offset points")
+    _mark_unranked(ax, df, "ca2", "wait_ms_mean")
+    rates = sorted({f"{x:g}" for x in df["rate_rps"].dropna()})
+    at = f" at {', '.join(rates)} req/s" if rates else ""
+    return _finish(fig, ax, out_dir, "waits_vs_arrival_variance", f"Mean queue wait against arrival variance{at}",
+                   "measured C_a² (squared CV of inter-arrival times)", "mean queue wait (ms)")
+
+
 def mva_throughput(curve: pd.DataFrame, bound_rps: float, out_dir: Path | None = None):
     """Closed-network throughput against the number of clients, with the bottleneck's bound."""
     fig, ax = _figure()

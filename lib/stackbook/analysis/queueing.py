@@ -21,6 +21,43 @@ def kingman_wait(arrival_rate: float, service_mean: float, arrival_cv: float, se
     return rho / (1 - rho) * (arrival_cv**2 + service_cv**2) / 2 * service_mean
 
 
+def pollaczek_khinchine_wait(arrival_rate: float, service_mean: float, service_cv: float) -> float:
+    """M/G/1 mean wait, exact for Poisson arrivals: Wq = rho x S / (1 - rho) x (1 + Cs^2) / 2."""
+    rho = arrival_rate * service_mean
+    _check_utilization(rho)
+    return rho * service_mean / (1 - rho) * (1 + service_cv**2) / 2
+
+
+UNSTABLE = "unstable (ρ ≥ 1)"
+
+
+@dataclass(frozen=True)
+class WaitPrediction:
+    """What the open-queue formulas say for one measured point. At rho >= 1 no mean wait exists
+    (the queue grows for as long as the load lasts): the outcome says so and the waits are None,
+    so a table of points shows it instead of stopping at the first overloaded one. P-K is given
+    only where the arrivals are Poisson, the one case it assumes."""
+    utilization: float
+    kingman_s: float | None
+    pollaczek_khinchine_s: float | None
+    outcome: str  # "stable" or UNSTABLE
+
+    @property
+    def stable(self) -> bool:
+        return self.outcome != UNSTABLE
+
+
+def predict_wait(arrival_rate: float, service_mean: float, arrival_cv: float, service_cv: float,
+                 poisson_arrivals: bool) -> WaitPrediction:
+    """Kingman's G/G/1 mean wait and, for Poisson arrivals, Pollaczek-Khinchine's, from the
+    rate, the mean service time and the two coefficients of variation (seconds in, seconds out)."""
+    rho = arrival_rate * service_mean
+    if rho >= 1:
+        return WaitPrediction(rho, None, None, UNSTABLE)
+    pk = pollaczek_khinchine_wait(arrival_rate, service_mean, service_cv) if poisson_arrivals else None
+    return WaitPrediction(rho, kingman_wait(arrival_rate, service_mean, arrival_cv, service_cv), pk, "stable")
+
+
 # --------------------------------------------------------------------------- closed networks
 
 def mva(demands: list[float], population: int, think_time: float = 0.0, delay: list[bool] | None = None) -> list[dict]:

@@ -1,0 +1,434 @@
+"""The open-queue formulas checked against measured open-loop points: per point, the realized
+arrival variability C_a, the service times and their C_s, the utilisation, the measured mean
+queue wait, and Kingman's and Pollaczek-Khinchine's prediction of it with the error.
+
+How the wait is measured depends on the engine's kind of server, so each kind of server says it:
+one request at a time in arrival order (llama-server with one slot) gives every wait and service
+time exactly from the client's own timestamps; an engine that batches several sequences is not a
+G/G/1 queue, and its wait is read from the engine's queue histogram or estimated from TTFT.
+Arithmetic is pure; records are read at the edge (`read_point_records`)."""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import singledispatch
+
+import numpy as np
+import pandas as pd
+
+from stackbook.analysis.queueing import UNSTABLE, predict_wait
+from stackbook.config.arrival_patterns import ConstantArrivals, GammaArrivals, PoissonArrivals, TraceReplay
+from stackbook.loadgen.records import RequestRecord, read_records
+from stackbook.measure.metrics import mean_ci95
+
+SERVED_IN_WINDOW = ("measure", "sentinel")  # the load the server saw while the measured requests ran
+BATCHES_FOR_CI = 10
+
+
+# --------------------------------------------------------------------------- arrival kinds
+
+@dataclass(frozen=True)
+class OpenArrivals:
+    """What the queue formulas need to know of an arm's arrival pattern: its name as a reader
+    sees it, the squared CV its schedule draws gaps from (None for a trace: its own), and whether
+    the arrivals are Poisson, the one case Pollaczek-Khinchine assumes."""
+    kind: str
+    scheduled_scv: float | None
+    poisson: bool
+
+
+@singledispatch
+def open_arrivals(arrival) -> OpenArrivals | None:
+    """None for a closed loop: its replies, not a clock, decide when requests arrive, so it is a
+    closed network (see queueing.mva), not an open queue."""
+    return None
+
+
+@open_arrivals.register
+def _(arrival: ConstantArrivals) -> OpenArrivals:
+    return OpenArrivals("constant", 0.0, False)
+
+
+@open_arrivals.register
+def _(arrival: PoissonArrivals) -> OpenArrivals:
+    return OpenArrivals("poisson", 1.0, True)
+
+
+@open_arrivals.register
+def _(arrival: GammaArrivals) -> OpenArrivals:
+    # A gamma law of shape 1 is the exponential: burstiness 1 is a Poisson process.
+    return OpenArrivals(f"gamma (C_a² = {arrival.burstiness:g})", arrival.burstiness, arrival.burstiness == 1.0)
+
+
+@open_arrivals.register
+def _(arrival: TraceReplay) -> OpenArrivals:
+    return OpenArrivals("trace", None, False)
+
+
+# --------------------------------------------------------------------------- pure arithmetic
+
+class OutOfOrderCompletion(ValueError):
+    """A request ended before one sent earlier: the server did not serve one at a time in
+    arrival order, so Lindley's recursion does not describe it."""
+
+
+def lindley(sent_s: Sequence[float], end_s: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Waits and service times of a single-server FIFO queue from arrival and departure times
+    alone (Lindley's recursion): request i starts when it arrives or when request i-1 leaves,
+    whichever is later; it waits start - sent and is served end - start.
+
+    Assumes one server taking requests in arrival order, which the data must bear out: requests
+    are given in send order and must complete in that order (else OutOfOrderCompletion)."""
+    if len(sent_s) != len(end_s):
+        raise ValueError(f"{len(sent_s)} send times against {len(end_s)} end times")
+    waits, services = [], []
+    free_at = -math.inf
+    for i, (sent, end) in enumerate(zip(sent_s, end_s)):
+        if i and sent < sent_s[i - 1]:
+            raise ValueError(f"request {i} was sent at {sent:.6f} s, before request {i - 1} ({sent_s[i - 1]:.6f} s): "
+                             "give the requests in send order")
+        if end < free_at:
+            raise OutOfOrderCompletion(
+                f"request {i} (sent at {sent:.6f} s) ended at {end:.6f} s, before request {i - 1} ended at "
+                f"{free_at:.6f} s: requests did not complete in send order, so the server was not one FIFO "
+                "server and Lindley's recursion does not give its waits")
+        start = max(sent, free_at)
+        waits.append(start - sent)
+        services.append(end - start)
+        free_at = end
+    return waits, services
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """Standard deviation over the mean (the sample's, ddof = 1); None for fewer than two values
+    or a zero mean."""
+    v = np.asarray(values, float)
+    if v.size < 2 or v.mean() == 0:
+        return None
+    return float(v.std(ddof=1) / v.mean())
+
+
+def inter_arrival_cv(sent_s: Sequence[float]) -> float | None:
+    """C_a of the realized arrivals: the CV of the gaps between consecutive sends."""
+    return coefficient_of_variation(np.diff(np.sort(np.asarray(sent_s, float))))
+
+
+def arrival_rate(sent_s: Sequence[float]) -> float | None:
+    """The realized arrival rate: one over the mean gap between consecutive sends."""
+    t = np.sort(np.asarray(sent_s, float))
+    return (t.size - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else None
+
+
+def batch_means_ci95(values: Sequence[float], batches: int = BATCHES_FOR_CI) -> tuple[float | None, float | None]:
+    """Mean and 95% half-width by batch means: successive waits in a queue are correlated (a
+    long wait is followed by long waits), so the iid interval is too narrow; the means of
+    consecutive batches are close to independent and take the t interval instead."""
+    v = np.asarray(values, float)
+    if v.size == 0:
+        return None, None
+    k = max(2, min(batches, v.size // 5))
+    if v.size < 2 * k:
+        return float(v.mean()), None
+    means = [float(b.mean()) for b in np.array_split(v, k)]
+    return float(v.mean()), mean_ci95(means)[1]
+
+
+def relative_error_pct(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or measured is None or measured <= 0:
+        return None
+    return 100 * (predicted - measured) / measured
+
+
+# --------------------------------------------------------------------------- kinds of server
+
+@dataclass(frozen=True)
+class PointData:
+    """One sweep point as the server models read it: its records in send order (every phase:
+    warm-up and cool-down requests were served too), the point's summary from results.json, and
+    the arm's reference TTFT at its lightest load (ms; None when this point is that load)."""
+    records: list[RequestRecord]
+    summary: dict
+    light_load_ttft_ms: float | None
+
+
+@dataclass(frozen=True)
+class MeasuredQueue:
+    """What a point's data says about its queue (milliseconds; None where it cannot say)."""
+    wait_ms_mean: float | None
+    wait_ms_ci95: float | None
+    wait_source: str
+    throughput_rps: float | None = None  # the window's requests served per second, first send to last end
+    service_ms_mean: float | None = None
+    service_cv: float | None = None
+    gg1_applies: bool = False
+    note: str = ""
+
+
+def _window(records: list[RequestRecord]) -> tuple[float, float] | None:
+    measured = [r for r in records if r.phase == "measure"]
+    if not measured:
+        return None
+    return min(r.sent_s for r in measured), max(r.end_s for r in measured)
+
+
+@dataclass(frozen=True)
+class SingleServerFifo:
+    """One sequence served at a time, in arrival order: a G/G/1 queue. Waits and service times
+    follow exactly from the client's send and end times (Lindley), run over every request the
+    server got (warm-up, sentinels and cool-down too: they occupied it); the statistics are taken
+    over the measured window: waits of the measured requests, service of everything sent in it."""
+    name: str = "single server, FIFO (G/G/1)"
+
+    def measure(self, point: PointData) -> MeasuredQueue:
+        source = "Lindley's recursion on the client's send and end times"
+        records = sorted(point.records, key=lambda r: r.sent_s)
+        window = _window(records)
+        if window is None:
+            return MeasuredQueue(None, None, source, note="no measured request")
+        try:
+            waits, services = lindley([r.sent_s for r in records], [r.end_s for r in records])
+        except OutOfOrderCompletion as e:
+            return MeasuredQueue(None, None, source, note=str(e))
+        measured = [w for r, w in zip(records, waits) if r.phase == "measure" and r.ok]
+        stream = [(r, s) for r, s in zip(records, services) if r.phase in SERVED_IN_WINDOW and r.ok]
+        served = [s for _, s in stream]
+        mean, ci = batch_means_ci95([w * 1000 for w in measured])
+        span = max(r.end_s for r, _ in stream) - min(r.sent_s for r, _ in stream) if stream else 0.0
+        return MeasuredQueue(mean, ci, source, throughput_rps=len(stream) / span if span > 0 else None,
+                             service_ms_mean=float(np.mean(served)) * 1000 if served else None,
+                             service_cv=coefficient_of_variation(served), gg1_applies=True)
+
+
+@dataclass(frozen=True)
+class BatchingServer:
+    """Several sequences served together (continuous batching): no single service time per
+    request and no one queue in the G/G/1 sense, so Kingman and P-K do not apply as such. The
+    wait is the engine's own queue-time histogram mean where the point records it, otherwise
+    the mean TTFT above the arm's light-load TTFT (the time a request spent before its first
+    token that an unloaded engine would not have taken)."""
+    slots: float | None
+    name: str = "batching server"
+
+    def measure(self, point: PointData) -> MeasuredQueue:
+        note = (f"{self.slots:g} sequences served together" if self.slots else "sequences served together: "
+                "the engine's concurrency is not recorded") + ": G/G/1 does not apply as such"
+        engine_queue = engine_queue_ms(point.summary)
+        if engine_queue is not None:
+            return MeasuredQueue(engine_queue, None, "the engine's queue-time histogram (mean)", note=note)
+        source = "mean TTFT − light-load TTFT"
+        if point.light_load_ttft_ms is None:
+            return MeasuredQueue(None, None, source, note=note + "; the arm's lightest load is itself the "
+                                 "unqueued TTFT reference")
+        ttft = [(r.first_token_s - r.sent_s) * 1000 for r in sorted(point.records, key=lambda r: r.sent_s)
+                if r.phase == "measure" and r.ok and r.first_token_s is not None]
+        mean, ci = batch_means_ci95(ttft)
+        return MeasuredQueue(None if mean is None else mean - point.light_load_ttft_ms, ci, source, note=note)
+
+
+def engine_queue_ms(summary: dict) -> float | None:
+    """The engine's mean queue time per request over the point (`engine_time_ms["queue"]`, ms,
+    from its histograms), None where the point does not record it (llama-server exports none)."""
+    value = (summary.get("engine_time_ms") or {}).get("queue")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+# The capacity fields, in engine.json, that cap how many sequences an engine serves at once (each
+# kind names its own): the tightest one that is a number is the engine's concurrency.
+CONCURRENCY_FIELDS = ("max_concurrency", "slots", "max_num_seqs", "decode_concurrency", "max_batch_size")
+
+
+def concurrent_sequences(engine: dict) -> float | None:
+    """How many sequences the arm's engine serves at once, from engine.json: the tightest cap it
+    reported (realized capacity) or the campaign configured (e.g. vLLM's KV room for 22.75
+    sequences, capped at max_num_seqs 4, serves 4). None where neither states one."""
+    caps = [v for section in ("realized_capacity", "configured_capacity")
+            for k, v in (engine.get(section) or {}).items()
+            if k in CONCURRENCY_FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return min(caps) if caps else None
+
+
+def server_model(engine: dict) -> SingleServerFifo | BatchingServer:
+    """A single FIFO server when the engine serves one sequence at a time; else a batching one
+    (also when unknown: the exact single-server reading is only claimed where it holds)."""
+    slots = concurrent_sequences(engine)
+    return SingleServerFifo() if slots == 1 else BatchingServer(slots)
+
+
+# --------------------------------------------------------------------------- one point, one row
+
+@dataclass(frozen=True)
+class OpenLoopPoint:
+    """One row of the table: a measured open-loop point beside the formulas' predictions."""
+    arm: str
+    point: str
+    status: str
+    arrival: str
+    rate_rps: float | None
+    scheduled_arrival_scv: float | None
+    arrival_cv: float | None
+    service_cv: float | None
+    arrival_rate_rps: float | None
+    utilization: float | None
+    throughput_rps: float | None
+    service_ms_mean: float | None
+    wait_ms_mean: float | None
+    wait_ms_ci95: float | None
+    kingman_ms: float | None
+    pk_ms: float | None
+    kingman_error_pct: float | None
+    pk_error_pct: float | None
+    server: str
+    wait_source: str
+    outcome: str
+
+
+def analyse_point(arm: str, point: str, status: str, arrivals: OpenArrivals, server, data: PointData) -> OpenLoopPoint:
+    """Measure the point's queue with its server's model and, where G/G/1 applies, set Kingman's
+    and P-K's predictions beside it. An overloaded point reads UNSTABLE instead of failing.
+
+    The utilisation is the realized arrival rate (from the same sends that give C_a) times the
+    mean service time. In a stable queue it equals throughput x service time, but a server's
+    throughput can never exceed 1/S, so only the arrival rate lets an overloaded point show ρ >= 1."""
+    window = _window(data.records)
+    stream = [r.sent_s for r in data.records if r.phase in SERVED_IN_WINDOW]
+    ca = inter_arrival_cv(stream) if window else None
+    rate = arrival_rate(stream) if window else None
+    q = server.measure(data)
+    kingman = pk = None
+    outcome = q.note or "measured"
+    rho = None
+    if q.gg1_applies and rate and q.service_ms_mean is not None and ca is not None and q.service_cv is not None:
+        p = predict_wait(rate, q.service_ms_mean / 1000, ca, q.service_cv, arrivals.poisson)
+        rho = p.utilization
+        kingman = None if p.kingman_s is None else p.kingman_s * 1000
+        pk = None if p.pollaczek_khinchine_s is None else p.pollaczek_khinchine_s * 1000
+        outcome = UNSTABLE if not p.stable else (q.note or "stable")
+    return OpenLoopPoint(
+        arm=arm, point=point, status=status, arrival=arrivals.kind, rate_rps=data.summary.get("rate"),
+        scheduled_arrival_scv=arrivals.scheduled_scv, arrival_cv=ca, service_cv=q.service_cv, arrival_rate_rps=rate,
+        utilization=rho,
+        throughput_rps=q.throughput_rps, service_ms_mean=q.service_ms_mean, wait_ms_mean=q.wait_ms_mean,
+        wait_ms_ci95=q.wait_ms_ci95, kingman_ms=kingman, pk_ms=pk,
+        kingman_error_pct=relative_error_pct(kingman, q.wait_ms_mean),
+        pk_error_pct=relative_error_pct(pk, q.wait_ms_mean), server=server.name, wait_source=q.wait_source,
+        outcome=outcome)
+
+
+def light_load_ttft_ms(records_by_point: dict[str, list[RequestRecord]], summaries: dict[str, dict]) -> tuple[str, float] | None:
+    """The arm's unqueued TTFT: the median TTFT of the measured requests at its lowest offered
+    rate (at light load few requests queue, and the median ignores the ones that did)."""
+    rated = [p for p in records_by_point if summaries.get(p, {}).get("rate") is not None]
+    if not rated:
+        return None
+    lightest = min(rated, key=lambda p: summaries[p]["rate"])
+    ttft = [(r.first_token_s - r.sent_s) * 1000 for r in records_by_point[lightest]
+            if r.phase == "measure" and r.ok and r.first_token_s is not None]
+    return (lightest, float(np.median(ttft))) if ttft else None
+
+
+def arm_points(arm: str, arrivals: OpenArrivals, engine: dict, summaries: dict[str, dict],
+               records_by_point: dict[str, list[RequestRecord]], statuses: dict[str, str]) -> list[OpenLoopPoint]:
+    """Every open-loop point of one arm, in sweep order."""
+    server = server_model(engine)
+    light = light_load_ttft_ms(records_by_point, summaries)
+    rows = []
+    for point, summary in summaries.items():
+        reference = None if light is None or light[0] == point else light[1]
+        data = PointData(records_by_point.get(point, []), summary, reference)
+        status = statuses.get(point) or ("discarded" if summary.get("discarded") else "accepted")
+        rows.append(analyse_point(arm, point, status, arrivals, server, data))
+    return rows
+
+
+# --------------------------------------------------------------------------- the run (I/O at the edge)
+
+def read_point_records(arm_dir) -> dict[str, list[RequestRecord]]:
+    """An arm's records (each point's latest attempt), grouped by point, in send order."""
+    out: dict[str, list[RequestRecord]] = {}
+    for r in sorted(read_records(arm_dir.requests, latest_attempt=True), key=lambda r: r.sent_s):
+        out.setdefault(r.point, []).append(r)
+    return out
+
+
+def open_loop_points(campaign, arms: dict, points: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per open-loop point of every arm (closed-loop arms have none). `points` is the
+    campaign's comparison frame: each point's status (accepted, or why it is not ranked) comes
+    from it, so a discarded point is shown with its rule and kept out of the conclusions."""
+    statuses: dict[tuple[str, str], str] = {}
+    if points is not None and not points.empty and "status" in points:
+        statuses = {(r["arm"], r["point"]): short_status(r["status"]) for _, r in points.iterrows()}
+    rows: list[OpenLoopPoint] = []
+    for name, a in arms.items():
+        arrivals = open_arrivals(campaign.protocol_for(a["arm"]).arrival)
+        summaries = ((a.get("results") or {}).get("sweep") or {}).get("points") or {}
+        if arrivals is None or not summaries:
+            continue
+        mine = {p: s for (arm, p), s in statuses.items() if arm == name}
+        rows += arm_points(name, arrivals, a.get("engine") or {}, summaries, read_point_records(a["dir"]), mine)
+    return pd.DataFrame([asdict(r) for r in rows])
+
+
+def short_status(status: str) -> str:
+    """A point's status with each discard rule named and its figures left to the discards table:
+    "discarded (on_invalid_load: schedule_lag_ms_p99=11.6, ...)" -> "discarded (on_invalid_load)"."""
+    return re.sub(r"(\w+): [^;)]*", r"\1", status).replace("; ", ", ")
+
+
+def absent_because(campaign, arms: dict) -> str:
+    """One line saying why a run has no open-loop point to check the formulas on."""
+    if not arms:
+        return "No arm of this run has records, so there is no open-loop point to check the queueing formulas on."
+    kinds = sorted({campaign.protocol_for(a["arm"]).arrival.kind for a in arms.values()})
+    return (f"No open-loop point in this run (arrivals: {', '.join(kinds)}): the open-queue formulas need a "
+            "clock-driven arrival stream, and a closed loop is checked by the Mean Value Analysis above.")
+
+
+DISPLAY_COLUMNS = {
+    "arm": "arm", "point": "point", "status": "status", "arrival": "arrival", "arrival_cv": "C_a (measured)",
+    "service_cv": "C_s (measured)", "arrival_rate_rps": "λ (req/s)", "utilization": "ρ (λ·S)", "service_ms_mean": "service_ms_mean",
+    "wait_ms_mean": "wait_ms_mean", "wait_ms_ci95": "wait_ms_ci95", "kingman_ms": "Kingman (ms)",
+    "pk_ms": "P-K (ms)", "kingman_error_pct": "Kingman error (%)", "pk_error_pct": "P-K error (%)",
+    "outcome": "outcome",
+}
+
+
+def display_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The columns a reader compares, named as the formulas name them."""
+    return frame[[c for c in DISPLAY_COLUMNS if c in frame]].rename(columns=DISPLAY_COLUMNS)
+
+
+def conclusions(frame: pd.DataFrame) -> list[str]:
+    """What the accepted points show, in words: at each offered rate run under more than one
+    arrival kind, the wait at the least and the most variable arrivals; then each formula's error.
+    Discarded and unranked points are left out (they stay in the table, marked)."""
+    if frame.empty:
+        return []
+    ok = frame[(frame["status"] == "accepted") & frame["wait_ms_mean"].notna() & frame["arrival_cv"].notna()]
+    if ok.empty:
+        return ["No accepted point has a measured wait: nothing to conclude."]
+    ok = ok.assign(ca2=ok["arrival_cv"] ** 2)
+    lines = []
+    for rate, g in ok.groupby("rate_rps"):
+        if g["arrival"].nunique() < 2:
+            continue
+        g = g.sort_values("ca2")
+        lo, hi = g.iloc[0], g.iloc[-1]
+        rho = g["utilization"].dropna()
+        at = f", ρ {rho.min():.2f}–{rho.max():.2f}" if not rho.empty else ""
+        lines.append(f"At {rate:g} req/s{at}: measured mean wait {lo['wait_ms_mean']:.0f} ms at C_a² = {lo['ca2']:.2f} "
+                     f"({lo['arrival']}) and {hi['wait_ms_mean']:.0f} ms at C_a² = {hi['ca2']:.2f} ({hi['arrival']}): "
+                     + ("more arrival variance, longer waits at the same average load."
+                        if hi["wait_ms_mean"] > lo["wait_ms_mean"] else
+                        "the waits did not grow with arrival variance here."))
+    for model, column in (("Kingman", "kingman_error_pct"), ("P-K", "pk_error_pct")):
+        err = ok[column].dropna()
+        if not err.empty:
+            lines.append(f"{model}: mean absolute error {err.abs().mean():.0f}% over {len(err)} accepted point(s) "
+                         f"(from {err.min():+.0f}% to {err.max():+.0f}%).")
+    unstable = ok[ok["outcome"] == UNSTABLE]
+    if not unstable.empty:
+        lines.append(f"{len(unstable)} accepted point(s) ran at ρ ≥ 1: no steady mean wait exists there.")
+    return lines or ["No rate was run under more than one arrival kind, and no formula applies to these "
+                     "points: the waits are shown, with nothing to compare them with."]
