@@ -8,6 +8,7 @@ import pandas as pd
 
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.analysis.fairness import fairness_table
+from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.config.loading import load_campaign
 from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.label import Label
@@ -344,6 +345,7 @@ class CampaignAnalysis(Open):
     verdict: list[str]
     ranking_rule: str = RANKING_RULE
     demand_maps: dict[str, ArmDemandMap] = {}
+    open_loop_waits: list[dict[str, Any]] = []
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -379,7 +381,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         pareto_frontier=_records(pareto_frontier(df)) if not df.empty else [],
         slo_capacity=_records(slo_capacity(df).reset_index()) if not df.empty else [],
         verdict=verdict(df, fair, campaign.protocol.slo), ranking_rule=RANKING_RULE,
-        demand_maps=demand_maps_of(arms, labels))
+        demand_maps=demand_maps_of(arms, labels),
+        open_loop_waits=_records(open_loop_points(campaign, arms, df)))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

@@ -13,58 +13,17 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import singledispatch
 
 import numpy as np
 import pandas as pd
 
 from stackbook.analysis.queueing import UNSTABLE, predict_wait
-from stackbook.config.arrival_patterns import ConstantArrivals, GammaArrivals, PoissonArrivals, TraceReplay
+from stackbook.config.arrival_patterns import ArrivalLaw
 from stackbook.loadgen.records import RequestRecord, read_records
 from stackbook.measure.metrics import mean_ci95
 
 SERVED_IN_WINDOW = ("measure", "sentinel")  # the load the server saw while the measured requests ran
 BATCHES_FOR_CI = 10
-
-
-# --------------------------------------------------------------------------- arrival kinds
-
-@dataclass(frozen=True)
-class OpenArrivals:
-    """What the queue formulas need to know of an arm's arrival pattern: its name as a reader
-    sees it, the squared CV its schedule draws gaps from (None for a trace: its own), and whether
-    the arrivals are Poisson, the one case Pollaczek-Khinchine assumes."""
-    kind: str
-    scheduled_scv: float | None
-    poisson: bool
-
-
-@singledispatch
-def open_arrivals(arrival) -> OpenArrivals | None:
-    """None for a closed loop: its replies, not a clock, decide when requests arrive, so it is a
-    closed network (see queueing.mva), not an open queue."""
-    return None
-
-
-@open_arrivals.register
-def _(arrival: ConstantArrivals) -> OpenArrivals:
-    return OpenArrivals("constant", 0.0, False)
-
-
-@open_arrivals.register
-def _(arrival: PoissonArrivals) -> OpenArrivals:
-    return OpenArrivals("poisson", 1.0, True)
-
-
-@open_arrivals.register
-def _(arrival: GammaArrivals) -> OpenArrivals:
-    # A gamma law of shape 1 is the exponential: burstiness 1 is a Poisson process.
-    return OpenArrivals(f"gamma (C_a² = {arrival.burstiness:g})", arrival.burstiness, arrival.burstiness == 1.0)
-
-
-@open_arrivals.register
-def _(arrival: TraceReplay) -> OpenArrivals:
-    return OpenArrivals("trace", None, False)
 
 
 # --------------------------------------------------------------------------- pure arithmetic
@@ -234,25 +193,21 @@ def engine_queue_ms(summary: dict) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-# The capacity fields, in engine.json, that cap how many sequences an engine serves at once (each
-# kind names its own): the tightest one that is a number is the engine's concurrency.
-CONCURRENCY_FIELDS = ("max_concurrency", "slots", "max_num_seqs", "decode_concurrency", "max_batch_size")
-
-
-def concurrent_sequences(engine: dict) -> float | None:
-    """How many sequences the arm's engine serves at once, from engine.json: the tightest cap it
-    reported (realized capacity) or the campaign configured (e.g. vLLM's KV room for 22.75
-    sequences, capped at max_num_seqs 4, serves 4). None where neither states one."""
-    caps = [v for section in ("realized_capacity", "configured_capacity")
-            for k, v in (engine.get(section) or {}).items()
-            if k in CONCURRENCY_FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool)]
+def concurrent_sequences(spec, engine: dict) -> float | None:
+    """How many sequences the arm's engine serves at once: the tighter of the cap its configuration
+    sets (the kind says which field: llama.cpp's slots, vLLM's max_num_seqs, ...) and the
+    concurrency its realized capacity allows (e.g. vLLM's KV room for 22.75 sequences, capped at
+    max_num_seqs 4, serves 4). None where neither states one."""
+    realized = (engine.get("realized_capacity") or {}).get("max_concurrency")
+    caps = [c for c in (spec.sequences_at_once() if spec is not None else None, realized)
+            if isinstance(c, (int, float)) and not isinstance(c, bool)]
     return min(caps) if caps else None
 
 
-def server_model(engine: dict) -> SingleServerFifo | BatchingServer:
+def server_model(spec, engine: dict) -> SingleServerFifo | BatchingServer:
     """A single FIFO server when the engine serves one sequence at a time; else a batching one
     (also when unknown: the exact single-server reading is only claimed where it holds)."""
-    slots = concurrent_sequences(engine)
+    slots = concurrent_sequences(spec, engine)
     return SingleServerFifo() if slots == 1 else BatchingServer(slots)
 
 
@@ -284,7 +239,7 @@ class OpenLoopPoint:
     outcome: str
 
 
-def analyse_point(arm: str, point: str, status: str, arrivals: OpenArrivals, server, data: PointData) -> OpenLoopPoint:
+def analyse_point(arm: str, point: str, status: str, arrivals: ArrivalLaw, server, data: PointData) -> OpenLoopPoint:
     """Measure the point's queue with its server's model and, where G/G/1 applies, set Kingman's
     and P-K's predictions beside it. An overloaded point reads UNSTABLE instead of failing.
 
@@ -328,10 +283,9 @@ def light_load_ttft_ms(records_by_point: dict[str, list[RequestRecord]], summari
     return (lightest, float(np.median(ttft))) if ttft else None
 
 
-def arm_points(arm: str, arrivals: OpenArrivals, engine: dict, summaries: dict[str, dict],
+def arm_points(arm: str, arrivals: ArrivalLaw, server: SingleServerFifo | BatchingServer, summaries: dict[str, dict],
                records_by_point: dict[str, list[RequestRecord]], statuses: dict[str, str]) -> list[OpenLoopPoint]:
     """Every open-loop point of one arm, in sweep order."""
-    server = server_model(engine)
     light = light_load_ttft_ms(records_by_point, summaries)
     rows = []
     for point, summary in summaries.items():
@@ -361,12 +315,13 @@ def open_loop_points(campaign, arms: dict, points: pd.DataFrame | None = None) -
         statuses = {(r["arm"], r["point"]): short_status(r["status"]) for _, r in points.iterrows()}
     rows: list[OpenLoopPoint] = []
     for name, a in arms.items():
-        arrivals = open_arrivals(campaign.protocol_for(a["arm"]).arrival)
+        arrivals = campaign.protocol_for(a["arm"]).arrival.arrival_law()
         summaries = ((a.get("results") or {}).get("sweep") or {}).get("points") or {}
         if arrivals is None or not summaries:
             continue
         mine = {p: s for (arm, p), s in statuses.items() if arm == name}
-        rows += arm_points(name, arrivals, a.get("engine") or {}, summaries, read_point_records(a["dir"]), mine)
+        server = server_model(a["arm"].engine, a.get("engine") or {})
+        rows += arm_points(name, arrivals, server, summaries, read_point_records(a["dir"]), mine)
     return pd.DataFrame([asdict(r) for r in rows])
 
 

@@ -3,7 +3,7 @@ knows its load levels, its cool-down, how many prompts a level sends and the sch
 follow; the schedule arithmetic itself lives in loadgen.arrivals."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, TypedDict, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, NamedTuple, TypedDict, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,8 +24,22 @@ class LoadLevel(TypedDict, total=False):
     speedup: float
 
 
+class ArrivalLaw(NamedTuple):
+    """What the open-queue formulas need to know of an arrival pattern: its name as a reader sees
+    it, the squared CV its schedule draws gaps from (None for a trace: its own), and whether the
+    arrivals are Poisson, the one case Pollaczek-Khinchine assumes."""
+    kind: str
+    scheduled_scv: float | None
+    poisson: bool
+
+
 class ArrivalPattern(Strict):
     kind: str  # each pattern narrows it to its own tag; declared here so dumps list it first
+
+    def arrival_law(self) -> ArrivalLaw | None:
+        """The open queue's arrival law; None for a closed loop: its replies, not a clock, decide
+        when requests arrive, so it is a closed network (queueing.mva), not an open queue."""
+        return None
 
     def load_levels(self) -> list[LoadLevel]:
         """One entry per load level, in sweep order."""
@@ -115,6 +129,9 @@ class ConstantArrivals(OpenLoop):
     """Evenly spaced requests."""
     kind: Literal["constant"]
 
+    def arrival_law(self) -> ArrivalLaw:
+        return ArrivalLaw("constant", 0.0, False)
+
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
         return constant_schedule(level["rate"], n)
 
@@ -122,6 +139,9 @@ class ConstantArrivals(OpenLoop):
 class PoissonArrivals(OpenLoop):
     """Independent arrivals: exponential gaps, as many independent users make."""
     kind: Literal["poisson"]
+
+    def arrival_law(self) -> ArrivalLaw:
+        return ArrivalLaw("poisson", 1.0, True)
 
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
         return poisson_schedule(level["rate"], n, seed)
@@ -132,6 +152,10 @@ class GammaArrivals(OpenLoop):
     kind: Literal["gamma"]
     burstiness_is_set: ClassVar[bool] = True
 
+    def arrival_law(self) -> ArrivalLaw:
+        # A gamma law of shape 1 is the exponential: burstiness 1 is a Poisson process.
+        return ArrivalLaw(f"gamma (C_a² = {self.burstiness:g})", self.burstiness, self.burstiness == 1.0)
+
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
         return gamma_schedule(level["rate"], n, self.burstiness, seed)
 
@@ -141,6 +165,9 @@ class TraceReplay(ArrivalPattern):
     kind: Literal["trace"]
     path: str
     speedup: float = Field(1.0, gt=0, description="2 replays twice as fast")
+
+    def arrival_law(self) -> ArrivalLaw:
+        return ArrivalLaw("trace", None, False)
 
     @field_validator("path")
     @classmethod

@@ -41,6 +41,9 @@ class LlamaCppEngine(EngineSpec):
     parallel: int = Field(4, gt=0, description="slots: sequences decoded together")
     binary: str | None = None
 
+    def sequences_at_once(self) -> int:
+        return self.parallel
+
     def configured_capacity(self, protocol) -> dict:
         return {"slots": self.parallel, "context_per_sequence": protocol.context_length,
                 "total_context_cells": protocol.context_length * self.parallel}

@@ -43,6 +43,9 @@ class MlxEngine(PythonEngineSpec):
     prompt_cache_bytes: int | None = Field(None, gt=0, description="--prompt-cache-bytes: bound on the prompt "
                                            "cache in bytes (None: unbounded)")
 
+    def sequences_at_once(self) -> int:
+        return self.decode_concurrency
+
     def configured_capacity(self, protocol) -> dict:
         return {"decode_concurrency": self.decode_concurrency,
                 "context_per_sequence": "not enforced: mlx_lm has no context limit flag",

@@ -84,6 +84,11 @@ class EngineSpec(BaseModel):
         """The capacity settings as the campaign gives them to the engine."""
         raise NotImplementedError
 
+    def sequences_at_once(self) -> int | None:
+        """The most sequences this configuration lets the engine serve at once (its slots, its
+        batch cap), None where the configuration does not cap it."""
+        return None
+
     def predicted_capacity(self, basis: CapacityBasis) -> dict:
         """The engine's own allocation rule applied to the sizing arithmetic: what its log
         should report. Always carries a `rule` saying which rule was applied."""

@@ -82,6 +82,9 @@ class TrtllmEngine(PythonEngineSpec):
     enable_block_reuse: bool = Field(True, description="prefix caching; TensorRT-LLM cannot flush it")
     enable_chunked_prefill: bool = False
 
+    def sequences_at_once(self) -> int | None:
+        return self.max_batch_size
+
     def configured_capacity(self, protocol) -> dict:
         return {"kv_cache_free_gpu_memory_fraction": self.kv_cache_free_gpu_memory_fraction,
                 "max_seq_len": protocol.context_length,

@@ -61,6 +61,9 @@ class VllmEngine(PythonEngineSpec):
             data = {k: v for k, v in data.items() if k != "kv_cache_dtype"}
         return data
 
+    def sequences_at_once(self) -> int | None:
+        return self.max_num_seqs
+
     def configured_capacity(self, protocol) -> dict:
         return {"gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": protocol.context_length}
 

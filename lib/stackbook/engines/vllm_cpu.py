@@ -38,6 +38,9 @@ class VllmCpuEngine(PythonEngineSpec):
     enforce_eager: bool = True
     max_num_seqs: int | None = Field(None, gt=0)
 
+    def sequences_at_once(self) -> int | None:
+        return self.max_num_seqs
+
     def configured_capacity(self, protocol) -> dict:
         return {"kv_cache_space_gib": self.kv_cache_gib, "max_model_len": protocol.context_length,
                 "max_num_seqs": self.max_num_seqs or "engine default"}

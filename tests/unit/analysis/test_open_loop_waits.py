@@ -5,6 +5,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from stackbook.engines.llama_cpp import LlamaCppEngine
+from stackbook.engines.vllm_cpu import VllmCpuEngine
+from stackbook.config.arrival_patterns import ArrivalLaw
 from stackbook.analysis import open_loop_waits as olw
 from stackbook.analysis import queueing
 from stackbook.config.loading import parse_campaign
@@ -99,7 +102,7 @@ def test_unstable_queue_is_an_outcome_not_an_exception():
 
 # --------------------------------------------------------------------------- one point
 
-POISSON = olw.OpenArrivals("poisson", 1.0, True)
+POISSON = ArrivalLaw("poisson", 1.0, True)
 
 
 def single_server_point(records, rate=1.0):
@@ -154,15 +157,17 @@ def test_overloaded_point_reads_unstable():
 # --------------------------------------------------------------------------- batching engines
 
 def test_server_model_follows_the_engines_concurrency():
-    assert isinstance(olw.server_model({"realized_capacity": {"max_concurrency": 1}}), olw.SingleServerFifo)
-    assert isinstance(olw.server_model({"configured_capacity": {"slots": 1}}), olw.SingleServerFifo)
-    assert olw.server_model({"realized_capacity": {"max_concurrency": 4}}) == olw.BatchingServer(4)
+    one_slot = LlamaCppEngine(kind="llama_cpp", parallel=1)
+    assert isinstance(olw.server_model(one_slot, {}), olw.SingleServerFifo)
+    assert olw.server_model(LlamaCppEngine(kind="llama_cpp", parallel=4), {}) == olw.BatchingServer(4)
     # vLLM: KV room for 22.75 sequences, but max_num_seqs serves 4 at a time
-    vllm = {"configured_capacity": {"max_num_seqs": 4, "max_model_len": 2048},
-            "realized_capacity": {"max_concurrency": 22.75, "kv_tokens": 46592}}
-    assert olw.concurrent_sequences(vllm) == 4
-    assert isinstance(olw.server_model({"configured_capacity": {"max_num_seqs": 1}}), olw.SingleServerFifo)
-    assert olw.server_model({}) == olw.BatchingServer(None)  # unknown: the exact reading is not claimed
+    vllm = VllmCpuEngine(kind="vllm_cpu", max_num_seqs=4)
+    record = {"realized_capacity": {"max_concurrency": 22.75, "kv_tokens": 46592}}
+    assert olw.concurrent_sequences(vllm, record) == 4
+    # no cap configured: the realized capacity decides
+    assert olw.concurrent_sequences(VllmCpuEngine(kind="vllm_cpu"), record) == 22.75
+    assert isinstance(olw.server_model(VllmCpuEngine(kind="vllm_cpu", max_num_seqs=1), {}), olw.SingleServerFifo)
+    assert olw.server_model(None, {}) == olw.BatchingServer(None)  # unknown: the exact reading is not claimed
 
 
 def test_batching_engine_uses_its_queue_histogram_where_recorded():
@@ -180,7 +185,7 @@ def test_batching_engine_falls_back_to_ttft_above_light_load():
     heavy = [record(i, i * 0.5, i * 0.5 + 1.5, point="rate2-r0", first=i * 0.5 + t)
              for i, t in enumerate([0.2, 0.4, 0.3, 0.5])]          # mean TTFT 350 ms
     summaries = {"rate0.5-r0": {"rate": 0.5}, "rate2-r0": {"rate": 2.0}}
-    rows = olw.arm_points("a", POISSON, {"realized_capacity": {"max_concurrency": 4}}, summaries,
+    rows = olw.arm_points("a", POISSON, olw.BatchingServer(4), summaries,
                           {"rate0.5-r0": light, "rate2-r0": heavy}, {})
     by_point = {r.point: r for r in rows}
     assert by_point["rate2-r0"].wait_ms_mean == pytest.approx(350.0 - 120.0)
@@ -261,8 +266,8 @@ def test_status_names_the_rules_and_leaves_their_figures_to_the_discards_table()
 def test_arrival_kinds_say_their_scheduled_variance():
     c = parse_campaign({"name": "t", "protocol": {"arrival": {"kind": "gamma", "rates": [1.0], "burstiness": 4}},
                         "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}]})
-    assert olw.open_arrivals(c.protocol.arrival) == olw.OpenArrivals("gamma (C_a² = 4)", 4.0, False)
+    assert c.protocol.arrival.arrival_law() == ArrivalLaw("gamma (C_a² = 4)", 4.0, False)
     gamma_one = c.protocol.arrival.model_copy(update={"burstiness": 1.0})
-    assert olw.open_arrivals(gamma_one).poisson  # a gamma law of shape 1 is the exponential
+    assert gamma_one.arrival_law().poisson  # a gamma law of shape 1 is the exponential
     closed = parse_campaign({"name": "t", "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}]})
-    assert olw.open_arrivals(closed.protocol.arrival) is None
+    assert closed.protocol.arrival.arrival_law() is None

@@ -3,7 +3,6 @@ variable under test; its arms stay comparable with each other."""
 import pytest
 import yaml
 from stackbook.analysis.fairness import fairness_table
-from stackbook.analysis.open_loop_waits import open_arrivals
 from stackbook.config.errors import CampaignError
 from stackbook.config.loading import load_campaign
 
@@ -15,8 +14,8 @@ def test_arms_differ_only_in_the_variance_of_their_arrivals():
     assert c.variables_under_test == ["arrival"]
     protocols = [c.protocol_for(a) for a in c.arms]
     # the scheduled squared CV of the gaps: 0, 0.25, 1, 4, in arm order
-    assert [open_arrivals(p.arrival).scheduled_scv for p in protocols] == [0.0, 0.25, 1.0, 4.0]
-    assert [open_arrivals(p.arrival).poisson for p in protocols] == [False, False, True, False]
+    assert [p.arrival.arrival_law().scheduled_scv for p in protocols] == [0.0, 0.25, 1.0, 4.0]
+    assert [p.arrival.arrival_law().poisson for p in protocols] == [False, False, True, False]
     assert len({tuple(p.arrival.rates) for p in protocols}) == 1 and len(protocols[0].arrival.rates) == 1
     # everything else is the same protocol and the same single-slot engine
     rest = [p.model_dump(exclude={"arrival"}) for p in protocols]
