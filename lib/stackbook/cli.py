@@ -287,6 +287,29 @@ def report(run_dir: Path = typer.Argument(..., help="a finished run, e.g. output
 
 
 @app.command()
+def attach(run_dir: Path = typer.Argument(..., help="a finished run, e.g. outputs/quickstart/reference"),
+           notebook: str = typer.Argument(..., help="50_demand_map (the run's measured centres) or 00_decide"),
+           param: list[str] = typer.Option([], "-p", help="a notebook parameter, NAME=VALUE (repeat)"),
+           note: str = typer.Option("", help="why it was attached, kept in the manifest")) -> None:
+    """Execute a teaching notebook over a finished run and keep it with the run's evidence."""
+    import yaml
+
+    from stackbook.reports import attach as attach_notebook
+
+    params = {}
+    for item in param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"-p {item!r}: write NAME=VALUE, e.g. -p improvement=0.2")
+        params[key] = yaml.safe_load(value)
+    try:
+        run = attach_notebook(run_dir, notebook, params, note)
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    typer.echo(f"attached: {run.notebook(notebook)}")
+
+
+@app.command()
 def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of one campaign; the first is the baseline"),
             out: Optional[Path] = typer.Option(None, "--out", help="comparison directory "
                                                "(default outputs/<campaign>/compare-<run>-vs-<run>)")) -> None:

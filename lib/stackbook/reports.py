@@ -49,6 +49,35 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
     return run
 
 
+# The notebooks that read a finished run without being part of every campaign, and which of their
+# parameters name a place in the run (00_decide needs none: it reads the team's answers).
+ATTACHABLE: dict[str, dict[str, str]] = {"00_decide": {}, "50_demand_map": {"run_dir": "path", "figures_dir": "figures"}}
+
+
+def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None, note: str = "") -> RunDir:
+    """Execute a workbook notebook over a finished run, keep it in the run directory beside the
+    analysis and record it in the manifest (`attached`: status, seconds, hash, note) with the
+    other outputs' hashes, so a teaching notebook run on real evidence is part of the audit record."""
+    from stackbook.evidence.manifest import ManifestFile
+    from stackbook.evidence.portable import make_portable
+    from stackbook.runner import execute_notebook
+
+    if name not in ATTACHABLE:
+        raise ValueError(f"{name!r} cannot be attached to a run; attachable notebooks: {', '.join(ATTACHABLE)}")
+    run = RunDir(_repo_relative(RunDir.existing(run_dir).path))
+    params = {**{param: str(getattr(run, place)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
+    out = run.notebook(name)
+    seconds = execute_notebook(name, out, params)
+    make_portable(run, [])
+    manifest = ManifestFile(run, campaign=None, campaign_file="")
+    manifest.data.setdefault("attached", {})[name] = {
+        "status": "ok", "seconds": round(seconds, 1), "sha256": file_sha256(out),
+        "note": note or f"notebooks/{name}.py executed over this run's records"}
+    manifest.data["outputs"] = {str(p.relative_to(run.path)): file_sha256(p) for p in run.files() if p != run.manifest}
+    manifest.save()
+    return run
+
+
 def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> RunDir:
     """Execute the comparison notebook across runs of one campaign into a comparison directory
     (default outputs/<campaign>/compare-<run>-<run>...), with its report."""

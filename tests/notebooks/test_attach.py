@@ -1,0 +1,37 @@
+"""`stackbook attach`: a teaching notebook executed over a finished run is kept with the run's
+evidence, hashed in its manifest, and reads that run's records."""
+import json
+import shutil
+import subprocess
+import sys
+
+import nbformat
+from stackbook.evidence.files import file_sha256
+from stackbook.locations import REPO_ROOT
+
+
+def test_demand_map_attached_to_a_run_reads_its_records_and_is_hashed(tmp_path):
+    run = REPO_ROOT / "outputs" / "attach-test" / "avx2"
+    shutil.rmtree(run.parent, ignore_errors=True)
+    shutil.copytree(REPO_ROOT / "outputs/quickstart/avx2-host", run)
+    try:
+        r = subprocess.run([sys.executable, "-m", "stackbook.cli", "attach", "outputs/attach-test/avx2", "50_demand_map",
+                            "-p", "improvement=0.5", "--note", "the test's"], cwd=REPO_ROOT, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        notebook = run / "50_demand_map.ipynb"
+        manifest = json.loads((run / "manifest.json").read_text())
+        entry = manifest["attached"]["50_demand_map"]
+        assert entry["status"] == "ok" and entry["note"] == "the test's"
+        assert entry["sha256"] == manifest["outputs"]["50_demand_map.ipynb"] == file_sha256(notebook)
+        cells = nbformat.read(notebook, as_version=4).cells
+        injected = next(c.source for c in cells if "injected-parameters" in c.metadata.get("tags", []))
+        assert 'run_dir = "outputs/attach-test/avx2"' in injected
+        text = json.dumps(cells)
+        assert "Making **runtime** 50% faster" in text
+        assert "not measured: its results.json predates the per-point runtime evidence" in text  # the run's own records
+        assert str(REPO_ROOT) not in text
+        bad = subprocess.run([sys.executable, "-m", "stackbook.cli", "attach", "outputs/attach-test/avx2", "45_nothing"],
+                             cwd=REPO_ROOT, capture_output=True, text=True)
+        assert bad.returncode == 2 and "attachable notebooks: 00_decide, 50_demand_map" in bad.stderr
+    finally:
+        shutil.rmtree(run.parent, ignore_errors=True)
