@@ -9,7 +9,9 @@ run at the same time, arms whose requests do not fit a node together run one aft
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -187,11 +189,16 @@ class RayExecutor:
     def run_arms(self, run, arms: list) -> None:
         started_here = not ray.is_initialized()
         if started_here:
+            # ray.init installs its own SIGTERM handler (exit at once); the runner's stops the
+            # arms first and records the interruption, so it is put back.
+            on_sigterm = signal.getsignal(signal.SIGTERM)
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, on_sigterm)
         inbox = ShipmentInbox.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=True)).remote()
         try:
-            _Campaign(self, run, inbox).run(arms)
+            _Campaign(run, inbox).run(arms)
         finally:
             ray.kill(inbox)
             if started_here:
@@ -201,8 +208,8 @@ class RayExecutor:
 class _Campaign:
     """One run's arms on the cluster: submitted together, shipments applied as they arrive."""
 
-    def __init__(self, executor: RayExecutor, run, inbox):
-        self.executor, self.run, self.inbox = executor, run, inbox
+    def __init__(self, run, inbox):
+        self.run, self.inbox = run, inbox
         self.pending: dict = {}  # task ref -> arm name
         self.finished: set[str] = set()
 
@@ -310,19 +317,24 @@ class _Campaign:
 
     def cancel(self) -> None:
         """Cancel every arm still running: each stops its engine and sends its folder home; one
-        that does not within the grace period is killed with its worker (its engine gets SIGTERM
+        that has not within the grace period is killed with its worker (its engine gets SIGTERM
         from the kernel when the worker dies)."""
-        refs = list(self.pending)
-        for ref in refs:
+        for ref in self.pending:
             ray.cancel(ref)
-        ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
-        for ref in refs:
+        waiting = dict(self.pending)
+        deadline = time.monotonic() + CANCEL_GRACE_S
+        while waiting and time.monotonic() < deadline:
+            for shipment in ray.get(self.inbox.take.remote()).values():
+                self.apply(shipment)
+                if shipment.final:
+                    waiting = {ref: name for ref, name in waiting.items() if name != shipment.arm}
+            time.sleep(0.5)
+        for ref in waiting:
             try:
                 ray.cancel(ref, force=True)
             except (ValueError, ray.exceptions.RayError):  # it already ended
                 pass
-        self.apply_shipments()
         for name in self.pending.values():
-            if self.run.manifest.arm(name)["status"] == "running":
-                self.fail(name, "interrupted", "the run was interrupted")
+            if self.run.manifest.arm(name)["status"] not in ("complete", "held", "failed", "engine_died"):
+                self.fail(name, "interrupted", "the run was interrupted; --resume re-runs what is missing")
         self.pending.clear()
