@@ -207,19 +207,19 @@ def test_lost_node_marks_its_arm_and_the_other_finishes(cluster, llama_ready, tm
     t.start()
     run = RunDir.new("ray-loss", run_id)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # the sweep has started on node_b and its folder came home once
+    home = run.arm("lost")
+    while time.monotonic() < deadline:  # the sweep runs on node_b and some of its records came home
         try:
             arm = manifest(run)["arms"]["lost"]
         except (FileNotFoundError, KeyError, json.JSONDecodeError):
             arm = {}
         if arm.get("notebooks", {}).get("30_load_sweep", {}).get("status") == "running" \
-                and run.arm("lost").engine_json.exists():
+                and home.engine_json.exists() and home.requests.exists() and home.requests.read_text().count("\n") >= 2:
             break
         time.sleep(0.5)
     else:
         raise AssertionError("the arm on node_b did not start its sweep")
-    pid = json.loads(run.arm("lost").engine_json.read_text())["pid"]
-    time.sleep(3)
+    pid = json.loads(home.engine_json.read_text())["pid"]
     c.remove_node(nodes["node_b"], allow_graceful=False)
     t.join(300)
     assert not t.is_alive()
@@ -231,5 +231,8 @@ def test_lost_node_marks_its_arm_and_the_other_finishes(cluster, llama_ready, tm
     assert lost["placement"]["node_id"] == node_ids["node_b"]
     assert kept["status"] == "complete" and kept["placement"]["node_id"] == node_ids["node_a"], kept
     assert m["status"] == "incomplete"
-    assert run.arm("lost").engine_json.exists()  # what came back before the node was lost is kept
+    # what came home before the node was lost is kept: the engine record and whole request records
+    assert home.engine_json.exists()
+    lines = home.requests.read_text().splitlines()
+    assert len(lines) >= 2 and all(json.loads(line) for line in lines[:-1])  # the last may be cut mid-write
     assert_gone(pid)  # the engine died with its node's worker

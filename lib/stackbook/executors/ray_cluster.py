@@ -26,6 +26,7 @@ from stackbook.locations import symbolic
 _OPTION_OF = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory"}
 CANCEL_GRACE_S = 60  # how long a cancelled arm gets to stop its engine and send its folder home
 NODE_DEATH_WAIT_S = 20  # how long the cluster gets to mark a node dead after its task failed
+SHIP_EVERY_S = 10  # how often the arm folder also goes home while the arm runs
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,14 @@ class ShipmentInbox:
 
 class _Sender:
     """The arm's `save`: every change of its record goes home; the folder goes with it when a
-    notebook changed state (a notebook boundary), not on every save."""
+    notebook changed state (a notebook boundary), and every SHIP_EVERY_S while the arm runs, so
+    a lost node's records come home up to its last shipment."""
 
     def __init__(self, job: ArmJob, staged: StagedRun, entry: dict, inbox):
         self.job, self.staged, self.entry, self.inbox = job, staged, entry, inbox
         self._last = None
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
 
     def shipment(self, final: bool = False) -> ArmShipment:
         arm_dir = self.staged.run.arm(self.job.arm)
@@ -123,6 +127,22 @@ class _Sender:
             self.inbox.put.remote(self.shipment())
         else:
             self.inbox.put.remote(ArmShipment(self.job.arm, _relocated_entry(self.entry, self.staged, None), None))
+
+    def _tick(self) -> None:
+        while not self._stop.wait(SHIP_EVERY_S):
+            try:
+                self.inbox.put.remote(self.shipment())
+            except (RuntimeError, OSError):  # the record or a file changed while packed: next time
+                pass
+
+    def __enter__(self) -> _Sender:
+        self._ticker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Stop shipping in the background before the last shipment, which must come last."""
+        self._stop.set()
+        self._ticker.join()
 
 
 def _relocated_entry(entry: dict, staged: StagedRun, folder: PackedArm | None) -> dict:
@@ -161,8 +181,9 @@ def run_arm_on_node(job: ArmJob, inbox) -> ArmShipment:
     try:
         send()
         campaign = load_campaign(staged.run.campaign_resolved)
-        run_arm(campaign, campaign.arm(job.arm), staged.run, staged.run.campaign_resolved, entry, send,
-                tqdm(disable=True), False, print)
+        with send:
+            run_arm(campaign, campaign.arm(job.arm), staged.run, staged.run.campaign_resolved, entry, send,
+                    tqdm(disable=True), False, print)
         entry["placement"]["finished_unix"] = time.time()
         return send.shipment(final=True)
     except KeyboardInterrupt:  # ray.cancel: run_arm has stopped the engine; send what there is
