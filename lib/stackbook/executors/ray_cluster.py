@@ -2,9 +2,9 @@
 
 The task stages a run directory in the node's temporary directory, runs the runner's `run_arm`
 there (engine started, notebooks executed and engine stopped on that node; the passport reads
-that node's host), and ships the arm folder home as a tar archive: at every notebook boundary
-to a small inbox actor on this machine (so what a lost node had finished is kept), and at the end
-as the task's return value. Ray's resource accounting places the arms: arms on different nodes
+that node's host), and ships the arm folder home as a tar archive: at every notebook boundary and
+every SHIP_EVERY_S to a small inbox actor on this machine (so what a lost node recorded is kept),
+and at the end as the task's return value. Ray's resource accounting places the arms: arms on different nodes
 run at the same time, arms whose requests do not fit a node together run one after another."""
 from __future__ import annotations
 
@@ -55,9 +55,11 @@ class ResourceRequest:
             most = max((r.get(name, 0.0) for r in held), default=0.0)
             if most == 0:
                 known = sorted({k for r in held for k in r if not k.startswith("node:") and k != "object_store_memory"})
+                flag = (f"--{_OPTION_OF[name].replace('num_', 'num-')} {amount:g}" if name in _OPTION_OF
+                        else f"--resources '{{\"{name}\": {max(amount, 1):g}}}'")
                 return (f"no node of the cluster holds resource {name!r} (requested {amount:g}); the cluster's "
-                        f"resources are {', '.join(known) or 'none'}: start a node with it (ray start "
-                        f"--resources '{{\"{name}\": {amount:g}}}') or change the arm's resources")
+                        f"resources are {', '.join(known) or 'none'}: start a node with it (ray start ... {flag}) "
+                        "or change the arm's resources")
             if most < amount:
                 return (f"no node of the cluster holds {amount:g} of resource {name!r} (the most on one node is "
                         f"{most:g}); lower the arm's request or add a larger node")
