@@ -221,7 +221,7 @@ class RayExecutor:
         inbox = ShipmentInbox.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=True)).remote()
         try:
-            _Campaign(run, inbox).run(arms)
+            _Campaign(run, inbox).execute(arms)
         finally:
             ray.kill(inbox)
             if started_here:
@@ -236,7 +236,7 @@ class _Campaign:
         self.pending: dict = {}  # task ref -> arm name
         self.finished: set[str] = set()
 
-    def run(self, arms: list) -> None:
+    def execute(self, arms: list) -> None:
         nodes = ray.nodes()
         for arm in arms:
             entry = self.run.manifest.arm(arm.name)
