@@ -51,6 +51,10 @@ def runs():
     if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
+            try:
+                d.path.parent.rmdir()  # outputs/<campaign>/, when no other run is there
+            except OSError:
+                pass
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +240,8 @@ def test_lost_node_marks_its_arm_and_the_other_finishes(cluster, llama_ready, tm
     lines = home.requests.read_text().splitlines()
     assert len(lines) >= 2 and all(json.loads(line) for line in lines[:-1])  # the last may be cut mid-write
     assert_gone(pid)  # the engine died with its node's worker
+    import glob
+    import shutil
+    import tempfile
+    for staged in glob.glob(os.path.join(tempfile.gettempdir(), "stackbook-arm-*", "outputs", "ray-loss", run_id)):
+        shutil.rmtree(staged.split("/outputs/")[0], ignore_errors=True)  # the lost node's staging left behind
