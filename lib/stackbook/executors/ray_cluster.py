@@ -258,8 +258,14 @@ class _Campaign:
                 self.apply_shipments()
                 for ref in ready:
                     self.collect(ref)
-        except BaseException:  # RunInterrupted (SIGINT, SIGTERM) or a failure here: stop every arm
+        except BaseException as err:  # RunInterrupted (SIGINT, SIGTERM) or a failure here: stop every arm
             self.cancel()
+            # A signal that lands inside Ray's compiled wait surfaces as a SystemError caused by
+            # the runner's RunInterrupted: give the runner the interruption it raised.
+            from stackbook.runner import RunInterrupted
+
+            if not isinstance(err, RunInterrupted) and isinstance(err.__cause__ or err.__context__, RunInterrupted):
+                raise (err.__cause__ or err.__context__) from None
             raise
 
     def submit(self, arm, entry: dict, request: ResourceRequest) -> None:
