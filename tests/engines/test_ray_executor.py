@@ -30,10 +30,10 @@ def cluster():
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT / "lib"), old) if p)
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    ray.init(address=c.address, log_to_driver=False)  # before the other nodes: the driver attaches to the head
     nodes = {"node_a": c.add_node(num_cpus=1, resources={"node_a": 1}),
              "node_b": c.add_node(num_cpus=1, resources={"node_b": 1})}
     c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
     yield c, {name: n.node_id for name, n in nodes.items()}, nodes
     ray.shutdown()
     c.shutdown()
