@@ -1,7 +1,7 @@
 """The ray executor on a local two-node cluster (one CPU each, custom resources node_a and
 node_b): arms placed by their resources, every arm folder shipped back into the run directory
-with its node in the manifest, a real llama.cpp arm, a node lost mid-arm, and a resource no node
-holds refused at once."""
+with its node in the manifest, a real llama.cpp arm, a node lost mid-arm (then resumed on a new
+node), and a resource no node holds refused at once."""
 import json
 import os
 import threading
@@ -13,6 +13,7 @@ import pytest
 import yaml
 from stackbook.engines.llama_cpp import LlamaCppAdapter
 from stackbook.evidence.rundir import RunDir
+from stackbook.loadgen.records import read_records
 from stackbook.locations import REPO_ROOT
 from stackbook.model.artifacts import embedded_artifacts
 from stackbook.runner import run_campaign
@@ -74,7 +75,8 @@ def llama_ready():
 def ray_run(campaign_path, run_id, runs, **kw):
     from stackbook.executors.ray_cluster import RayExecutor
 
-    runs.append(RunDir.new(yaml.safe_load(campaign_path.read_text())["name"], run_id))
+    if run_id:
+        runs.append(RunDir.new(yaml.safe_load(campaign_path.read_text())["name"], run_id))
     return run_campaign(str(campaign_path), run_id=run_id, progress=False, executor=RayExecutor(), **kw)
 
 
@@ -184,10 +186,10 @@ model: {source: embedded}
 variables_under_test: [stages]
 protocol:
   stages: [sweep]
-  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 32}
-  arrival: {kind: closed_loop, concurrency: [1]}
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+  arrival: {kind: constant, rates: [0.5]}   # paced, so the sweep lasts about 25 s on any host
   context_length: 256
-  requests_per_point: 400
+  requests_per_point: 12
   warmup_requests: 1
   canaries: {run_sweep_on_hold: true}
 arms:
@@ -243,5 +245,17 @@ def test_lost_node_marks_its_arm_and_the_other_finishes(cluster, llama_ready, tm
     import glob
     import shutil
     import tempfile
+    # a node holding node_b again: --resume re-runs only what is missing, on it
+    c.add_node(num_cpus=1, resources={"node_b": 1})
+    c.wait_for_nodes()
+    kept_span = kept["placement"]["started_unix"]
+    ray_run(path, None, [], resume=str(run))
+    m = manifest(run)
+    assert m["status"] == "complete" and m["resumed"] == 1, json.dumps(m, indent=1)[:3000]
+    assert m["arms"]["kept"]["placement"]["started_unix"] == kept_span  # not run again
+    assert m["arms"]["lost"]["engine_starts"] == 2
+    assert m["arms"]["lost"]["placement"]["node_id"] != node_ids["node_b"]
+    latest = read_records(home.requests, latest_attempt=True)
+    assert len([r for r in latest if r.phase == "measure" and r.ok]) == 12
     for staged in glob.glob(os.path.join(tempfile.gettempdir(), "stackbook-arm-*", "outputs", "ray-loss", run_id)):
         shutil.rmtree(staged.split("/outputs/")[0], ignore_errors=True)  # the lost node's staging left behind
