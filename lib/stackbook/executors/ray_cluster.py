@@ -218,8 +218,9 @@ class RayExecutor:
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, on_sigterm)
+        # On this machine's node, never on an arm's: a lost arm node must not take the inbox with it.
         inbox = ShipmentInbox.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-            ray.get_runtime_context().get_node_id(), soft=True)).remote()
+            ray.get_runtime_context().get_node_id(), soft=False)).remote()
         try:
             _Campaign(run, inbox).execute(arms)
         finally:
@@ -291,8 +292,17 @@ class _Campaign:
         self.run.manifest.save()
 
     def apply_shipments(self) -> None:
-        for shipment in ray.get(self.inbox.take.remote()).values():
+        for shipment in self.take_shipments():
             self.apply(shipment)
+
+    def take_shipments(self) -> list[ArmShipment]:
+        """The shipments waiting in the inbox; none when it is unreachable (each arm's last
+        shipment still comes as its task's return value)."""
+        try:
+            return list(ray.get(self.inbox.take.remote(), timeout=30).values())
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
+            self.run.log(f"the shipment inbox did not answer ({type(err).__name__}); arms still return their folders")
+            return []
 
     def collect(self, ref) -> None:
         name = self.pending.pop(ref)
@@ -353,7 +363,7 @@ class _Campaign:
         waiting = dict(self.pending)
         deadline = time.monotonic() + CANCEL_GRACE_S
         while waiting and time.monotonic() < deadline:
-            for shipment in ray.get(self.inbox.take.remote()).values():
+            for shipment in self.take_shipments():
                 self.apply(shipment)
                 if shipment.final:
                     waiting = {ref: name for ref, name in waiting.items() if name != shipment.arm}
