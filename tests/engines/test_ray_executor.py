@@ -1,7 +1,8 @@
 """The ray executor on a local two-node cluster (one CPU each, custom resources node_a and
 node_b): arms placed by their resources, every arm folder shipped back into the run directory
-with its node in the manifest, a real llama.cpp arm, a node lost mid-arm (then resumed on a new
-node), and a resource no node holds refused at once."""
+with its node in the manifest, a real llama.cpp arm, Ctrl-C on `stackbook run --executor ray`
+(the task cancelled, its engine stopped), a node lost mid-arm (then resumed on a new node), and a
+resource no node holds refused at once."""
 import json
 import os
 import threading
@@ -178,6 +179,37 @@ def test_real_llama_arm_runs_on_a_node_and_comes_back(cluster, llama_ready, tmp_
     assert engine["host"]["cpu"] and json.loads(d.passport_json.read_text())["identity"]["host"] == engine["host"]
     assert_gone(engine["pid"])
     assert m["absolute_paths_left"] == []
+
+
+def test_ctrl_c_cancels_the_arm_and_its_engine_stops(cluster, llama_ready, tmp_path, runs):
+    import signal
+    import subprocess
+    import sys
+
+    c, _, _ = cluster
+    path = tmp_path / "ctrlc.yaml"
+    path.write_text(SMALL.replace("name: ray-llama", "name: ray-ctrlc").replace("requests_per_point: 3",
+                                                                                "requests_per_point: 400"))
+    run_id = f"test-{tmp_path.name}"
+    run = RunDir.new("ray-ctrlc", run_id)
+    runs.append(run)
+    proc = subprocess.Popen([sys.executable, "-m", "stackbook.cli", "run", str(path), "--run-id", run_id,
+                             "--no-progress", "--executor", "ray", "--ray-address", c.address],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    home = run.arm("llama")
+    deadline = time.monotonic() + 300
+    while not (home.engine_json.exists() and home.requests.exists()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    pid = json.loads(home.engine_json.read_text())["pid"]
+    t = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, out[-2000:]
+    assert time.monotonic() - t < 90
+    assert_gone(pid)
+    m = manifest(run)
+    assert m["status"] == "interrupted" and m["arms"]["llama"]["status"] == "interrupted", m["arms"]
+    assert home.requests.read_text().count("\n") >= 1
 
 
 LOSS = """
