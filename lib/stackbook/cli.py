@@ -25,12 +25,24 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         resume: Optional[Path] = typer.Option(None, "--resume", help="continue an interrupted run directory"),
         run_id: Optional[str] = typer.Option(None, "--run-id", help="name of the run directory (default: UTC time)"),
         arm: list[str] = typer.Option([], "--arm", help="run only these arms (repeatable)"),
+        executor: str = typer.Option("local", "--executor",
+                                     help="where the arms run: local (here, one after another) or ray (each arm "
+                                          "a Ray task on a node holding its resources)"),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address",
+                                                  help="with --executor ray: the cluster, e.g. 10.0.0.1:6379 "
+                                                       "(default: RAY_ADDRESS, else a cluster started here)"),
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")
+    from stackbook.executors import executor_for
+
+    try:
+        chosen = executor_for(executor, ray_address=ray_address)
+    except ValueError as err:
+        _fail(str(err))
     try:
         if campaign is not None:
             c = load_campaign(campaign)
@@ -45,7 +57,8 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     try:
         out = run_campaign(str(campaign) if campaign else "", run_id=run_id,
                            resume=str(resume) if resume else None, only_arms=arm or None,
-                           progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True))
+                           progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True),
+                           executor=chosen)
     except (CampaignError, FileExistsError, FileNotFoundError) as err:
         _fail(str(err))
     except RunInterrupted as stop:
@@ -55,7 +68,9 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     manifest = read_manifest(out)
     typer.echo(f"\nrun directory: {out}")
     for name, a in manifest.arms.items():
-        typer.echo(f"  arm {name}: {a.status}" + (f" ({a.error})" if a.status == "held" and a.error else ""))
+        where = f" on {a.placement.host} (node {a.placement.node_id})" if a.placement and a.placement.node_id else ""
+        typer.echo(f"  arm {name}: {a.status}{where}"
+                   + (f" ({a.error})" if a.status in ("held", "failed", "node_lost") and a.error else ""))
     if out.report.exists():
         typer.echo(f"report: {out.report}  (the analysis notebook: {out.analysis_notebook})")
     if manifest.status != "complete":

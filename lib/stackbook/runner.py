@@ -1,12 +1,18 @@
 """Run a campaign: per arm, start its engine once, execute the arm notebooks with papermill,
-stop the engine; then the campaign analysis, a manifest and an HTML report."""
+stop the engine; then the campaign analysis, a manifest and an HTML report.
+
+Where the arms run is the executor's business (`stackbook.executors`: one after another here, or
+as Ray tasks on the nodes holding their resources); every executor calls `run_arm` for the
+per-arm work, so an arm does the same thing wherever it runs."""
 from __future__ import annotations
 
 import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 from tqdm import tqdm
@@ -102,13 +108,32 @@ def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tupl
     return campaign, _repo_relative(run.create())
 
 
+@dataclass
+class CampaignRun:
+    """What every arm of one run shares, handed to the executor: the campaign, the run directory
+    and its resolved campaign file, the manifest, the progress bar and the log."""
+    campaign: Campaign
+    run_dir: RunDir
+    resolved: Path
+    manifest: ManifestFile
+    steps: tqdm
+    progress: bool
+    log: Callable[[str], None]
+
+
 def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | None = None,
-                 only_arms: list[str] | None = None, progress: bool = True, log=print) -> RunDir:
+                 only_arms: list[str] | None = None, progress: bool = True, log=print, executor=None) -> RunDir:
     """Execute a campaign into outputs/<campaign>/<run-id>/ and return that directory.
+
+    `executor` places the arms (default: the local one, every arm here, one after another); the
+    analysis always runs here, after every arm.
 
     SIGINT and SIGTERM stop the run cleanly: the engine of the arm in progress is stopped, every
     record written so far stays, and the manifest says what was cut, ready for --resume.
     """
+    from stackbook.executors import LocalExecutor
+
+    executor = executor or LocalExecutor()
     os.chdir(REPO_ROOT)
     campaign, run_dir = open_run(campaign_file, run_id, resume)
     secrets = campaign_secrets(campaign)
@@ -119,6 +144,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     manifest = ManifestFile(run_dir, campaign, str(campaign_file or resolved))
     manifest.data["status"] = "running"
     manifest.data["campaign_sha256"] = file_sha256(resolved)
+    manifest.data["executor"] = executor.name
     if resume:
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()
@@ -128,8 +154,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        for arm in arms:
-            run_arm(campaign, arm, run_dir, resolved, manifest, steps, progress, log)
+        executor.run_arms(CampaignRun(campaign, run_dir, resolved, manifest, steps, progress, log), arms)
         steps.set_postfix_str("analysis")
         run_analysis(run_dir, manifest)
         steps.update(1)
@@ -179,10 +204,12 @@ def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
     manifest.save()
 
 
-def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFile, steps, progress: bool,
-            log) -> None:
-    """One arm: start its engine once, execute its notebooks, stop the engine, write the passport."""
-    entry = manifest.arm(arm.name)
+def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: Callable[[], None], steps,
+            progress: bool, log) -> None:
+    """One arm: start its engine once, execute its notebooks, stop the engine, write the passport.
+
+    `entry` is the arm's manifest record, updated in place; `save` is called whenever it changed
+    (the local executor rewrites the manifest, a Ray task ships the record and folder home)."""
     if entry["status"] == "complete":
         steps.update(len(ARM_NOTEBOOKS) + 1)
         return
@@ -195,7 +222,7 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
     t_arm = time.monotonic()
     entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
     entry.pop("error", None)
-    manifest.save()
+    save()
     if needs_engine:
         steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
         entry["engine_starts"] = entry.get("engine_starts", 0) + 1
@@ -205,7 +232,7 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
         except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
             adapter.stop()
             entry.update(status="failed", error=symbolic(str(err))[-2000:])
-            manifest.save()
+            save()
             log(f"arm {arm.name}: engine did not start: {err}")
             steps.update(len(notebooks) + 1)
             return
@@ -230,12 +257,12 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
                     entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}"
                                                 f"{': ' + canaries['reason'] if canaries.get('reason') else ''}; "
                                                 "set protocol.canaries.run_sweep_on_hold to measure anyway"}
-                    manifest.save()
+                    save()
                     steps.update(1)
                     continue
             steps.set_postfix_str(f"{arm.name}: {name}")
             entry["notebooks"][name] = {"status": "running"}
-            manifest.save()
+            save()
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
                       "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
                       "start_engine": needs_engine}
@@ -252,12 +279,12 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
                     entry["status"] = "engine_died"
                     entry["error"] = (f"the engine exited (code {adapter.proc.returncode}) during {name}; "
                                       "its records are kept, --resume restarts it and re-runs what was cut")
-                manifest.save()
+                save()
                 log(f"arm {arm.name}: {name} failed: {entry.get('error') or str(err).splitlines()[-1:]}")
                 break
-            manifest.save()
+            save()
             steps.update(1)
-    except RunInterrupted:
+    except (RunInterrupted, KeyboardInterrupt):  # a signal here, or a Ray task cancelled on its node
         entry["status"] = "interrupted"
         raise
     finally:
@@ -271,7 +298,7 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, manifest: ManifestFi
         if entry["status"] == "running":
             entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))
         entry["seconds"] = round(time.monotonic() - t_arm, 1)
-        manifest.save()
+        save()
 
 
 def arm_outcome(results: dict) -> dict:

@@ -104,6 +104,25 @@ class Arm(Strict):
     engine: Engine
     description: str = ""
     protocol_overrides: dict[str, Any] = Field(default_factory=dict)
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="what the arm needs of a node, in Ray's resource names (CPU, GPU, "
+        "memory, accelerator_type:H100, custom names): the ray executor runs the arm on a node holding them")
+
+    @field_validator("resources")
+    @classmethod
+    def _positive_amounts(cls, v: dict[str, float]) -> dict[str, float]:
+        """Ray refuses a zero or negative request only when the task is submitted, and a fractional
+        amount above 1: say so while the campaign is validated, with the fix."""
+        for name, amount in v.items():
+            if not name.strip():
+                raise ValueError("an empty resource name; name a Ray resource (e.g. GPU, node_a)")
+            if amount <= 0:
+                raise ValueError(f"{name}: amount {amount:g} is not positive; give a positive amount (e.g. "
+                                 f"{name}: 1, or 0.001 to ask only for a node that has it) or remove the entry")
+            if amount > 1 and amount != int(amount):
+                raise ValueError(f"{name}: amount {amount:g} above 1 must be a whole number (Ray's rule); "
+                                 f"give {int(amount)} or {int(amount) + 1}")
+        return v
 
 
 class Campaign(Strict):

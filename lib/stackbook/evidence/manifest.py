@@ -20,8 +20,20 @@ class NotebookEntry(Open):
     reason: Optional[str] = None
 
 
+class Placement(Open):
+    """Where an arm ran: the executor, the node (a Ray node id under the ray executor), its host
+    name and the resources granted to the arm there, with the wall-clock span on that node."""
+    executor: Literal["local", "ray"]
+    host: Optional[str] = None
+    node_id: Optional[str] = None
+    node_ip: Optional[str] = None
+    resources: dict[str, float] = Field(default_factory=dict)
+    started_unix: Optional[float] = None
+    finished_unix: Optional[float] = None
+
+
 class ArmEntry(Open):
-    status: Literal["pending", "running", "complete", "held", "failed", "engine_died", "interrupted"]
+    status: Literal["pending", "running", "complete", "held", "failed", "engine_died", "interrupted", "node_lost"]
     notebooks: dict[str, NotebookEntry] = Field(default_factory=dict)
     engine: Optional[str] = None
     stages: list[str] = Field(default_factory=list)
@@ -30,6 +42,7 @@ class ArmEntry(Open):
     engine_exit_code: Optional[int] = None
     seconds: Optional[float] = None
     error: Optional[str] = None
+    placement: Optional[Placement] = None
 
 
 class AnalysisEntry(Open):
@@ -48,6 +61,7 @@ class Manifest(Open):
     arms: dict[str, ArmEntry] = Field(default_factory=dict)
     analysis: AnalysisEntry = Field(default_factory=AnalysisEntry)
     campaign_sha256: Optional[str] = None
+    executor: Optional[str] = None
     resumed: Optional[int] = None
     interrupted_by: Optional[str] = None
     finished_unix: Optional[float] = None
