@@ -52,6 +52,13 @@ class AnalysisEntry(Open):
     error: Optional[str] = None
 
 
+class AttachedNotebook(Open):
+    status: Literal["ok", "failed"]
+    seconds: Optional[float] = None
+    sha256: Optional[str] = None
+    note: str = ""
+
+
 class Manifest(Open):
     """manifest.json: what ran, how it ended, and the hash of every output."""
     campaign: str
@@ -67,6 +74,8 @@ class Manifest(Open):
     finished_unix: Optional[float] = None
     outputs: dict[str, str] = Field(default_factory=dict)
     absolute_paths_left: list[str] = Field(default_factory=list)
+    # Teaching notebooks executed over the finished run (`stackbook attach`), by notebook name.
+    attached: dict[str, AttachedNotebook] = Field(default_factory=dict)
 
 
 class ManifestFile:
