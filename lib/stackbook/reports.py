@@ -6,6 +6,7 @@ import html
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -50,8 +51,11 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
 
 
 # The notebooks that read a finished run without being part of every campaign, and which of their
-# parameters name a place in the run (00_decide needs none: it reads the team's answers).
-ATTACHABLE: dict[str, dict[str, str]] = {"00_decide": {}, "50_demand_map": {"run_dir": "path", "figures_dir": "figures"}}
+# parameters name a place in the run (00_decide needs none: it reads the team's answers). An
+# attached notebook's figures go to a folder of their own, apart from the analysis's.
+ATTACHABLE: dict[str, dict[str, Callable[[RunDir], Path]]] = {
+    "00_decide": {},
+    "50_demand_map": {"run_dir": lambda run: run.path, "figures_dir": lambda run: run.figures / "50_demand_map"}}
 
 
 def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None, note: str = "") -> RunDir:
@@ -65,7 +69,7 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     if name not in ATTACHABLE:
         raise ValueError(f"{name!r} cannot be attached to a run; attachable notebooks: {', '.join(ATTACHABLE)}")
     run = RunDir(_repo_relative(RunDir.existing(run_dir).path))
-    params = {**{param: str(getattr(run, place)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
+    params = {**{param: str(place(run)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
     out = run.notebook(name)
     seconds = execute_notebook(name, out, params)
     make_portable(run, [])

@@ -102,7 +102,7 @@ def test_write_analysis_beside_the_notebook(tmp_path):
         "llama-cpp": {"engine": "llama_cpp", "label": "accepted", "comparable": True, "differs": []},
         "vllm-cpu": {"engine": "vllm_cpu", "label": "accepted", "comparable": True, "differs": []}}
     assert {(p["arm"], p["load"]) for p in on_disk["points"]} == {(a, c) for a in ("llama-cpp", "vllm-cpu")
-                                                                  for c in (1, 2, 4, 8)}
+                                                                  for c in (1, 2, 4)}
     assert on_disk["verdict"] == result.verdict and on_disk["verdict"][0].startswith("At concurrency 1: ")
     assert on_disk["discards"] == [] and {r["arm"] for r in on_disk["slo_capacity"]} == {"llama-cpp", "vllm-cpu"}
 
