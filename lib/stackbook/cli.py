@@ -86,13 +86,25 @@ def setup_model() -> None:
     typer.echo(json.dumps(art.identity(), indent=2))
 
 
+def name_values(items: list[str], option: str, example: str) -> dict:
+    """NAME=VALUE command-line items as a mapping, each value read as YAML (numbers, booleans, lists)."""
+    import yaml
+
+    values = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{option} {item!r}: write NAME=VALUE, e.g. {option} {example}")
+        values[name.strip()] = yaml.safe_load(value)
+    return values
+
+
 def _engine_accounting(kind: str, fields: list[str], g, verdict: dict, hw, context: int, weights: str, kv_dtype: str,
                        state_dtype: str | None, artifact_bytes: int | None, pool_gib: float | None,
                        activations_gib: float) -> dict:
     """The engine kind's own capacity rule (the one its arms use) applied to this sizing."""
     import dataclasses
 
-    import yaml
     from pydantic import ValidationError
 
     from stackbook import sizing
@@ -102,12 +114,7 @@ def _engine_accounting(kind: str, fields: list[str], g, verdict: dict, hw, conte
 
     if not verdict["fits"]:
         return {"name": kind, "note": "not computed: the model does not fit at this tensor-parallel degree"}
-    values = {}
-    for item in fields:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--engine-field {item!r}: write NAME=VALUE, e.g. gpu_memory_utilization=0.85")
-        values[name.strip()] = yaml.safe_load(value)
+    values = name_values(fields, "--engine-field", "gpu_memory_utilization=0.85")
     try:
         spec = adapter_class(kind).spec_model.model_validate({"kind": kind, **values})
         protocol = Protocol(precision=Precision(weights=weights, kv_cache=kv_dtype, state=state_dtype or "none"),
@@ -307,18 +314,10 @@ def attach(run_dir: Path = typer.Argument(..., help="a finished run, e.g. output
            param: list[str] = typer.Option([], "-p", help="a notebook parameter, NAME=VALUE (repeat)"),
            note: str = typer.Option("", help="why it was attached, kept in the manifest")) -> None:
     """Execute a teaching notebook over a finished run and keep it with the run's evidence."""
-    import yaml
-
     from stackbook.reports import attach as attach_notebook
 
-    params = {}
-    for item in param:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            _fail(f"-p {item!r}: write NAME=VALUE, e.g. -p improvement=0.2")
-        params[key] = yaml.safe_load(value)
     try:
-        run = attach_notebook(run_dir, notebook, params, note)
+        run = attach_notebook(run_dir, notebook, name_values(param, "-p", "improvement=0.2"), note)
     except (FileNotFoundError, ValueError) as err:
         _fail(str(err))
     typer.echo(f"attached: {run.notebook(notebook)}")

@@ -41,8 +41,7 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
     run_analysis(run, manifest)
     make_portable(run, [])
     if "outputs" in manifest.data:
-        manifest.data["outputs"] = {str(p.relative_to(run.path)): file_sha256(p) for p in run.files()
-                                    if p != run.manifest}
+        manifest.record_outputs(run)
         manifest.save()
     if manifest.data["analysis"].get("status") != "ok":
         raise RuntimeError(f"the analysis of {run} failed: {manifest.data['analysis'].get('error', '')[-500:]}"
@@ -77,7 +76,7 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     manifest.data.setdefault("attached", {})[name] = {
         "status": "ok", "seconds": round(seconds, 1), "sha256": file_sha256(out),
         "note": note or f"notebooks/{name}.py executed over this run's records"}
-    manifest.data["outputs"] = {str(p.relative_to(run.path)): file_sha256(p) for p in run.files() if p != run.manifest}
+    manifest.record_outputs(run)
     manifest.save()
     return run
 

@@ -172,8 +172,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         manifest.data["finished_unix"] = time.time()
         manifest.save()
         leftovers = make_portable(run_dir, secrets)
-        manifest.data["outputs"] = {str(p.relative_to(run_dir.path)): file_sha256(p) for p in run_dir.files()
-                                    if p != run_dir.manifest}
+        manifest.record_outputs(run_dir)
         manifest.data["absolute_paths_left"] = leftovers
         manifest.save()
     return run_dir

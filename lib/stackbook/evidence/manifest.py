@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from stackbook.evidence.files import read_json, write_model
+from stackbook.evidence.files import file_sha256, read_json, write_model
 from stackbook.evidence.results import Open
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import relative_to_repo
@@ -90,6 +90,10 @@ class ManifestFile:
 
     def save(self) -> None:
         write_model(self.path, Manifest.model_validate(self.data))
+
+    def record_outputs(self, run: RunDir) -> None:
+        """The hash of every file of the run but the manifest itself."""
+        self.data["outputs"] = {str(p.relative_to(run.path)): file_sha256(p) for p in run.files() if p != run.manifest}
 
     def arm(self, name: str) -> dict:
         return self.data["arms"].setdefault(name, {"status": "pending", "notebooks": {}})

@@ -8,12 +8,11 @@ difference is what the point cost. The arithmetic is pure; `read_processes` is t
 """
 from __future__ import annotations
 
-import os
 import re
 
 import psutil
 
-from stackbook.measure.telemetry import histogram_mean_ms
+from stackbook.measure.telemetry import histogram_mean_ms, process_group
 
 # ------------------------------------------------------------------------------------ processes
 
@@ -57,13 +56,9 @@ def read_processes(pid: int | None) -> dict:
     out: dict = {"client": {"cpu_s": t.user + t.system}, "engine": {}}
     if not pid:
         return out
-    try:
-        pgid = os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return out
-    for p in psutil.process_iter(["pid", "name", "cmdline"]):
+    for p in process_group(pid, ("pid", "name", "cmdline")) or []:
         try:
-            if p.info["pid"] == me.pid or os.getpgid(p.info["pid"]) != pgid:
+            if p.info["pid"] == me.pid:
                 continue
             with p.oneshot():
                 c = p.cpu_times()

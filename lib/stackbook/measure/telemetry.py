@@ -203,18 +203,33 @@ class _ProcessSampler:
         self._path.unlink(missing_ok=True)
 
 
-def group_rss(pid: int) -> int | None:
-    """Resident memory of the whole process group `pid` leads (an engine and its workers)."""
+def process_group(pid: int, attrs: tuple[str, ...] = ("pid",)) -> list[psutil.Process] | None:
+    """The processes of the group `pid` leads (an engine and its workers), each with `attrs` read
+    into its `info`; None when the leader is gone."""
     try:
         pgid = os.getpgid(pid)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         return None
-    total = 0
-    for p in psutil.process_iter(["pid"]):
+    members = []
+    for p in psutil.process_iter(list(attrs)):
         try:
             if os.getpgid(p.info["pid"]) == pgid:
-                total += p.memory_info().rss
-        except (ProcessLookupError, psutil.Error):
+                members.append(p)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return members
+
+
+def group_rss(pid: int) -> int | None:
+    """Resident memory of the whole process group `pid` leads (an engine and its workers)."""
+    members = process_group(pid)
+    if members is None:
+        return None
+    total = 0
+    for p in members:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
             continue
     return total
 
