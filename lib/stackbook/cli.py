@@ -202,20 +202,27 @@ def demand(example: str = typer.Option("seed", help="the worked example to print
 
 @app.command()
 def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (a few seconds)"),
+             processes: int = typer.Option(1, "--processes", min=1, max=64,
+                                           help="also climb the rate ladder from this many client processes "
+                                                "(protocol.loadgen.processes), beside the one-process ladder"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """The harness's own ceiling here, against the zero-latency calibration server."""
     from stackbook.harness.selftest import selftest as run
 
-    out = run(quick=quick)
+    out = run(quick=quick, processes=processes)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
     typer.echo(f"TTFT floor: p50 {out['ttft_floor_ms_p50']} ms, p99 {out['ttft_floor_ms_p99']} ms")
     typer.echo(f"streamed events: {out['streamed_events_per_s']:,} per second")
-    typer.echo(f"highest open-loop rate held with p99 schedule lag <= {out['max_schedule_lag_ms']} ms: "
-               f"{out['max_open_loop_rate_rps']} req/s")
-    for row in out["rate_ladder"]:
-        typer.echo(f"  {row}")
+    ladders = [(1, out["max_open_loop_rate_rps"], out["rate_ladder"])]
+    if processes > 1:
+        ladders.append((processes, out["max_open_loop_rate_rps_processes"], out["rate_ladder_processes"]))
+    for n, held, ladder in ladders:
+        typer.echo(f"highest open-loop rate held with p99 schedule lag <= {out['max_schedule_lag_ms']} ms, "
+                   f"{n} client process{'es' if n > 1 else ''}: {held} req/s")
+        for row in ladder:
+            typer.echo(f"  {row}")
 
 
 @app.command()

@@ -178,6 +178,13 @@ class DiscardRules(Strict):
     on_invalid_load: bool = True
 
 
+class LoadGen(Strict):
+    """How the load is generated: one client process holds one interpreter lock, so a rate
+    past what one process sends on time needs several (see loadgen.client_processes)."""
+    processes: int = Field(1, ge=1, le=64, description="client processes one point's requests are dealt to; "
+                           "raise it when the sweep says the client neared one core")
+
+
 class Protocol(Strict):
     stages: list[Stage] = Field(default_factory=lambda: ["sizing", "canaries", "sweep"])
     precision: Precision = Precision()
@@ -194,6 +201,7 @@ class Protocol(Strict):
     slo: Slo = Slo()
     canaries: Canaries = Canaries()
     discard_rules: DiscardRules = DiscardRules()
+    loadgen: LoadGen = LoadGen()
 
     @model_validator(mode="after")
     def _fits_context(self) -> "Protocol":

@@ -220,7 +220,9 @@ class PointSummary(Open):
     decode_tok_s_per_stream_ci95: Number | None = None
     length_not_honoured: int | None = None
     littles_law_concurrency: Number | None = None
-    client_cpu_fraction: Number | None = None
+    client_cpu_fraction: Number | None = Field(None, description="the busiest client process's share of one core")
+    client_processes: int | None = Field(None, description="client processes the point's requests were dealt to")
+    client_cpu_fraction_by_process: list[Number] = Field(default_factory=list)
     requests_sent: int | None = None
     bodies_sha256: str | None = Field(None, description="sha256 of the exact bodies sent (requests_sent.jsonl.gz)")
     prompts_sha256: str | None = Field(None, description="sha256 of the prompts alone, the engine's dialect left out")
@@ -269,6 +271,8 @@ class SweepResults(Open):
     load_validity: dict[str, PointValidity] = Field(default_factory=dict)
     decode_tok_s_per_stream_median: Number | None = None
     gpu_telemetry: dict[str, Any] = Field(default_factory=dict)
+    client_warnings: list[str] = Field(default_factory=list, description="points whose busiest client process "
+                                       "neared one core, with the setting that spreads the load")
     prefix_cache: dict[str, Any] = Field(default_factory=dict)
     engine_lifecycle: dict[str, Any] = Field(default_factory=dict, description="start-up (ready_after_s) and "
                                              "restarts, apart from the steady-state points")

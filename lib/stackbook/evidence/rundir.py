@@ -70,6 +70,12 @@ class ArmDir:
         return self.path / "requests_sent.jsonl.gz"
 
     @property
+    def client_parts(self) -> Path:
+        """Where the client processes of a point run by several (protocol.loadgen.processes)
+        append their own records and bodies, merged into the two files above after the point."""
+        return self.path / "client-processes"
+
+    @property
     def results(self) -> Path:
         """The machine-readable side file the notebooks write, one section per step."""
         return self.path / "results.json"

@@ -9,16 +9,23 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
 
 from stackbook.engines.spec import free_port
 from stackbook.loadgen.arrivals import poisson_schedule
-from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
+from stackbook.loadgen.client_processes import send_point
+from stackbook.loadgen.drivers import Target, run_closed_loop
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.validity import MAX_SCHEDULE_LAG_MS, rate_held
+
+
+LADDER = [25, 50, 100, 200, 400, 800, 1200, 1600, 2400, 3200]  # offered rates, req/s
+QUICK_LADDER = [25, 50, 100, 200]
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
@@ -60,21 +67,7 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
                            base=_base("events", 32))
     wall = time.perf_counter() - t0
     events = sum(len(r.chunk_times_s) for r in recs)
-    held, ladder = 0.0, []
-    for rate in rates or ([25, 50, 100, 200] if quick else [25, 50, 100, 200, 400, 800, 1200, 1600, 2400, 3200]):
-        count = int(max(60, rate * (1.5 if quick else 3)))
-        sched = poisson_schedule(rate, count, seed=int(rate))
-        recs = run_open_loop(target, _prompts(count), tok, schedule=sched, warmup=0, writer=None, base=_base(f"rate{rate}"))
-        lags = [(r.sent_s - r.scheduled_s) * 1000 for r in recs]
-        sends = sorted(r.sent_s for r in recs)
-        achieved = (len(sends) - 1) / (sends[-1] - sends[0])
-        p99 = float(np.percentile(lags, 99))
-        ok = rate_held(p99, sched_rate(sched), achieved) and all(r.ok for r in recs)
-        ladder.append({"rate_rps": rate, "achieved_rps": round(achieved, 1), "lag_p50_ms": round(float(np.percentile(lags, 50)), 3),
-                       "lag_p99_ms": round(p99, 3), "errors": sum(not r.ok for r in recs), "held": ok})
-        if not ok:
-            break
-        held = rate
+    held, ladder = rate_ladder(url, rates or (QUICK_LADDER if quick else LADDER), seconds=1.5 if quick else 3.0)
     return {"ttft_floor_ms_p50": round(float(np.percentile(ttft, 50)), 3),
             "ttft_floor_ms_p99": round(float(np.percentile(ttft, 99)), 3),
             "chunk_gap_floor_ms_p50": round(float(np.percentile(itl, 50)), 3) if itl else None,
@@ -83,14 +76,55 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
             "note": "client and calibration server share this machine's cores"}
 
 
+def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: str = "poisson",
+                seconds: float = 3.0, stop_at_first_miss: bool = True) -> tuple[float, list[dict]]:
+    """Open-loop rates in turn against the calibration server, each for `seconds` (at least 60
+    requests), from `processes` client processes: the highest rate held by the sweep's own rule
+    (p99 schedule lag and achieved rate, see measure.validity), with no request failed."""
+    target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
+    held, ladder = 0.0, []
+    with tempfile.TemporaryDirectory(prefix="stackbook-selftest-") as tmp:
+        for rate in rates:
+            count = int(max(60, rate * seconds))
+            sched = poisson_schedule(rate, count, seed=int(rate)) if arrivals == "poisson" else \
+                [i / rate for i in range(count)]
+            recs, cost = send_point("open", target, _prompts(count), ApproximateTokenizer(), processes=processes,
+                                    parts_dir=Path(tmp) / f"rate{rate}", writer=None, sent_writer=None,
+                                    base=_base(f"rate{rate}"), warmup=0, schedule=sched)
+            lags = [(r.sent_s - r.scheduled_s) * 1000 for r in recs]
+            sends = sorted(r.sent_s for r in recs)
+            achieved = (len(sends) - 1) / (sends[-1] - sends[0])
+            p99 = float(np.percentile(lags, 99))
+            ok = rate_held(p99, sched_rate(sched), achieved) and all(r.ok for r in recs) and len(recs) == count
+            ttft = [(r.first_token_s - r.sent_s) * 1000 for r in recs if r.first_token_s is not None]
+            ladder.append({"rate_rps": rate, "processes": processes, "achieved_rps": round(achieved, 1),
+                           "lag_p50_ms": round(float(np.percentile(lags, 50)), 3), "lag_p99_ms": round(p99, 3),
+                           "ttft_p99_ms": round(float(np.percentile(ttft, 99)), 3) if ttft else None,
+                           "errors": sum(not r.ok for r in recs),
+                           "client_cpu_fraction": round(cost.busiest_fraction(), 3), "held": ok})
+            if ok:
+                held = max(held, rate)
+            elif stop_at_first_miss:
+                break
+    return held, ladder
+
+
 def sched_rate(schedule: list[float]) -> float:
     return (len(schedule) - 1) / (schedule[-1] - schedule[0])
 
 
-def selftest(quick: bool = False) -> dict:
+def selftest(quick: bool = False, processes: int = 1) -> dict:
+    """The harness's ceiling; with processes > 1, the open-loop ladder again from that many
+    client processes, beside the one-process ladder."""
     proc, url = start_server()
     try:
-        return measure(url, quick=quick)
+        out = measure(url, quick=quick)
+        if processes > 1:
+            held, ladder = rate_ladder(url, QUICK_LADDER if quick else LADDER, processes=processes,
+                                       seconds=1.5 if quick else 3.0)
+            out |= {"processes": processes, "max_open_loop_rate_rps_processes": held,
+                    "rate_ladder_processes": ladder}
+        return out
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)

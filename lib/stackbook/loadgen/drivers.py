@@ -255,20 +255,25 @@ def phases(n: int, warmup: int, cooldown: int):
 
 async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, concurrency: int,
                       warmup: int, writer: RecordWriter | None, base: dict, progress=None,
-                      alive=lambda: True, cooldown: int = 0) -> list[RequestRecord]:
+                      alive=lambda: True, cooldown: int = 0, start: float | None = None,
+                      positions: list[int] | None = None, total: int | None = None) -> list[RequestRecord]:
     """`concurrency` clients, each sending its next prompt when its previous reply ends.
 
     The first `warmup` prompts and the last `cooldown` ones are sent like the others and
     recorded as phases 'warmup' and 'cooldown'; they never enter the latency statistics, but
     keep the engine at the configured concurrency while the measured requests run.
+    A share of a point run by several client processes passes the point's shared `start`
+    (a `time.perf_counter()` value: the system-wide monotonic clock), each prompt's position in
+    the whole point and the point's `total`, which the phases are counted against.
     """
-    phase_of = phases(len(prompts), warmup, cooldown)
+    phase_of = phases(total or len(prompts), warmup, cooldown)
     queue: asyncio.Queue = asyncio.Queue()
-    for i, p in enumerate(prompts):
+    for i, p in zip(positions or range(len(prompts)), prompts):
         queue.put_nowait((i, p))
     out: list[RequestRecord] = []
-    t0 = time.perf_counter()
     async with target.stream_client() as client:
+        t0 = start if start is not None else time.perf_counter()
+        await sleep_until(t0)
 
         async def worker() -> None:
             while True:
@@ -284,30 +289,36 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
     return out
 
 
+async def sleep_until(deadline: float) -> None:
+    """Sleep in short steps: the kernel lets a long wait end late by 0.1% of its length (timer
+    slack: 8 ms after an 8 s gap), and the loop's millisecond timers may wake early; loop until
+    the deadline (a `time.perf_counter()` value) has truly passed (never early)."""
+    while (delay := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(min(delay, MAX_SLEEP_S))
+
+
 async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, schedule: list[float], warmup: int,
                     writer: RecordWriter | None, base: dict, progress=None, alive=lambda: True,
-                    cooldown: int = 0) -> list[RequestRecord]:
+                    cooldown: int = 0, start: float | None = None, positions: list[int] | None = None,
+                    total: int | None = None) -> list[RequestRecord]:
     """Send prompt i at t0 + schedule[i], whatever the replies are doing (open loop).
 
     Deadlines are absolute, so a late send never delays the next; the lag of each send behind its
-    deadline is in the record (sent_s - scheduled_s).
+    deadline is in the record (sent_s - scheduled_s). `start`, `positions` and `total` as in
+    `closed_loop`: a client process sending one share of a point keeps the point's clock.
     """
-    phase_of = phases(len(prompts), warmup, cooldown)
+    phase_of = phases(total or len(prompts), warmup, cooldown)
     out: list[RequestRecord] = []
     async with target.stream_client() as client:
-        t0 = time.perf_counter()
+        t0 = start if start is not None else time.perf_counter()
 
         async def one(i: int, p: PromptSpec, at: float) -> None:
             await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0, scheduled_s=at,
                              file=lambda rec: keep(rec, out, writer, progress, alive))
 
         tasks = []
-        for i, (p, at) in enumerate(zip(prompts, schedule)):
-            # Sleep in short steps: the kernel lets a long wait end late by 0.1% of its length
-            # (timer slack: 8 ms after an 8 s gap), and the loop's millisecond timers may wake
-            # early; loop until the deadline has truly passed (never send early).
-            while (delay := at - (time.perf_counter() - t0)) > 0:
-                await asyncio.sleep(min(delay, MAX_SLEEP_S))
+        for i, p, at in zip(positions or range(len(prompts)), prompts, schedule):
+            await sleep_until(t0 + at)
             tasks.append(asyncio.create_task(one(i, p, at)))
         await asyncio.gather(*tasks)
     return out

@@ -10,7 +10,7 @@ from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.gate.canaries import load_suite
 from stackbook.gate.sentinels import SENTINEL_SHARE, judge_sentinels, mix_sentinels, sentinel_checks
 from stackbook.loadgen.arrivals import read_trace
-from stackbook.loadgen.drivers import run_closed_loop, run_open_loop
+from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
@@ -29,7 +29,7 @@ from stackbook.measure.telemetry import (
     metrics_delta,
     scrape_metrics,
 )
-from stackbook.measure.validity import apply_discard_rules, point_validity
+from stackbook.measure.validity import apply_discard_rules, client_cpu_warning, point_validity
 from stackbook.model.artifacts import artifacts_for
 
 
@@ -104,13 +104,16 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     levels = load_levels(protocol)
     expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
     turns = turns_of(protocol)
+    with RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
+        merge_parts(session.arm_dir.client_parts, writer, sent_writer)  # an interrupted point's, kept as cut
     attempts = latest_attempts(read_records(records_path))
     total = protocol.requests_per_arm()
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
     alive = session.engine_alive
     telemetry: dict[str, dict] = {}
     server_side: dict[str, dict] = {}  # per point run here: cache state, engine gauges, reconciliation
-    client_cpu: dict[str, float] = {}
+    client_cost: dict[str, ClientCost] = {}
+    client_warnings: list[str] = []
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
     sentinels = sentinels_for(protocol)
@@ -134,32 +137,36 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 procs0 = read_processes(pid)  # CPU, faults, switches: read at the point's start and end
-                cpu0, wall0, unix0 = time.process_time(), time.perf_counter(), time.time()
+                wall0, unix0 = time.perf_counter(), time.time()
+                send = dict(processes=protocol.loadgen.processes, parts_dir=session.arm_dir.client_parts,
+                            writer=writer, sent_writer=sent_writer, base=base, warmup=protocol.warmup_requests,
+                            progress=bar, alive=alive, engine_pid=pid)
                 if "trace" in lv:
                     trace = read_trace(resolve_symbolic(lv["trace"]))
                     prompts = synthetic_prompts(protocol.workload, tokenizer, len(trace), seed=seed,
                                                 lengths=[(r["prompt_tokens"], r["output_tokens"]) for r in trace])
-                    schedule = [r["timestamp_s"] / lv["speedup"] for r in trace]
-                    recs = run_open_loop(target, prompts, tokenizer, schedule=schedule,
-                                         warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
-                                         alive=alive)
+                    recs, cost = send_point("open", target, prompts, tokenizer,
+                                            schedule=[r["timestamp_s"] / lv["speedup"] for r in trace], **send)
                 elif "rate" in lv:
                     prompts = mix_sentinels(
                         synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000)),
                         sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
-                    recs = run_open_loop(target, prompts, tokenizer,
-                                         schedule=schedule_for(protocol, lv, len(prompts), seed),
-                                  warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
-                                  alive=alive, cooldown=cooldown_requests(protocol, lv))
+                    recs, cost = send_point("open", target, prompts, tokenizer,
+                                            schedule=schedule_for(protocol, lv, len(prompts), seed),
+                                            cooldown=cooldown_requests(protocol, lv), **send)
                 else:
                     prompts = mix_sentinels(
                         synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"]),
                         sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
-                    recs = run_closed_loop(target, prompts, tokenizer, concurrency=lv["concurrency"],
-                                    warmup=protocol.warmup_requests, writer=writer, base=base, progress=bar,
-                                    cooldown=cooldown_requests(protocol, lv), alive=alive)
-                client_cpu[name] = (time.process_time() - cpu0) / max(1e-9, time.perf_counter() - wall0)
+                    recs, cost = send_point("closed", target, prompts, tokenizer, concurrency=lv["concurrency"],
+                                            cooldown=cooldown_requests(protocol, lv), **send)
+                client_cost[name] = cost
+                warning = client_cpu_warning(name, cost.busiest_fraction(), protocol.loadgen.processes)
+                if warning:
+                    client_warnings.append(warning)
+                    bar.write(warning)
                 procs1, wall1 = read_processes(pid), time.perf_counter()
+                procs1["client"]["cpu_s"] += cost.elsewhere_s()
                 check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
@@ -184,7 +191,8 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             if "concurrency" in lv:
                 s.update(client_gaps([r for r in records if r.point == name]))
             s["sentinels"] = judge_sentinels([r for r in records if r.point == name], sentinels)
-            s["client_cpu_fraction"] = client_cpu.get(name)
+            if name in client_cost:
+                s.update(client_cost[name].summary())
             s.update(server_side.get(name, {}))
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
@@ -195,6 +203,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     if method is None:
         out["length_control"].update(controlled=False, honoured="not controlled: replies may end early")
     out["gpu_telemetry"] = gpu_summary
+    out["client_warnings"] = client_warnings
     # Start-up and recovery are lifecycle costs, kept apart from the steady-state points.
     out["engine_lifecycle"] = {"ready_after_s": (session.engine or {}).get("ready_after_s"),
                                "restarts": (session.engine or {}).get("restarts")}

@@ -18,6 +18,21 @@ def rate_held(schedule_lag_ms_p99: float | None, scheduled_rate_rps: float | Non
     return ok
 
 
+# A client process busier than this share of one core is the first to send late: the sweep
+# says so and names the setting that spreads the load over more processes.
+CLIENT_CPU_NEAR_CORE = 0.8
+
+
+def client_cpu_warning(point: str, busiest_fraction: float | None, processes: int) -> str | None:
+    """What to tell the user when a point's busiest client process neared one core, else None."""
+    if busiest_fraction is None or busiest_fraction < CLIENT_CPU_NEAR_CORE:
+        return None
+    return (f"point {point}: the busiest client process used {busiest_fraction:.0%} of a CPU core; near a full "
+            f"core it sends late and the point measures the client, not the engine. Spread the load: set "
+            f"protocol.loadgen.processes: {processes * 2} in the campaign (now {processes}), on a host with "
+            f"cores to spare for it")
+
+
 MAX_CLIENT_GAP_MS = MAX_SCHEDULE_LAG_MS  # p99 of a closed loop's own gap between reply and next send
 
 

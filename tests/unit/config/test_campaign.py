@@ -39,6 +39,8 @@ def test_good_campaign_and_defaults(write_campaign):
 
 
 BAD = {
+    "no client process": (GOOD.replace("protocol:\n", "protocol:\n  loadgen: {processes: 0}\n", 1),
+                          ["protocol.loadgen.processes", "greater than or equal to 1"]),
     "missing arms": ("name: t\n", ["arms", "Field required", "Fix: add it"]),
     "wrong type": (GOOD.replace("concurrency: [1, 2]", "concurrency: four"),
                    ["protocol.arrival.concurrency", "Fix: give a YAML list"]),

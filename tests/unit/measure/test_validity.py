@@ -6,7 +6,9 @@ from stackbook.harness import fidelity
 from stackbook.measure.validity import (
     MAX_SCHEDULE_LAG_MS,
     RATE_TOLERANCE,
+    CLIENT_CPU_NEAR_CORE,
     apply_discard_rules,
+    client_cpu_warning,
     point_validity,
     rate_held,
 )
@@ -91,3 +93,11 @@ def test_a_few_long_client_gaps_beside_long_replies_leave_the_load_intact():
     assert s["client_gap_ms_p99"] == pytest.approx(6.5)
     assert s["client_gap_in_flight"] < 0.002
     assert point_validity(s)["valid"]
+
+
+def test_a_client_near_one_core_is_named_with_the_setting_that_spreads_it():
+    assert client_cpu_warning("rate800-r0", CLIENT_CPU_NEAR_CORE - 0.01, 1) is None
+    assert client_cpu_warning("rate800-r0", None, 1) is None
+    msg = client_cpu_warning("rate800-r0", 0.93, 2)
+    assert msg.startswith("point rate800-r0: the busiest client process used 93% of a CPU core")
+    assert "protocol.loadgen.processes: 4 in the campaign (now 2)" in msg

@@ -63,3 +63,56 @@ def test_no_measured_request_gives_an_empty_table():
 def test_sweep_summary_line():
     line = sweep_summary({"label": "HOLD", "peak_engine_rss_gib": 1.5, "error_counts": {"timeout": 2}})
     assert line == "Label: **HOLD** · peak engine memory 1.5 GiB · errors {'timeout': 2}"
+
+
+def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path):
+    """An endpoint arm on the calibration server, each rate sent by two client processes: the
+    arm's own files hold every request once, the points are judged over the merged records and
+    say how many processes sent them and what each spent."""
+    from stackbook.evidence.files import read_json
+    from stackbook.harness.calibration_server import CalibrationServer
+    from stackbook.loadgen.records import read_records
+    from stackbook.loadgen.sent import read_sent
+    from stackbook.steps.session import open_arm
+    from stackbook.steps.sweep import arm_sweep
+
+    server = CalibrationServer().start_in_thread()
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(f"""
+name: calibration
+model: {{name: calibration, source: remote}}
+protocol:
+  stages: [sweep]
+  canaries: {{run_sweep_on_hold: true}}
+  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
+  arrival: {{kind: constant, rates: [40, 20]}}
+  context_length: 512
+  requests_per_point: 24
+  warmup_requests: 2
+  loadgen: {{processes: 2}}
+arms:
+  - name: cal
+    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
+""")
+    session = open_arm(str(campaign), run_dir=str(tmp_path / "run"), start_engine=True)
+    try:
+        out = arm_sweep(session, progress=False)
+    finally:
+        session.close()
+        server.stop()
+    arm = session.arm_dir
+    assert not arm.client_parts.exists()
+    records = read_records(arm.requests)
+    for rate in (40, 20):
+        point = f"rate{rate}-r0"
+        mine = [r for r in records if r.point == point]
+        indices = sorted(r.request_index for r in mine if r.phase != "sentinel")
+        assert indices == list(range(len(indices))) and sum(r.phase == "measure" for r in mine) == 24
+        p = out["points"][point]
+        assert p["client_processes"] == 2 and len(p["client_cpu_fraction_by_process"]) == 2
+        assert p["client_cpu_fraction"] == max(p["client_cpu_fraction_by_process"]) > 0
+        assert out["load_validity"][point]["valid"] is True
+        assert abs(p["achieved_rate_rps"] - p["scheduled_rate_rps"]) < 0.05 * p["scheduled_rate_rps"]
+        assert p["cpu_seconds"]["client"] >= sum(p["client_cpu_fraction_by_process"]) * p["window_s"] * 0.5
+    assert len(read_sent(arm.requests_sent)) == len(records)
+    assert read_json(arm.results)["sweep"]["client_warnings"] == []
