@@ -83,9 +83,13 @@ plots.throughput_vs_concurrency(points, session.arm_dir.figures)
 # send may lag its deadline by more than 5 ms at p99. A point that fails measured the client, not
 # the engine: it is marked invalid and discarded by the preregistered rule. Output length is
 # checked too: each request asked for a stated number of tokens, and shorter replies are counted.
+# The client's own cost comes next: how many processes sent each point (`protocol.loadgen`) and
+# the busiest one's share of a CPU core. A process near a full core is the first to send late.
 
 # %%
 display(readable(pd.DataFrame(sweep["load_validity"]).T))
+display(readable(sweep_step.client_table(sweep)))
+display(Markdown(sweep_step.client_note(sweep)))
 pd.Series(sweep["length_control"]).to_frame("value")
 
 # %% [markdown]

@@ -183,9 +183,11 @@ def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path)
     assert (run.figures / "pareto.png").stat().st_size > 0
 
 
-def test_sweep_notebook_runs_against_the_calibration_server(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes):
     """The whole sweep notebook, no engine: an endpoint arm on the zero-latency calibration server,
-    two Poisson rates, each its own column of per-request statistics (lightest first)."""
+    two Poisson rates, each its own column of per-request statistics (lightest first); sent from
+    the kernel itself, or from two client processes it starts."""
     from stackbook.harness.calibration_server import CalibrationServer
 
     server = CalibrationServer().start_in_thread()
@@ -201,6 +203,7 @@ protocol:
   context_length: 512
   requests_per_point: 6
   warmup_requests: 1
+  loadgen: {{processes: {processes}}}
 arms:
   - name: cal
     engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
@@ -222,3 +225,6 @@ arms:
     header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
     assert header == ["load", "level", "rate5", "rate20"]
     assert count == ["ttft_ms", "count", "6.0", "6.0"]
+    clients = next(c for c in nb.cells if "client_table" in c.source).outputs[1].data["text/plain"]
+    assert [line.split()[:2] for line in clients.splitlines()[1:]] == [["rate20-r0", str(processes)],
+                                                                       ["rate5-r0", str(processes)]]

@@ -10,6 +10,7 @@ from stackbook.evidence.results import ArmResults
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import peer_definitions, requests_frame
 from stackbook.measure.sweep import point_name, run_sweep
+from stackbook.measure.validity import CLIENT_CPU_NEAR_CORE
 
 
 def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
@@ -120,6 +121,25 @@ def runtime_table(sweep: dict) -> pd.DataFrame:
         row["accepted length"] = sd.get("accepted_length_mean") if isinstance(sd, dict) else sd
         rows[name] = row
     return pd.DataFrame(rows).T
+
+
+def client_table(sweep: dict) -> pd.DataFrame:
+    """Per point: the client processes that sent it and the share of a core each one used."""
+    rows = {name: {"client processes": p.get("client_processes"),
+                   "busiest process (share of a core)": p.get("client_cpu_fraction"),
+                   "each process": ", ".join(f"{x:.2f}" for x in p.get("client_cpu_fraction_by_process") or [])}
+            for name, p in sweep["points"].items()}
+    return pd.DataFrame(rows).T
+
+
+def client_note(sweep: dict) -> str:
+    """The sweep's word on its client: every point where a client process neared one core, with
+    the setting that spreads the load, or that none did."""
+    warnings = sweep.get("client_warnings") or []
+    if not warnings:
+        return (f"No client process neared a full core (limit {CLIENT_CPU_NEAR_CORE:.0%}): "
+                "the load generator kept up at every point.")
+    return "\n".join(f"- **Client near one core**: {w}" for w in warnings)
 
 
 def sweep_summary(sweep: dict) -> str:

@@ -116,3 +116,16 @@ arms:
         assert p["cpu_seconds"]["client"] >= sum(p["client_cpu_fraction_by_process"]) * p["window_s"] * 0.5
     assert len(read_sent(arm.requests_sent)) == len(records)
     assert read_json(arm.results)["sweep"]["client_warnings"] == []
+
+
+def test_the_client_table_and_its_note():
+    from stackbook.steps.sweep import client_note, client_table
+    sweep = {"points": {"rate800-r0": {"client_processes": 2, "client_cpu_fraction": 0.91,
+                                       "client_cpu_fraction_by_process": [0.91, 0.88]},
+                        "rate100-r0": {}},
+             "client_warnings": ["point rate800-r0: the busiest client process used 91% of a CPU core; ..."]}
+    t = client_table(sweep)
+    assert t.loc["rate800-r0", "each process"] == "0.91, 0.88" and t.loc["rate800-r0", "client processes"] == 2
+    assert client_note(sweep) == ("- **Client near one core**: point rate800-r0: the busiest client process used 91% "
+                                  "of a CPU core; ...")
+    assert client_note({"points": {}}).startswith("No client process neared a full core (limit 80%)")
