@@ -6,16 +6,26 @@
     one after another). Both nodes live on this machine and share its cores, so the figure says
     what the placement and shipping cost and what overlap the cores allow here, not what two
     real machines would give.
+(b) clients: the highest constant rate held from 1 and from 2 client processes against the
+    calibration server (a zero-latency streaming instrument, not an engine), by the sweep's own
+    rule (p99 schedule lag <= 5 ms, achieved rate within 5% of the schedule, no request failed):
+    through the library's open loop (`selftest.rate_ladder`) and through the product path
+    (`stackbook run` of a campaign with one `openai_endpoint` arm, `protocol.loadgen.processes`
+    1 or 2, one constant-rate point per rung, the notebooks executed by papermill). The server
+    and the clients share this host's cores: two client processes leave the server less.
 
-Run: .venv/bin/python benchmarks/scale.py   (a few minutes; writes benchmarks/results/scale.json)
+Run: .venv/bin/python benchmarks/scale.py [--part executors|clients|all]
+     (a few minutes each; updates that part of benchmarks/results/scale.json)
 Nothing here is a pass/fail test; the numbers are what was measured, with the command.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -101,16 +111,107 @@ def executors_wall_time() -> dict:
             "ray_over_local_wall": round(on_ray["wall_s"] / local["wall_s"], 3)}
 
 
+LADDER = [250, 500, 1000, 1500, 2000, 3000, 4000]  # offered constant rates, req/s
+LADDER_SECONDS = 3.0  # each rung of the library ladder sends this long
+PRODUCT_REQUESTS = 1500  # requests per point on the product path (its points have a fixed count)
+
+CLIENTS_CAMPAIGN = """
+name: scale-clients
+model: {{name: calibration, source: remote}}
+protocol:
+  stages: [sweep]
+  canaries: {{run_sweep_on_hold: true}}
+  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 16}}
+  arrival: {{kind: constant, rates: [{rate}]}}
+  context_length: 512
+  requests_per_point: {requests}
+  warmup_requests: 10
+  loadgen: {{processes: {processes}}}
+arms:
+  - name: calibration
+    engine: {{kind: openai_endpoint, base_url: "{url}/v1", served_model: calibration}}
+"""
+
+
+def product_rung(url: str, rate: float, processes: int, stamp: str) -> dict:
+    """One constant-rate point through `stackbook run`: the sweep's own verdict on it, and the
+    CPU seconds of each client process over the point."""
+    from stackbook.runner import run_campaign
+
+    path = Path(tempfile.mkdtemp()) / "clients.yaml"
+    path.write_text(CLIENTS_CAMPAIGN.format(rate=rate, requests=PRODUCT_REQUESTS, processes=processes, url=url))
+    run = run_campaign(str(path), run_id=f"bench-clients-{processes}p-{rate}-{stamp}", progress=False)
+    try:
+        results = json.loads((REPO_ROOT / run.path / "arms" / "calibration" / "results.json").read_text())
+        name, point = next(iter(results["sweep"]["points"].items()))
+        valid = results["sweep"]["load_validity"][name]
+        failed = point["requests"] - point["completed"]
+        return {"rate_rps": rate, "processes": processes, "achieved_rps": round(point["achieved_rate_rps"], 1),
+                "scheduled_rps": round(point["scheduled_rate_rps"], 1),
+                "lag_p99_ms": round(point["schedule_lag_ms_p99"], 3),
+                "ttft_p99_ms": point.get("ttft_ms_p99"), "errors": failed,
+                "client_cpu_fraction_by_process": point.get("client_cpu_fraction_by_process"),
+                "client_cpu_s_per_1000_requests": round(1000 * point["cpu_seconds"]["client"]
+                                                        / max(1, point["requests_in_cpu_window"]), 2),
+                "held": bool(valid["valid"]) and failed == 0}
+    finally:
+        shutil.rmtree(REPO_ROOT / run.path, ignore_errors=True)
+        try:
+            (REPO_ROOT / run.path).parent.rmdir()
+        except OSError:
+            pass
+
+
+def clients_ceiling() -> dict:
+    """The ladders, lowest rate first, each stopped at its first missed rung."""
+    from stackbook.harness.selftest import rate_ladder, start_server
+
+    proc, url = start_server()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out: dict = {"note": "constant arrivals against the calibration server on this host; the server and the "
+                         "client processes share its cores",
+                 "held_rule": "p99 schedule lag <= 5 ms, achieved rate within 5% of the schedule's, no request failed",
+                 "ladder_rps": LADDER, "library": {}, "product_path": {}}
+    try:
+        for processes in (1, 2):
+            held, ladder = rate_ladder(url, LADDER, processes=processes, arrivals="constant", seconds=LADDER_SECONDS)
+            out["library"][f"{processes}_process"] = {"highest_rate_held_rps": held, "ladder": ladder}
+            rungs, held = [], 0
+            for rate in LADDER:
+                rungs.append(product_rung(url, rate, processes, stamp))
+                if not rungs[-1]["held"]:
+                    break
+                held = rate
+            out["product_path"][f"{processes}_process"] = {"highest_rate_held_rps": held, "ladder": rungs}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    return out
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["executors", "clients", "all"], default="all")
+    part = parser.parse_args().part
     os.chdir(REPO_ROOT)
-    out = {"format": "stackbook-scale/1", "command": "benchmarks/scale.py",
-           "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "host": {"cpu": cpu_model(), "logical_cpus": os.cpu_count(), "isa_flags": isa_flags(),
-                    "python": platform.python_version()},
-           "executors": executors_wall_time()}
     dest = REPO_ROOT / "benchmarks" / "results" / "scale.json"
+    out = json.loads(dest.read_text()) if dest.exists() else {}
+    out |= {"format": "stackbook-scale/1",
+            "host": {"cpu": cpu_model(), "logical_cpus": os.cpu_count(), "isa_flags": isa_flags(),
+                     "python": platform.python_version()}}
+    if part in ("executors", "all"):
+        out["executors"] = executors_wall_time() | {
+            "command": "benchmarks/scale.py --part executors",
+            "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if part in ("clients", "all"):
+        out["clients"] = clients_ceiling() | {
+            "command": "benchmarks/scale.py --part clients",
+            "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     dest.write_text(json.dumps(out, indent=2) + "\n")
-    json.dump(out["executors"] | {"campaign": "..."}, sys.stdout, indent=2)
+    for key in ("executors", "clients"):
+        if key in out and part in (key, "all"):
+            shown = {k: v for k, v in out[key].items() if k != "campaign"}
+            json.dump(shown, sys.stdout, indent=2)
     print(f"\nwritten: {dest.relative_to(REPO_ROOT)}")
 
 

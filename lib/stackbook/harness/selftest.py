@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 
 from stackbook.engines.spec import free_port
-from stackbook.loadgen.arrivals import poisson_schedule
+from stackbook.loadgen.arrivals import constant_schedule, poisson_schedule
 from stackbook.loadgen.client_processes import send_point
 from stackbook.loadgen.drivers import Target, run_closed_loop
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
@@ -87,7 +87,7 @@ def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: s
         for rate in rates:
             count = int(max(60, rate * seconds))
             sched = poisson_schedule(rate, count, seed=int(rate)) if arrivals == "poisson" else \
-                [i / rate for i in range(count)]
+                constant_schedule(rate, count)
             recs, cost = send_point("open", target, _prompts(count), ApproximateTokenizer(), processes=processes,
                                     parts_dir=Path(tmp) / f"rate{rate}", writer=None, sent_writer=None,
                                     base=_base(f"rate{rate}"), warmup=0, schedule=sched)
