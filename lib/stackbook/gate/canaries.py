@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union
 
-import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -105,6 +104,8 @@ class JsonSchema(_Check):
                                     "json_schema": {"name": self.id, "schema": self.schema_, "strict": True}}}
 
     def judge(self, text: str, reply: dict) -> dict:
+        import jsonschema  # here, not at the top: importing it costs a second or two of CPU
+
         try:
             jsonschema.validate(json.loads(text), self.schema_)
         except json.JSONDecodeError as err:
@@ -159,6 +160,8 @@ class ToolCall(_Check):
                 "tool_choice": {"type": "function", "function": {"name": self.tool["function"]["name"]}}}
 
     def judge(self, text: str, reply: dict) -> dict:
+        import jsonschema  # here, not at the top: importing it costs a second or two of CPU
+
         name = self.tool["function"]["name"]
         calls = ((reply.get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []
         if not calls:

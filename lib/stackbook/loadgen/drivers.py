@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import httpx
-import jsonschema
 import uvloop
 
 from stackbook.loadgen.http_client import STANDARD_HEADERS, StreamClient, refuse_proxy, tls_context
@@ -72,6 +71,10 @@ def request_body(target: Target, messages: list, stream: bool = True, output_tok
 
 @lru_cache(maxsize=8)
 def _validator(schema_json: str):
+    # Imported on first use, not at the top: jsonschema's format checkers build a grammar when
+    # imported, a second or two of CPU in every process that imports the load generator.
+    import jsonschema
+
     return jsonschema.Draft202012Validator(json.loads(schema_json))
 
 
