@@ -147,10 +147,12 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     def rate(times):
         t = sorted(times)
         return (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 and t[-1] > t[0] else None
-    # The schedule's own rate over these requests (a short Poisson sample strays from its mean),
-    # against the rate the client actually achieved.
-    out["scheduled_rate_rps"] = rate([r.scheduled_s for r in measured])
-    out["achieved_rate_rps"] = rate([r.sent_s for r in measured])
+    # The schedule's own rate over the measured window (a short Poisson sample strays from its
+    # mean), against the rate the client achieved; sentinels are sent on the same schedule,
+    # among the measured requests, so they count: this is the load the engine was offered.
+    offered = [r for r in records if r.phase in ("measure", "sentinel")]
+    out["scheduled_rate_rps"] = rate([r.scheduled_s for r in offered])
+    out["achieved_rate_rps"] = rate([r.sent_s for r in offered])
     # Per-stream decode rate: what one user sees once tokens flow.
     rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]
     out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)

@@ -93,6 +93,26 @@ def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
     return protocol.arrival.schedule(level, n, seed)
 
 
+def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinels: list
+                   ) -> tuple[str, list, dict]:
+    """One point's prompts, built before its readings start: the loop kind ("open" or "closed"),
+    the prompts in sending order, and the schedule or concurrency with the cool-down."""
+    if "trace" in level:
+        trace = read_trace(resolve_symbolic(level["trace"]))
+        prompts = synthetic_prompts(protocol.workload, tokenizer, len(trace), seed=seed,
+                                    lengths=[(r["prompt_tokens"], r["output_tokens"]) for r in trace])
+        return "open", prompts, {"schedule": [r["timestamp_s"] / level["speedup"] for r in trace]}
+    cooldown = cooldown_requests(protocol, level)
+    if "rate" in level:
+        prompts = mix_sentinels(
+            synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(level["rate"] * 1000)),
+            sentinels, protocol.warmup_requests, cooldown)
+        return "open", prompts, {"schedule": schedule_for(protocol, level, len(prompts), seed), "cooldown": cooldown}
+    prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + level["concurrency"]),
+                            sentinels, protocol.warmup_requests, cooldown)
+    return "closed", prompts, {"concurrency": level["concurrency"], "cooldown": cooldown}
+
+
 def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     """Run every point of the arm's protocol; records go to requests.jsonl as they complete.
     Points already complete in requests.jsonl (a resumed run) are not run again."""
@@ -134,39 +154,22 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 check_engine(session, name)
                 base = {"run_id": run_id, "arm": session.arm.name, "point": name, "repetition": rep,
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
+                kind, prompts, shape = point_requests(protocol, lv, n, seed, tokenizer, sentinels)
                 cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 procs0 = read_processes(pid)  # CPU, faults, switches: read at the point's start and end
                 wall0, unix0 = time.perf_counter(), time.time()
-                send = dict(processes=protocol.loadgen.processes, parts_dir=session.arm_dir.client_parts,
-                            writer=writer, sent_writer=sent_writer, base=base, warmup=protocol.warmup_requests,
-                            progress=bar, alive=alive, engine_pid=pid)
-                if "trace" in lv:
-                    trace = read_trace(resolve_symbolic(lv["trace"]))
-                    prompts = synthetic_prompts(protocol.workload, tokenizer, len(trace), seed=seed,
-                                                lengths=[(r["prompt_tokens"], r["output_tokens"]) for r in trace])
-                    recs, cost = send_point("open", target, prompts, tokenizer,
-                                            schedule=[r["timestamp_s"] / lv["speedup"] for r in trace], **send)
-                elif "rate" in lv:
-                    prompts = mix_sentinels(
-                        synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(lv["rate"] * 1000)),
-                        sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
-                    recs, cost = send_point("open", target, prompts, tokenizer,
-                                            schedule=schedule_for(protocol, lv, len(prompts), seed),
-                                            cooldown=cooldown_requests(protocol, lv), **send)
-                else:
-                    prompts = mix_sentinels(
-                        synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + lv["concurrency"]),
-                        sentinels, protocol.warmup_requests, cooldown_requests(protocol, lv))
-                    recs, cost = send_point("closed", target, prompts, tokenizer, concurrency=lv["concurrency"],
-                                            cooldown=cooldown_requests(protocol, lv), **send)
+                recs, cost = send_point(kind, target, prompts, tokenizer, processes=protocol.loadgen.processes,
+                                        parts_dir=session.arm_dir.client_parts, writer=writer,
+                                        sent_writer=sent_writer, base=base, warmup=protocol.warmup_requests,
+                                        progress=bar, alive=alive, engine_pid=pid, **shape)
+                procs1, wall1 = read_processes(pid), time.perf_counter()
+                procs1["client"]["cpu_s"] += cost.elsewhere_s()
                 client_cost[name] = cost
                 warning = client_cpu_warning(name, cost.busiest_fraction(), protocol.loadgen.processes)
                 if warning:
                     client_warnings.append(warning)
                     bar.write(warning)
-                procs1, wall1 = read_processes(pid), time.perf_counter()
-                procs1["client"]["cpu_s"] += cost.elsewhere_s()
                 check_engine(session, name, recs)
                 after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 telemetry[name] = metrics_delta(before, after)
