@@ -41,6 +41,7 @@ import numpy as np
 import psutil
 
 from stackbook.harness.selftest import start_server
+from stackbook.host import cpu_model, isa_flags
 from stackbook.locations import REPO_ROOT
 
 CAMPAIGN = "client-cost"
@@ -276,7 +277,11 @@ def main() -> None:
         proc.wait(10)
     print(table(results))
     if args.json:
-        args.json.write_text(json.dumps({"host_cpus": os.cpu_count(), "results": results}, indent=1) + "\n")
+        args.json.write_text(json.dumps({
+            "command": "benchmarks/client_cost.py " + " ".join(sys.argv[1:]),
+            "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "host": {"cpu": cpu_model(), "logical_cpus": os.cpu_count(), "isa_flags": isa_flags()},
+            "results": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
