@@ -88,8 +88,15 @@ def improvement_summary(before: dict, after: dict, layer: str, fraction: float) 
 
 # =========================================================================== measured centres
 
-CLIENT_WHY_M = ("1: one client process; its event loop runs on one core at a time (Python's interpreter "
-                "lock), whatever the host has")
+def client_capacity(point: dict) -> tuple[float, str]:
+    """m of the client centre and why: one core per client process that sent the point (each
+    event loop runs on one core at a time, Python's interpreter lock), whatever the host has."""
+    n = point.get("client_processes") or 1
+    if n == 1:
+        return 1.0, ("1: one client process; its event loop runs on one core at a time (Python's interpreter "
+                     "lock), whatever the host has")
+    return float(n), (f"{n}: the point was sent by {n} client processes (protocol.loadgen.processes), each "
+                      "event loop on one core at a time")
 FRONT_END_WHY_M = ("1: one API-server process (Python: one core at a time) parses, tokenizes and streams "
                    "every request")
 SCHEDULER_WHY_M = "1: one EngineCore process (Python: one core at a time) schedules every engine step"
@@ -128,8 +135,9 @@ def point_centres(point: dict, engine: dict, log_text: str = "") -> list[Layer]:
         return []
     generated = (point.get("work_tokens") or {}).get("generated_tokens")
     steps = generated / done if generated else 1.0
-    centres = [Layer("client", 1, _per_request_ms(cpu["client"], done), 1.0, CLIENT_WHY_M,
-                     "client process CPU seconds (user + system) / requests completed in the point")]
+    client_m, client_why = client_capacity(point)
+    centres = [Layer("client", 1, _per_request_ms(cpu["client"], done), client_m, client_why,
+                     "client processes' CPU seconds (user + system) / requests completed in the point")]
     roles = dict(cpu.get("engine") or {})
     m, why_m = compute_capacity(engine, log_text)
     # vLLM's CPU build runs the model in a worker process (VLLM::Worker) beside the EngineCore

@@ -171,3 +171,11 @@ def test_vllm_cpus_worker_process_is_the_compute_and_enginecore_the_scheduler():
     assert centres["engine scheduler"].demand_ms == pytest.approx(50.0)   # 0.6 s / 12
     assert centres["engine compute"].demand_ms == pytest.approx(2000.0)   # 24 s / 12
     assert "worker process" in centres["engine compute"].source
+
+
+def test_the_client_centre_has_one_core_per_client_process():
+    point = dict(results()["sweep"]["points"]["c4-r0"])
+    one = {c.name: c for c in point_centres(point, VLLM_ENGINE, VLLM_LOG)}["client"]
+    two = {c.name: c for c in point_centres(point | {"client_processes": 2}, VLLM_ENGINE, VLLM_LOG)}["client"]
+    assert (one.capacity, two.capacity) == (1.0, 2.0) and two.service_ms == one.service_ms
+    assert two.adjusted_ms == one.adjusted_ms / 2 and "protocol.loadgen.processes" in two.why_m
