@@ -165,7 +165,9 @@ def test_each_canary_kind_on_real_engine_output(run):
 
 
 def test_open_loop_sweep_on_a_real_engine(real_engines, tmp_path):
-    """Poisson arrivals against llama-server: scheduled vs achieved rate and lag per point."""
+    """Poisson arrivals against llama-server, sent by two client processes: scheduled vs achieved
+    rate and lag per point over their merged records, the engine's length fields and its own
+    per-request timings carried from each process."""
     path = tmp_path / "open.yaml"
     path.write_text("""
 name: e2e-open-loop
@@ -178,6 +180,7 @@ protocol:
   requests_per_point: 8
   warmup_requests: 1
   canaries: {run_sweep_on_hold: true}
+  loadgen: {processes: 2}
 arms:
   - name: llama
     engine: {kind: llama_cpp, parallel: 2}
@@ -191,7 +194,12 @@ arms:
             assert p["achieved_rate_rps"] > 0 and p["schedule_lag_ms_p99"] >= 0
             v = sweep["load_validity"][name]
             assert abs(v["achieved_rate_rps"] - v["scheduled_rate_rps"]) / v["scheduled_rate_rps"] < 0.05
+            assert p["client_processes"] == 2 and len(p["client_cpu_fraction_by_process"]) == 2
+        assert not run_dir.arm("llama").client_parts.exists()
         recs = read_records(run_dir.arm("llama").requests)
+        measured = [r for r in recs if r.phase == "measure"]
+        assert len({r.request_index for r in measured if r.point == "rate1.5-r0"}) == 8
+        assert all(r.output_tokens_server == 16 and r.engine_timings["predicted_n"] == 16 for r in measured)
         # warm-up 1, measured 8, cool-down 1 (= warm-up) per point, beside the sentinel requests mixed in
         phases = sorted(r.phase for r in recs if r.point == "rate0.5-r0" and r.phase != "sentinel")
         assert phases == ["cooldown"] + ["measure"] * 8 + ["warmup"]
