@@ -77,10 +77,11 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
 
 
 def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: str = "poisson",
-                seconds: float = 3.0, stop_at_first_miss: bool = True) -> tuple[float, list[dict]]:
+                seconds: float = 3.0) -> tuple[float, list[dict]]:
     """Open-loop rates in turn against the calibration server, each for `seconds` (at least 60
     requests), from `processes` client processes: the highest rate held by the sweep's own rule
-    (p99 schedule lag and achieved rate, see measure.validity), with no request failed."""
+    (p99 schedule lag and achieved rate, see measure.validity), with no request failed; the
+    ladder stops at its first rate not held."""
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
     held, ladder = 0.0, []
     with tempfile.TemporaryDirectory(prefix="stackbook-selftest-") as tmp:
@@ -102,10 +103,9 @@ def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: s
                            "ttft_p99_ms": round(float(np.percentile(ttft, 99)), 3) if ttft else None,
                            "errors": sum(not r.ok for r in recs),
                            "client_cpu_fraction": round(cost.busiest_fraction(), 3), "held": ok})
-            if ok:
-                held = max(held, rate)
-            elif stop_at_first_miss:
+            if not ok:
                 break
+            held = rate
     return held, ladder
 
 
