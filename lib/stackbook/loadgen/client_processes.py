@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import pickle
+import select
 import shutil
 import subprocess
 import sys
@@ -69,9 +70,15 @@ def portable_target(target: Target, prompts: list[PromptSpec]) -> Target:
     return dataclasses.replace(target, length_for=length_for, on_send=None)
 
 
-def deal(n: int, processes: int) -> list[list[int]]:
-    """Positions 0..n-1 dealt round-robin: each process's sends spread over the whole point."""
-    return [list(range(k, n, processes)) for k in range(processes)]
+def deal(n: int, weights: list[int]) -> list[list[int]]:
+    """Positions 0..n-1 dealt round-robin to processes in proportion to their weights (a closed
+    loop's clients per process; 1 each in an open loop), so each process's share spreads over the
+    whole point and lasts as long as the others'."""
+    slots = [k for k, w in enumerate(weights) for _ in range(w)]
+    out: list[list[int]] = [[] for _ in weights]
+    for i in range(n):
+        out[slots[i % len(slots)]].append(i)
+    return out
 
 
 def concurrency_shares(concurrency: int, processes: int) -> list[int]:
@@ -105,18 +112,17 @@ def shares_for(kind: Literal["open", "closed"], target: Target, prompts: list[Pr
                engine_pid: int | None = None) -> list[Share]:
     """The point cut into one share per process (a closed loop never gets more processes than
     its concurrency: a process with no client would send nothing)."""
-    if kind == "closed":
-        processes = min(processes, concurrency)
+    clients = concurrency_shares(concurrency, min(processes, concurrency)) if kind == "closed" else [1] * processes
     portable = portable_target(target, prompts)
     out = []
-    for k, positions in enumerate(deal(len(prompts), processes)):
+    for k, positions in enumerate(deal(len(prompts), clients)):
         out.append(Share(
             kind=kind, target=portable, tokenizer=tokenizer, prompts=[prompts[i] for i in positions],
             positions=positions, total=len(prompts), warmup=warmup, cooldown=cooldown, base=base,
             records_path=str(parts_dir / f"p{k}.requests.jsonl"),
             sent_path=str(parts_dir / f"p{k}.requests_sent.jsonl.gz"), engine_pid=engine_pid,
             schedule=[schedule[i] for i in positions] if schedule is not None else None,
-            concurrency=concurrency_shares(concurrency, processes)[k] if concurrency is not None else None))
+            concurrency=clients[k] if kind == "closed" else None))
     return out
 
 
@@ -154,13 +160,18 @@ def run_shares(shares: list[Share], parts_dir: Path, progress=None) -> ClientCos
         for k, share in enumerate(shares):
             payload = parts_dir / f"p{k}.share.pickle"
             payload.write_bytes(pickle.dumps(share))
-            procs.append(subprocess.Popen([sys.executable, "-m", "stackbook.loadgen.client_processes", str(payload)],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, env=os.environ.copy()))
+            # Error output goes to a file: a pipe nobody reads could fill and stall the sender.
+            with open(parts_dir / f"p{k}.stderr", "w") as err:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "stackbook.loadgen.client_processes", str(payload)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=os.environ.copy()))
+        deadline = time.monotonic() + READY_TIMEOUT_S
         for k, p in enumerate(procs):
-            line = p.stdout.readline().strip()
+            ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = p.stdout.readline().strip() if ready else ""
             if line != "ready":
-                raise ClientProcessError(f"client process {k} did not start: {_tail(p)}")
+                why = "did not start" if ready else f"was not ready after {READY_TIMEOUT_S:.0f} s"
+                raise ClientProcessError(f"client process {k} {why}: {_tail(p, parts_dir / f'p{k}.stderr')}")
         start = time.perf_counter() + START_MARGIN_S
         for p in procs:
             p.stdin.write(f"{start!r}\n")
@@ -174,7 +185,8 @@ def run_shares(shares: list[Share], parts_dir: Path, progress=None) -> ClientCos
         for k, p in enumerate(procs):
             out = p.stdout.read().strip().splitlines()
             if p.returncode != 0 or not out:
-                raise ClientProcessError(f"client process {k} exited with {p.returncode}: {_tail(p)}")
+                raise ClientProcessError(f"client process {k} exited with {p.returncode}: "
+                                         f"{_tail(p, parts_dir / f'p{k}.stderr')}")
             costs.append(json.loads(out[-1]))
         return ClientCost(cpu_s=[c["cpu_s"] for c in costs], wall_s=max(c["wall_s"] for c in costs), separate=True)
     finally:
@@ -187,12 +199,16 @@ def run_shares(shares: list[Share], parts_dir: Path, progress=None) -> ClientCos
                     p.kill()
 
 
-def _tail(p: subprocess.Popen) -> str:
-    try:
-        p.wait(5)
-    except subprocess.TimeoutExpired:
+def _tail(p: subprocess.Popen, stderr: Path) -> str:
+    """The end of a failed client process's error output (it is stopped first if it still runs)."""
+    if p.poll() is None:
         p.kill()
-    return (p.stderr.read() or "").strip()[-1500:] or "(no error output)"
+    p.wait()
+    try:
+        text = stderr.read_text(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text[-1500:] or "(no error output)"
 
 
 class Follower:

@@ -43,7 +43,8 @@ def base(c=0):
 
 
 def test_requests_are_dealt_round_robin_and_concurrency_split_evenly():
-    assert deal(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert deal(7, [1, 1, 1]) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert deal(6, [2, 1]) == [[0, 1, 3, 4], [2, 5]]  # a process with two clients takes two of every three
     assert concurrency_shares(5, 2) == [3, 2] and concurrency_shares(4, 4) == [1, 1, 1, 1]
 
 
@@ -128,3 +129,14 @@ def test_the_client_cost_names_the_busiest_process():
     assert cost.busiest_fraction() == 0.9 and cost.elsewhere_s() == 2.3
     assert json.loads(json.dumps(cost.summary()))["client_cpu_fraction_by_process"] == [0.25, 0.9]
     assert ClientCost(cpu_s=[1.0], wall_s=2.0).elsewhere_s() == 0.0  # the sweep's own process reads itself
+
+
+def test_a_client_process_that_is_not_ready_in_time_is_stopped_and_named(server, tmp_path, monkeypatch):
+    from stackbook.loadgen import client_processes
+    monkeypatch.setattr(client_processes, "READY_TIMEOUT_S", 0.01)  # no interpreter starts that fast
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
+    share = Share(kind="open", target=t, tokenizer=TOK, prompts=prompts(1), positions=[0], total=1, warmup=0,
+                  cooldown=0, base=base(), records_path=str(tmp_path / "r.jsonl"),
+                  sent_path=str(tmp_path / "s.jsonl.gz"), schedule=[0.0])
+    with pytest.raises(ClientProcessError, match="client process 0 was not ready after 0 s"):
+        run_shares([share], tmp_path / "parts")
