@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -68,14 +69,10 @@ arms:
 
 
 def error_counts(recs) -> dict:
-    out: dict[str, int] = {}
-    for r in recs:
-        if not r.ok:
-            out[r.error_class] = out.get(r.error_class, 0) + 1
-    return out
+    return dict(Counter(r.error_class for r in recs if not r.ok))
 
 
-def validity(lags_ms: list[float], sends: list[float], rate: float) -> dict:
+def validity(lags_ms: list[float], sends: list[float]) -> dict:
     sends = sorted(sends)
     achieved = (len(sends) - 1) / (sends[-1] - sends[0])
     return {"lag_p99_ms": round(float(np.percentile(lags_ms, 99)), 2), "achieved_rps": round(achieved, 1)}
@@ -108,7 +105,7 @@ def library(url: str, rate: float, n: int, writers: bool) -> dict:
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     out = {"client_cpu_s_per_1k": round(cpu / len(recs) * 1000, 2), "wall_s": round(wall, 1),
            "errors": error_counts(recs)}
-    out.update(validity([(r.sent_s - r.scheduled_s) * 1000 for r in recs], [r.sent_s for r in recs], rate))
+    out.update(validity([(r.sent_s - r.scheduled_s) * 1000 for r in recs], [r.sent_s for r in recs]))
     return out
 
 
@@ -165,6 +162,7 @@ def role(cmdline: str) -> str:
 
 def product(url: str, rate: float, n: int, server_pid: int) -> dict:
     """`stackbook run` on a one-arm campaign; CPU per process over the point's window."""
+    from stackbook.evidence.rundir import RunDir
     from stackbook.loadgen.records import read_records
 
     run_id = f"cost-{int(time.time())}"
@@ -184,11 +182,11 @@ def product(url: str, rate: float, n: int, server_pid: int) -> dict:
     try:
         if proc.returncode != 0:
             raise RuntimeError(f"stackbook run failed ({proc.returncode}): {err[-2000:]}")
-        arm = run_dir / "arms" / "calibration"
-        recs = read_records(arm / "requests.jsonl")
+        arm = RunDir.existing(run_dir).arm("calibration")
+        recs = read_records(arm.requests)
         t0 = min(r.sent_unix for r in recs)
         t1 = max(r.sent_unix - r.sent_s + r.end_s for r in recs)
-        results = json.loads((arm / "results.json").read_text())
+        results = json.loads(arm.results.read_text())
         point = next(iter(results["sweep"]["points"].values()))
         lv = next(iter(results["sweep"]["load_validity"].values()))
         per_process = {}
@@ -199,7 +197,7 @@ def product(url: str, rate: float, n: int, server_pid: int) -> dict:
                 per_process[label] = round(per_process.get(label, 0) + cpu / len(recs) * 1000, 2)
         # Each process over the whole run: its CPU before the point, during it and after it.
         whole = {}
-        for i, (pid, name) in enumerate(sampler.names.items()):
+        for pid, name in sampler.names.items():
             seen = [(t, c[pid]) for t, c in sampler.samples if pid in c]
             if not seen or (seen[-1][1] < 0.05 and pid != proc.pid):
                 continue
@@ -213,15 +211,15 @@ def product(url: str, rate: float, n: int, server_pid: int) -> dict:
         out = {"per_process_cpu_s_per_1k": per_process,
                "whole_run_cpu_s": whole,
                "server_cpu_s_per_1k": round(srv / len(recs) * 1000, 2) if srv is not None else None,
-               # The sweep's own reading: client CPU from before the prompts are made to after the
-               # last reply, over the requests that completed.
+               # The sweep's own reading: client CPU from the first send to the last reply, over
+               # the requests that completed.
                "sweep_client_cpu_s_per_1k": round(1000 * point["cpu_seconds"]["client"]
                                                   / max(1, point["requests_in_cpu_window"]), 2),
                "window_s": round(t1 - t0, 1), "requests": len(recs),
                "load_validity": lv, "achieved_rate_rps": point.get("achieved_rate_rps"),
                "errors": error_counts(recs)}
         lags = [(r.sent_s - r.scheduled_s) * 1000 for r in recs]
-        out.update(validity(lags, [r.sent_s for r in recs], rate))
+        out.update(validity(lags, [r.sent_s for r in recs]))
         return out
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -62,6 +62,15 @@ NOTE = ("two llama.cpp arms (one thread each) on a local two-node Ray cluster on
         "two machines give")
 
 
+def remove_run(run) -> None:
+    """A benchmark's run directory, and its campaign folder once empty: nothing is left in outputs/."""
+    shutil.rmtree(REPO_ROOT / run.path, ignore_errors=True)
+    try:
+        (REPO_ROOT / run.path).parent.rmdir()
+    except OSError:
+        pass
+
+
 def timed_run(path: Path, run_id: str, executor) -> dict:
     from stackbook.runner import run_campaign
 
@@ -74,11 +83,7 @@ def timed_run(path: Path, run_id: str, executor) -> dict:
                    "span_s": round(a["placement"]["finished_unix"] - a["placement"]["started_unix"], 1)
                    if (a.get("placement") or {}).get("finished_unix") else None}
             for name, a in manifest["arms"].items()}
-    shutil.rmtree(REPO_ROOT / run.path, ignore_errors=True)
-    try:
-        (REPO_ROOT / run.path).parent.rmdir()
-    except OSError:
-        pass
+    remove_run(run)
     return {"wall_s": round(wall, 1), "status": manifest["status"], "analysis_s": manifest["analysis"].get("seconds"),
             "arms": arms}
 
@@ -144,7 +149,7 @@ def product_rung(url: str, rate: float, processes: int, stamp: str) -> dict:
     path.write_text(CLIENTS_CAMPAIGN.format(rate=rate, requests=PRODUCT_REQUESTS, processes=processes, url=url))
     run = run_campaign(str(path), run_id=f"bench-clients-{processes}p-{rate}-{stamp}", progress=False)
     try:
-        results = json.loads((REPO_ROOT / run.path / "arms" / "calibration" / "results.json").read_text())
+        results = json.loads(run.arm("calibration").results.read_text())
         name, point = next(iter(results["sweep"]["points"].items()))
         valid = results["sweep"]["load_validity"][name]
         failed = point["requests"] - point["completed"]
@@ -157,11 +162,7 @@ def product_rung(url: str, rate: float, processes: int, stamp: str) -> dict:
                                                         / max(1, point["requests_in_cpu_window"]), 2),
                 "held": bool(valid["valid"]) and failed == 0}
     finally:
-        shutil.rmtree(REPO_ROOT / run.path, ignore_errors=True)
-        try:
-            (REPO_ROOT / run.path).parent.rmdir()
-        except OSError:
-            pass
+        remove_run(run)
 
 
 def clients_ceiling() -> dict:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pickle
 import select
 import shutil
@@ -87,6 +86,11 @@ def concurrency_shares(concurrency: int, processes: int) -> list[int]:
     return [base + (k < extra) for k in range(processes)]
 
 
+def part_path(parts_dir: Path, k: int, name: str) -> Path:
+    """A file of client process k among the parts (its records, bodies, share and error output)."""
+    return parts_dir / f"p{k}.{name}"
+
+
 @dataclass
 class Share:
     """What one client process sends, and where it writes."""
@@ -119,8 +123,8 @@ def shares_for(kind: Literal["open", "closed"], target: Target, prompts: list[Pr
         out.append(Share(
             kind=kind, target=portable, tokenizer=tokenizer, prompts=[prompts[i] for i in positions],
             positions=positions, total=len(prompts), warmup=warmup, cooldown=cooldown, base=base,
-            records_path=str(parts_dir / f"p{k}.requests.jsonl"),
-            sent_path=str(parts_dir / f"p{k}.requests_sent.jsonl.gz"), engine_pid=engine_pid,
+            records_path=str(part_path(parts_dir, k, "requests.jsonl")),
+            sent_path=str(part_path(parts_dir, k, "requests_sent.jsonl.gz")), engine_pid=engine_pid,
             schedule=[schedule[i] for i in positions] if schedule is not None else None,
             concurrency=clients[k] if kind == "closed" else None))
     return out
@@ -158,20 +162,20 @@ def run_shares(shares: list[Share], parts_dir: Path, progress=None) -> ClientCos
     procs = []
     try:
         for k, share in enumerate(shares):
-            payload = parts_dir / f"p{k}.share.pickle"
+            payload = part_path(parts_dir, k, "share.pickle")
             payload.write_bytes(pickle.dumps(share))
             # Error output goes to a file: a pipe nobody reads could fill and stall the sender.
-            with open(parts_dir / f"p{k}.stderr", "w") as err:
+            with open(part_path(parts_dir, k, "stderr"), "w") as err:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "stackbook.loadgen.client_processes", str(payload)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=os.environ.copy()))
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True))
         deadline = time.monotonic() + READY_TIMEOUT_S
         for k, p in enumerate(procs):
             ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
             line = p.stdout.readline().strip() if ready else ""
             if line != "ready":
                 why = "did not start" if ready else f"was not ready after {READY_TIMEOUT_S:.0f} s"
-                raise ClientProcessError(f"client process {k} {why}: {_tail(p, parts_dir / f'p{k}.stderr')}")
+                raise ClientProcessError(f"client process {k} {why}: {_tail(p, part_path(parts_dir, k, 'stderr'))}")
         start = time.perf_counter() + START_MARGIN_S
         for p in procs:
             p.stdin.write(f"{start!r}\n")
@@ -186,7 +190,7 @@ def run_shares(shares: list[Share], parts_dir: Path, progress=None) -> ClientCos
             out = p.stdout.read().strip().splitlines()
             if p.returncode != 0 or not out:
                 raise ClientProcessError(f"client process {k} exited with {p.returncode}: "
-                                         f"{_tail(p, parts_dir / f'p{k}.stderr')}")
+                                         f"{_tail(p, part_path(parts_dir, k, 'stderr'))}")
             costs.append(json.loads(out[-1]))
         return ClientCost(cpu_s=[c["cpu_s"] for c in costs], wall_s=max(c["wall_s"] for c in costs), separate=True)
     finally:

@@ -124,8 +124,9 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     levels = load_levels(protocol)
     expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
     turns = turns_of(protocol)
-    with RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
-        merge_parts(session.arm_dir.client_parts, writer, sent_writer)  # an interrupted point's, kept as cut
+    if session.arm_dir.client_parts.is_dir():  # an interrupted point's parts, kept as a cut attempt
+        with RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
+            merge_parts(session.arm_dir.client_parts, writer, sent_writer)
     attempts = latest_attempts(read_records(records_path))
     total = protocol.requests_per_arm()
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
