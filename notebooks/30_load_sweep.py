@@ -33,6 +33,8 @@ arm = None         # None: the campaign's first arm
 endpoint = None    # e.g. "http://127.0.0.1:8080" when the runner has started the engine
 start_engine = True  # False: arithmetic only (a campaign sized for hardware that is not here)
 run_id = None
+repetitions = None  # the repetitions to run now, e.g. [1] (None: the protocol's minimum, all in this kernel)
+began = None       # how they began, e.g. "fresh engine start" (the runner says)
 
 # %%
 from IPython.display import Markdown, display
@@ -57,7 +59,8 @@ display(Markdown(session.describe()))
 sweep_step.workload_table(session)
 
 # %%
-sweep = sweep_step.arm_sweep(session, run_id=run_id, progress=endpoint is None)
+sweep = sweep_step.arm_sweep(session, run_id=run_id, progress=endpoint is None, repetitions=repetitions,
+                             began=began)
 display(Markdown(sweep_step.sweep_summary(sweep)))
 readable(sweep_step.points_table(sweep))
 

@@ -21,6 +21,7 @@ from stackbook.config.campaign import Campaign
 from stackbook.config.loading import load_campaign
 from stackbook.engines import EngineStartError, adapter_for
 from stackbook.evidence.files import file_sha256, read_json
+from stackbook.evidence.harness import fix_revision
 from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
@@ -145,12 +146,13 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     manifest.data["status"] = "running"
     manifest.data["campaign_sha256"] = file_sha256(resolved)
     manifest.data["executor"] = executor.name
+    fix_revision(manifest.data, resumed=bool(resume))
     if resume:
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()
     arms = [a for a in campaign.arms if not only_arms or a.name in only_arms]
-    steps = tqdm(total=len(arms) * (len(ARM_NOTEBOOKS) + 1) + 1, desc=campaign.name, unit="step",
-                 disable=not progress)
+    steps = tqdm(total=len(arms) * (len(ARM_NOTEBOOKS) + campaign.protocol.repetitions.min) + 1,
+                 desc=campaign.name, unit="step", disable=not progress)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
@@ -203,24 +205,45 @@ def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
     manifest.save()
 
 
-def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: Callable[[], None], steps,
-            progress: bool, log) -> None:
-    """One arm: start its engine once, execute its notebooks, stop the engine, write the passport.
+def repetitions_began(reps: list[int], started_here: bool, ready_s: float | None) -> str:
+    """How this call's repetitions began, in the passport's words."""
+    fresh = (f"fresh engine start (the engine process started anew, ready after {ready_s:.1f} s; no process "
+             "state of an earlier repetition carries over)" if started_here and ready_s is not None else
+             "the engine the runner attached")
+    if len(reps) == 1:
+        return fresh
+    return (f"repetition {reps[0]}: {fresh}; repetitions {', '.join(map(str, reps[1:]))}: the same engine process, "
+            "the prefix cache prepared before every point as the protocol says")
 
+
+def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: Callable[[], None], steps,
+            progress: bool, log, repetitions: list[int] | None = None) -> None:
+    """One arm's slot: start its engine, execute its notebooks, stop the engine, write the passport.
+
+    `repetitions` are the sweep repetitions this slot measures (None: the protocol's minimum, all
+    in one engine process). The slot holding repetition 0 runs every stage; a later one only the
+    sweep, with its own fresh engine start, and only once repetition 0 measured the arm.
     `entry` is the arm's manifest record, updated in place; `save` is called whenever it changed
     (the local executor rewrites the manifest, a Ray task ships the record and folder home)."""
-    if entry["status"] == "complete":
-        steps.update(len(ARM_NOTEBOOKS) + 1)
+    protocol = campaign.protocol_for(arm)
+    reps = list(range(protocol.repetitions.min)) if repetitions is None else sorted(repetitions)
+    done = set(entry.get("repetitions_done") or [])
+    first_slot = 0 in reps
+    if (entry["status"] == "complete" and set(reps) <= done) or (not first_slot and 0 not in done):
+        steps.update(len(ARM_NOTEBOOKS) + 1 if first_slot else 1)
         return
     arm_dir = run_dir.arm(arm.name).create()
-    protocol = campaign.protocol_for(arm)
     needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))
-    notebooks = [STAGE_NOTEBOOK[st] for st in ("sizing", "canaries", "sweep") if st in protocol.stages]
-    steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
+    stages = ("sizing", "canaries", "sweep") if first_slot else ("sweep",)
+    notebooks = [STAGE_NOTEBOOK[st] for st in stages if st in protocol.stages]
+    if first_slot:
+        steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
     adapter = adapter_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)
     t_arm = time.monotonic()
     entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
     entry.pop("error", None)
+    slot = ",".join(map(str, reps))
+    entry["slots_begun"] = sorted(set(entry.get("slots_begun") or []) | {slot})
     save()
     if needs_engine:
         steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
@@ -235,7 +258,9 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: C
             log(f"arm {arm.name}: engine did not start: {err}")
             steps.update(len(notebooks) + 1)
             return
-    restarts = max(0, entry.get("engine_starts", 1) - 1)
+    # Each slot starts its engine once by design; a start beyond that is a restart.
+    restarts = max(0, entry.get("engine_starts", 1) - len(entry["slots_begun"]))
+    began = repetitions_began(reps, needs_engine, adapter.ready_after_s if needs_engine else None)
     try:
         if needs_engine:
             record_engine(adapter, arm_dir, restarts=restarts)
@@ -243,7 +268,10 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: C
         steps.update(1)
         for name in notebooks:
             out = arm_dir.notebook(name)
-            if notebook_ok(entry, name, out):
+            if name != "30_load_sweep" and notebook_ok(entry, name, out):
+                steps.update(1)
+                continue
+            if name == "30_load_sweep" and set(reps) <= done and notebook_ok(entry, name, out):
                 steps.update(1)
                 continue
             if name == "10_sizing" and arm.engine.sizing_skip_reason:
@@ -259,18 +287,26 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: C
                     save()
                     steps.update(1)
                     continue
-            steps.set_postfix_str(f"{arm.name}: {name}")
+            steps.set_postfix_str(f"{arm.name}: {name}" + (f" (repetition {slot})" if name == "30_load_sweep" else ""))
             entry["notebooks"][name] = {"status": "running"}
             save()
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
                       "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
                       "start_engine": needs_engine}
-            total = protocol.requests_per_arm()
+            if name == "30_load_sweep":
+                params |= {"repetitions": reps, "began": began}
+            total = len(reps) * protocol.requests_per_repetition()
             try:
                 with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests",
                                       progress and name == "30_load_sweep"):
                     secs = execute_notebook(name, out, params)
                 entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
+                if name == "30_load_sweep":
+                    entry["repetitions_done"] = sorted(done | set(reps))
+                    log_ = entry.setdefault("repetition_log", {})
+                    for r in reps:
+                        log_[str(r)] = {"began": began, "engine_start": entry.get("engine_starts"),
+                                        "sweep_seconds": round(secs, 1), "finished_unix": time.time()}
             except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
                 entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
                 entry["status"] = "failed"
@@ -296,7 +332,7 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: C
         write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":
             entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))
-        entry["seconds"] = round(time.monotonic() - t_arm, 1)
+        entry["seconds"] = round(entry.get("seconds", 0) * (not first_slot) + time.monotonic() - t_arm, 1)
         save()
 
 

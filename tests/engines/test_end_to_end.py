@@ -22,6 +22,7 @@ protocol:
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
   requests_per_point: 4
+  repetitions: 1
   warmup_requests: 1
   slo: {ttft_ms: 5000, tpot_ms: 500}
   canaries:
@@ -178,6 +179,7 @@ protocol:
   arrival: {kind: poisson, rates: [0.5, 1.5]}
   context_length: 512
   requests_per_point: 8
+  repetitions: 1
   warmup_requests: 1
   canaries: {run_sweep_on_hold: true}
   loadgen: {processes: 2}

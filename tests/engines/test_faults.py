@@ -25,6 +25,7 @@ protocol:
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
   requests_per_point: 10
+  repetitions: 1
   warmup_requests: 1
   request_timeout_s: 4
   canaries: {run_sweep_on_hold: true}

@@ -22,6 +22,7 @@ protocol:
   arrival: {kind: closed_loop, concurrency: [2]}
   context_length: 320              # short needle trials: MLX prefills slowly on this CPU
   requests_per_point: 2
+  repetitions: 1
   warmup_requests: 0
   request_timeout_s: 300
   slo: {ttft_ms: 20000, tpot_ms: 2000}

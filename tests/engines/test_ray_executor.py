@@ -152,6 +152,7 @@ protocol:
   arrival: {kind: closed_loop, concurrency: [1]}
   context_length: 256
   requests_per_point: 3
+  repetitions: 1
   warmup_requests: 1
   canaries: {run_sweep_on_hold: true}
 arms:
@@ -222,6 +223,7 @@ protocol:
   arrival: {kind: constant, rates: [0.5]}   # paced, so the sweep lasts about 25 s on any host
   context_length: 256
   requests_per_point: 12
+  repetitions: 1
   warmup_requests: 1
   canaries: {run_sweep_on_hold: true}
 arms:

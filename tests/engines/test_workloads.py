@@ -26,6 +26,7 @@ protocol:
   prefix_cache: warm
   context_length: 1024
   requests_per_point: 6
+  repetitions: 1
   warmup_requests: 1
   canaries: {run_sweep_on_hold: true}
 arms:
@@ -43,6 +44,7 @@ protocol:
   prefix_cache: cold
   context_length: 512
   requests_per_point: 4
+  repetitions: 1
   warmup_requests: 0
   discard_rules: {max_failed_fraction: 1.0}
   canaries: {run_sweep_on_hold: true}

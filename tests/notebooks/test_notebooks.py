@@ -202,6 +202,7 @@ protocol:
   arrival: {{kind: poisson, rates: [20, 5]}}
   context_length: 512
   requests_per_point: 6
+  repetitions: 1
   warmup_requests: 1
   loadgen: {{processes: {processes}}}
 arms:

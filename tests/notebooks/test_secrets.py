@@ -29,6 +29,7 @@ protocol:
   workload: {{kind: synthetic, prompt_tokens: 24, output_tokens: 8}}
   arrival: {{kind: closed_loop, concurrency: [1]}}
   requests_per_point: 3
+  repetitions: 1
   warmup_requests: 0
   canaries: {{run_sweep_on_hold: true}}
 arms:

@@ -9,6 +9,15 @@ import pandas as pd
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
+from stackbook.analysis.verdict import (
+    decisions,
+    load_table,
+    pareto_frontier,
+    rankable,
+    slo_capacity,
+    verdict_confidence,
+    verdict_lines,
+)
 from stackbook.config.loading import load_campaign
 from stackbook.evidence.files import read_json, write_model
 from stackbook.evidence.label import Label
@@ -85,39 +94,26 @@ def point_status(label: str, discarded: bool, rule: str | None = None) -> str:
     return Label.ACCEPTED.value if label == Label.ACCEPTED.value else str(label)
 
 
-def rankable(df: pd.DataFrame) -> pd.DataFrame:
-    """The points that may enter the frontier, the SLO capacity and the verdict: accepted arms,
-    points no preregistered rule discarded. Tables and figures show the rest, marked."""
-    if df.empty:
-        return df
-    keep = df["label"] == Label.ACCEPTED.value
-    if "discarded" in df:
-        keep &= ~df["discarded"].fillna(False).astype(bool)
-    return df[keep]
-
-
 def discards_frame(arms: dict) -> pd.DataFrame:
     rows = [{"arm": name, **d} for name, a in arms.items() for d in (a["results"].get("sweep") or {}).get("discards", [])]
     return pd.DataFrame(rows)
 
 
 def headline(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per arm and concurrency: the figures a reader compares first."""
+    """One row per arm and point (each repetition apart): the figures of one run of one load.
+    Percentiles here are of that point's own requests (`completed` says how many)."""
     if df.empty:
         return df
-    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "concurrency", "rate", "completed", "ttft_ms_p50", "ttft_ms_p99",
-            "ttft_ms_mean", "ttft_ms_ci95", "tpot_ms_p50", "tpot_ms_mean", "tpot_ms_ci95", "e2e_ms_p50", "e2e_ms_p95",
-            "e2e_ms_p99", "e2e_ms_mean", "e2e_ms_ci95", "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
+    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate",
+            "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99",
+            "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(2).reset_index(drop=True)
 
 
-def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
-    """Plain-language findings, with their caveats. Only accepted, comparable arms are ranked; every
-    other label is named with its reason."""
-    if df.empty:
-        return ["No arm produced measurements."]
+def not_ranked_lines(df: pd.DataFrame, fairness: pd.DataFrame) -> list[str]:
+    """Every arm and point kept out of the ranking, with its reason."""
     lines = []
-    ok_arms = set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
+    ok_arms = comparable_arms(df, fairness)
     for label in Label:
         if label in (Label.ACCEPTED, Label.NOT_COMPARABLE):
             continue  # comparability has its own line below, from the fairness table
@@ -130,35 +126,37 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, slo) -> list[str]:
     if df["discarded"].any():
         lines.append(f"Discarded by preregistered rules (kept on disk, not ranked): "
                      f"{', '.join(df.loc[df['discarded'], 'arm'] + ' ' + df.loc[df['discarded'], 'point'])}.")
-    ranked = rankable(df)
-    ranked = ranked[ranked["arm"].isin(ok_arms)]
-    if ranked["arm"].nunique() < 2:
-        lines.append("Fewer than two accepted, comparable arms: no ranking.")
-        return lines
-    unit = "concurrency" if not ("rate" in ranked and ranked["rate"].notna().any()) else "offered rate"
-    for c, grp in ranked.groupby("load"):
-        if grp["arm"].nunique() < 2:
-            left = df[(df["load"] == c) & ~df["arm"].isin(grp["arm"])]
-            lines.append(f"At {unit} {c:g}: only {', '.join(sorted(set(grp['arm'])))} has a ranked point; not "
-                         "compared" + (": " + "; ".join(f"{r['arm']} {r['point']} {r['status']}"
-                                                      for _, r in left.iterrows()) if "status" in left and len(left)
-                                       else "") + ".")
-            continue
-        best_tp = grp.loc[grp["output_throughput_tok_s"].idxmax()]
-        best_tail = grp.loc[grp["e2e_ms_p99"].idxmin()]
-        within = grp[grp["slo_attainment"] >= 0.99]
-        s = (f"At {unit} {c:g}: highest output throughput {best_tp['arm']} "
-             f"({best_tp['output_throughput_tok_s']:.1f} tok/s); lowest p99 E2E {best_tail['arm']} "
-             f"({best_tail['e2e_ms_p99']:.0f} ms); meeting the SLO (TTFT <= {slo.ttft_ms:.0f} ms, "
-             f"TPOT <= {slo.tpot_ms:.0f} ms) for 99% of requests: "
-             f"{', '.join(within['arm']) if len(within) else 'no arm'}.")
-        if best_tp["arm"] != best_tail["arm"]:
-            other = grp[grp["arm"] == best_tp["arm"]].iloc[0]
-            ratio = other["e2e_ms_p99"] / best_tail["e2e_ms_p99"]
-            s += (f" The throughput winner's p99 E2E is {ratio:.2f}x the best: for an interactive product "
-                  "the tail decides.")
-        lines.append(s)
     return lines
+
+
+def comparable_arms(df: pd.DataFrame, fairness: pd.DataFrame) -> set[str]:
+    return set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
+
+
+def load_unit(df: pd.DataFrame) -> str:
+    return "concurrency" if not ("rate" in df and df["rate"].notna().any()) else "offered rate"
+
+
+def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol) -> tuple[list[str], list]:
+    """Plain-language findings and the pairwise decisions they state: who is kept out of the
+    ranking and why, then per load each pair of ranked arms under the preregistered rule."""
+    if df.empty:
+        return ["No arm produced measurements."], []
+    lines = not_ranked_lines(df, fairness)
+    ranked = rankable(df)
+    ranked = ranked[ranked["arm"].isin(comparable_arms(df, fairness))]
+    if ranked["arm"].nunique() < 2:
+        return lines + ["Fewer than two accepted, comparable arms: no ranking."], []
+    unit = load_unit(df)
+    for load in sorted(set(df["load"])):
+        present = set(ranked.loc[ranked["load"] == load, "arm"])
+        if len(present) < 2:
+            left = df[(df["load"] == load) & ~df["arm"].isin(present)]
+            lines.append(f"At {unit} {load:g}: only {', '.join(sorted(present)) or 'no arm'} has a ranked point; "
+                         "not compared" + (": " + "; ".join(f"{r['arm']} {r['point']} {r['status']}"
+                                                          for _, r in left.iterrows()) if len(left) else "") + ".")
+    found = decisions(df, protocol, comparable_arms(df, fairness))
+    return lines + verdict_lines(df, found, protocol, unit), found
 
 
 def sizing_frame(arms: dict) -> pd.DataFrame:
@@ -177,41 +175,6 @@ def sizing_frame(arms: dict) -> pd.DataFrame:
                      "live sequences (arithmetic)": s["max_live_sequences"],
                      "max concurrency (engine rule)": pred.get("max_concurrency"),
                      "max concurrency (engine reported)": real.get("max_concurrency")})
-    return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
-
-
-def pareto_frontier(df: pd.DataFrame) -> pd.DataFrame:
-    """Points no other ranked point beats on both throughput (higher) and p99 E2E (lower);
-    discarded points and arms that are not accepted never enter it."""
-    pts = rankable(df)[["arm", "load", "output_throughput_tok_s", "e2e_ms_p99"]].dropna()
-    keep = []
-    for i, p in pts.iterrows():
-        dominated = ((pts["output_throughput_tok_s"] >= p["output_throughput_tok_s"]) &
-                     (pts["e2e_ms_p99"] <= p["e2e_ms_p99"]) &
-                     ((pts["output_throughput_tok_s"] > p["output_throughput_tok_s"]) |
-                      (pts["e2e_ms_p99"] < p["e2e_ms_p99"]))).any()
-        if not dominated:
-            keep.append(i)
-    return pts.loc[keep].sort_values("output_throughput_tok_s").reset_index(drop=True)
-
-
-def slo_capacity(df: pd.DataFrame, attainment: float = 0.99) -> pd.DataFrame:
-    """Per arm: the highest load tested at which at least `attainment` of requests met the SLO,
-    and the goodput there. Only ranked points count (a discarded point, or any point of an arm
-    that is not accepted, is never its capacity); every arm keeps its row."""
-    rows = []
-    ranked = rankable(df)
-    for arm, g in df.groupby("arm"):
-        r = ranked[ranked["arm"] == arm]
-        ok = r[r["slo_attainment"] >= attainment].sort_values("load")
-        best = ok.iloc[-1] if len(ok) else None
-        rows.append({"arm": arm, "label": g["label"].iloc[0],
-                     "max load inside the SLO": best["load"] if best is not None else None,
-                     "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
-                     "output tok/s there": round(best["output_throughput_tok_s"], 1) if best is not None else None,
-                     "highest load tested": g["load"].max(),
-                     "points left out": ", ".join(f"{p} ({st})" for p, st in zip(g["point"], g["status"])
-                                                  if st != Label.ACCEPTED.value) if "status" in g else ""})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
 
 
@@ -330,7 +293,9 @@ class ArmAnalysis(Open):
 
 
 RANKING_RULE = ("Only points of accepted, comparable arms that no preregistered rule discarded enter the "
-                "Pareto frontier, the SLO capacity and the verdict; the others are listed with their status.")
+                "Pareto frontier, the SLO capacity and the verdict; the others are listed with their status. "
+                "A difference is stated only when its whole interval over the repetitions lies beyond the "
+                "protocol's min_effect; inside it is no difference; otherwise undecided.")
 
 
 class CampaignAnalysis(Open):
@@ -343,6 +308,9 @@ class CampaignAnalysis(Open):
     pareto_frontier: list[dict[str, Any]]
     slo_capacity: list[dict[str, Any]]
     verdict: list[str]
+    decisions: list[dict[str, Any]] = []
+    load_table: list[dict[str, Any]] = []
+    decision_rule: dict[str, Any] = {}
     ranking_rule: str = RANKING_RULE
     demand_maps: dict[str, ArmDemandMap] = {}
     open_loop_waits: list[dict[str, Any]] = []
@@ -367,6 +335,10 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         mine = df[df["arm"] == n] if not df.empty else df
         return dict(zip(mine["point"], mine["status"])) if not mine.empty else {}
 
+    protocol = campaign.protocol
+    conf = verdict_confidence(protocol)
+    table = load_table(df, conf) if not df.empty else pd.DataFrame()
+    lines, found = verdict(df, fair, protocol)
     return CampaignAnalysis(
         campaign=campaign.name,
         arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],
@@ -378,9 +350,13 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         fairness=_records(fair.reset_index()) if not fair.empty else [],
         points=_records(headline(df)),
         discards=_records(discards_frame(arms)),
-        pareto_frontier=_records(pareto_frontier(df)) if not df.empty else [],
-        slo_capacity=_records(slo_capacity(df).reset_index()) if not df.empty else [],
-        verdict=verdict(df, fair, campaign.protocol.slo), ranking_rule=RANKING_RULE,
+        pareto_frontier=_records(pareto_frontier(table)) if not table.empty else [],
+        slo_capacity=_records(slo_capacity(table, protocol.slo.attainment).reset_index()) if not table.empty else [],
+        verdict=lines, decisions=[d.as_row() for d in found], load_table=_records(table),
+        decision_rule={**protocol.decision.model_dump(), "interval_confidence": conf,
+                       "looks": protocol.repetitions.looks,
+                       "interval": "Student's t over repetition estimates; Welch on the log ratio between arms"},
+        ranking_rule=RANKING_RULE,
         demand_maps=demand_maps_of(arms, labels),
         open_loop_waits=_records(open_loop_points(campaign, arms, df)))
 

@@ -7,7 +7,6 @@ import pandas as pd
 
 from stackbook.analysis import comparison
 from stackbook.analysis.fairness import MEASURED_FIELDS
-from stackbook.evidence.label import Label
 from stackbook.evidence.rundir import RunDir
 
 # What differs between the runs by design: shown side by side, never a reason to refuse.
@@ -92,12 +91,6 @@ def overlay_frame(loaded: dict[str, tuple]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _leaders(df: pd.DataFrame) -> dict:
-    """{load: arm} with the highest output throughput among ranked points, per load."""
-    ok = df[(df["label"] == Label.ACCEPTED.value) & ~df["discarded"]].dropna(subset=["output_throughput_tok_s"])
-    return {load: g.loc[g["output_throughput_tok_s"].idxmax(), "arm"] for load, g in ok.groupby("load")}
-
-
 def throughput_ratios(overlay: pd.DataFrame) -> pd.DataFrame:
     """Per arm and load: each run's output throughput against the first run's (1.0 = the same)."""
     if overlay.empty:
@@ -112,30 +105,95 @@ def throughput_ratios(overlay: pd.DataFrame) -> pd.DataFrame:
     return ratios
 
 
+def _leaves(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict) and value:
+        out: dict[str, object] = {}
+        for k, v in value.items():
+            out |= _leaves(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return {prefix: value}
+
+
+def protocol_differences(loaded: dict[str, tuple]) -> list[tuple[str, dict[str, object]]]:
+    """Every field of the campaign as executed (protocol, model, hardware, each arm's engine
+    settings) whose value differs between runs, with each run's value; a field one run lacks reads
+    "absent". Only the host and the engine builds are variables of a comparison across runs."""
+    flat = {}
+    for key, (campaign, _) in loaded.items():
+        data = campaign.model_dump(mode="json", exclude={"name", "description"})
+        data["arms"] = {a["name"]: {k: v for k, v in a.items() if k not in ("name", "description")}
+                        for a in data.pop("arms")}
+        flat[key] = _leaves(data)
+    fields = sorted(set().union(*(f.keys() for f in flat.values())))
+    out = []
+    for field in fields:
+        values = {key: f.get(field, "absent") for key, f in flat.items()}
+        if len({repr(v) for v in values.values()}) > 1:
+            out.append((field, values))
+    return out
+
+
+def differences_line(diffs: list[tuple[str, dict[str, object]]]) -> str:
+    return "; ".join(f"{field} (" + ", ".join(f"{run}: {v}" for run, v in values.items()) + ")"
+                     for field, values in diffs)
+
+
+def run_decisions(loaded: dict[str, tuple]) -> dict[str, dict[float, str]]:
+    """Per run, per load: what that run's own decision rule says on its primary figure (the leader,
+    "no difference" or "undecided"), over every pair of its ranked arms."""
+    from stackbook.analysis.verdict import decisions
+
+    out = {}
+    for key, (campaign, arms) in loaded.items():
+        fair = comparison.fairness_table(campaign, arms)
+        df = comparison.comparison_frame(arms, fair)
+        found = decisions(df, campaign.protocol, comparison.comparable_arms(df, fair)) if not df.empty else []
+        per_load: dict[float, list] = {}
+        for d in found:
+            if d.metric == campaign.protocol.decision.primary:
+                per_load.setdefault(d.load, []).append(d)
+        out[key] = {load: "; ".join(f"{x.leader} ahead of {x.arm_b if x.leader == x.arm_a else x.arm_a}"
+                                    if x.decision == "ahead" else f"{x.arm_a} and {x.arm_b}: {x.decision}"
+                                    for x in ds) for load, ds in per_load.items()}
+    return out
+
+
 def verdict(loaded: dict[str, tuple], fairness: pd.DataFrame, overlay: pd.DataFrame) -> list[str]:
-    """Plain-language findings: whether the runs are comparable, who leads at each load in each run,
-    whether that ranking holds across runs, and how far each arm moved."""
+    """Plain-language findings: whether the runs are comparable (every differing field named with
+    each run's value; then nothing is ranked), each run's own decision per load, whether those
+    decisions agree, and how far each arm moved."""
     lines = []
-    differing = fairness[~fairness["same in every run"]]
-    if not differing.empty:
-        fields = sorted({f"{arm}.{field}" for arm, field in differing.index})
-        lines.append("Not comparable: the protocol differs between runs in " + ", ".join(fields)
-                     + "; only the host and the engine builds may differ.")
+    diffs = protocol_differences(loaded)
+    differing = fairness[~fairness["same in every run"]] if not fairness.empty else fairness
+    if diffs or not differing.empty:
+        named = differences_line(diffs)
+        observed = sorted({f"{arm}.{field}" for arm, field in differing.index}) if not differing.empty else []
+        lines.append("Not comparable: " + (f"the campaign differs between runs in {len(diffs)} field(s): {named}"
+                                           if diffs else "")
+                     + ("; " if diffs and observed else "")
+                     + (f"what the arms did differs in {', '.join(observed)}" if observed else "")
+                     + ". Only the host and the engine builds may differ, so nothing is ranked across these runs: "
+                       "run the same campaign file on each host.")
+        return lines
     if overlay.empty:
         return lines + ["No run has a measured sweep: nothing to compare."]
-    leaders = {key: _leaders(overlay[overlay["run"] == key].assign(
-        arm=lambda d: d["arm"].str.rsplit(" @ ", n=1).str[0])) for key in loaded}
-    for key, lead in leaders.items():
-        if lead:
-            lines.append(f"{key}: highest output throughput at load "
-                         + ", ".join(f"{load:g} {arm}" for load, arm in sorted(lead.items())) + ".")
-    loads = sorted(set.intersection(*(set(v) for v in leaders.values())))
-    flipped = [load for load in loads if len({lead[load] for lead in leaders.values()}) > 1]
+    per_run = run_decisions(loaded)
+    primary = next(iter(loaded.values()))[0].protocol.decision.primary
+    for key, by_load in per_run.items():
+        if by_load:
+            lines.append(f"{key} ({primary}, its own decision rule): "
+                         + "; ".join(f"at load {load:g} {text}" for load, text in sorted(by_load.items())) + ".")
+    loads = sorted(set.intersection(*(set(v) for v in per_run.values()))) if per_run else []
+    undecided = [load for load in loads if any("undecided" in per_run[k][load] for k in per_run)]
+    flipped = [load for load in loads if load not in undecided and len({per_run[k][load] for k in per_run}) > 1]
     if flipped:
-        lines.append("The ranking depends on the host or engine build: the leader changes at load "
-                     + ", ".join(f"{x:g}" for x in flipped) + ". Choose with the run made on the hardware you will serve on.")
-    elif loads:
-        lines.append("The ranking holds across the runs at every shared load.")
+        lines.append("The decision depends on the host or engine build at load " + ", ".join(f"{x:g}" for x in flipped)
+                     + ". Choose with the run made on the hardware you will serve on.")
+    if undecided:
+        lines.append("No cross-run statement at load " + ", ".join(f"{x:g}" for x in undecided)
+                     + ": a run leaves the comparison undecided there (add repetitions).")
+    if loads and not flipped and not undecided:
+        lines.append("The decision holds across the runs at every shared load.")
     ratios = throughput_ratios(overlay)
     for col in ratios.columns:
         for arm, g in ratios[col].groupby(level="arm"):

@@ -136,8 +136,38 @@ def window(a: dict, protocol) -> dict | None:
     return _per_point(a, "phases_sent")
 
 
-def prefix_cache(a: dict, protocol) -> str | None:
-    return protocol.prefix_cache
+def prefix_cache(a: dict, protocol) -> dict | None:
+    """The cache state each arm realized, from what its ranked points report: the engine's hit
+    counters and the cached prompt tokens in the replies' usage. Any hit makes the arm warm,
+    whatever the protocol asked; an arm whose engine reports neither is not observed."""
+    rates = []
+    for s in _points(a).values():
+        if s.get("discarded"):
+            continue
+        pc = s.get("prefix_cache") or {}
+        seen = [pc[k] for k in ("engine_hit_rate", "reported_hit_rate") if pc.get(k) is not None]
+        if seen:
+            rates.append(max(seen))
+    if not rates:
+        return None
+    return {"configured": protocol.prefix_cache, "realized": "warm" if max(rates) > 0 else "cold",
+            "hit_rate_max": max(rates), "points": len(rates)}
+
+
+def _same_realized_cache(a: dict, b: dict) -> bool:
+    return a["realized"] == b["realized"]
+
+
+def canary_suite(a: dict, protocol) -> str | None:
+    """The canary suite that gated the arm, by name and content digest."""
+    c = (a.get("results") or {}).get("canaries") or {}
+    return f"{c['suite']} ({c['suite_sha256'][:12]})" if c.get("suite") and c.get("suite_sha256") else None
+
+
+def harness(a: dict, protocol) -> str | None:
+    """The harness revision that measured the arm, as its passport records it."""
+    value = ((a.get("passport") or {}).get("protocol") or {}).get("harness")
+    return value if value and value != "not recorded" else None
 
 
 def chat_template(a: dict, protocol) -> str | None:
@@ -175,8 +205,10 @@ FIELDS = (
     Field("output_lengths", output_lengths, _within(LENGTH_TOLERANCE), ("workload",)),
     Field("arrival", arrival, _same_points_within(RATE_OR_INFLIGHT), ("arrival",)),
     Field("window", window, _equal_on_common_points, ("requests_per_point", "warmup_requests", "arrival")),
-    Field("prefix_cache", prefix_cache, _equal, ("prefix_cache",)),
+    Field("prefix_cache", prefix_cache, _same_realized_cache, ("prefix_cache",)),
     Field("chat_template", chat_template, _equal, ("model", "chat_template")),
+    Field("canary_suite", canary_suite, _equal, ("canaries",)),
+    Field("harness", harness, _equal, ("harness",)),
 )
 
 
@@ -195,6 +227,9 @@ def _short(field: str, value) -> str:
         return NOT_OBSERVED
     if isinstance(value, str):
         return value
+    if field == "prefix_cache":
+        return (f"{value['realized']} (configured {value['configured']}): at most {value['hit_rate_max']:.0%} of "
+                f"prompt tokens from cache, over {value['points']} point(s)")
     if field == "prompts":
         joined = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
         return f"{len(value)} point(s), sha256 {joined[:16]}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from stackbook.config.arrival_patterns import Arrival, ClosedLoop, LoadLevel
 from stackbook.config.length_distributions import Length
@@ -149,6 +149,8 @@ class Slo(Strict):
     ttft_ms: float = Field(2000, gt=0)
     tpot_ms: float = Field(200, gt=0)
     e2e_ms: float | None = Field(None, gt=0)
+    attainment: float = Field(0.99, gt=0, le=1, description="the share of requests that must meet every bound "
+                              "for a load to count as inside the SLO")
 
 
 class Canaries(Strict):
@@ -178,6 +180,70 @@ class DiscardRules(Strict):
     on_invalid_load: bool = True
 
 
+class Repetitions(Strict):
+    """How many times each arm's sweep runs, interleaved across arms so slow drift on a shared
+    machine lands on every arm alike. `min` repetitions always run; up to `max`, another round
+    runs while a ranked comparison is still undecided (sequential stopping, preregistered here).
+    A bare integer means min = max."""
+    min: int = Field(2, ge=1, le=64, description="repetitions that always run (2 or more measure run-to-run noise)")
+    max: int | None = Field(None, ge=1, le=64, description="the most repetitions sequential stopping may add "
+                            "(None: min)")
+    order: Literal["abba", "random"] = Field(
+        "abba", description="abba: the arm order reverses every round (A B, B A, A B ...); random: a seeded "
+        "random order per round")
+    order_seed: int = Field(0, ge=0, description="the seed of the random block order")
+
+    @model_validator(mode="after")
+    def _max_not_below_min(self) -> "Repetitions":
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"repetitions.max ({self.max}) is below repetitions.min ({self.min}); "
+                             f"set max to at least {self.min}, or leave it out")
+        return self
+
+    @property
+    def most(self) -> int:
+        return self.max if self.max is not None else self.min
+
+    def round_order(self, round_index: int, arms: list[str]) -> list[str]:
+        """The arms' order in one round: reversed every other round (abba), or shuffled by a seed
+        of its own per round (random); the same call always gives the same order (replayable)."""
+        if self.order == "random":
+            import random
+            shuffled = list(arms)
+            random.Random(f"{self.order_seed}:{round_index}").shuffle(shuffled)
+            return shuffled
+        return list(arms) if round_index % 2 == 0 else list(reversed(arms))
+
+    @property
+    def looks(self) -> int:
+        """Interim looks at the data sequential stopping may take: one after each round from
+        `min` to `max`; the decision rule's error rate is split over them (Bonferroni)."""
+        return self.most - self.min + 1
+
+
+class Decision(Strict):
+    """The preregistered decision rule: a difference smaller than `min_effect` is no difference,
+    and a ranking needs its whole interval (at `confidence`, adjusted for sequential looks) on one
+    side of that margin."""
+    min_effect: float = Field(0.05, gt=0, lt=1, description="the smallest relative difference that counts "
+                              "(0.05: 5%)")
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="the confidence of every interval the verdict uses")
+    metrics: list[Literal["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"]] = Field(
+        default_factory=lambda: ["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"],
+        min_length=1, description="the figures compared pairwise at every load (a percentile only where the "
+        "sample supports it)")
+    primary: Literal["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"] = Field(
+        "output_throughput", description="the figure sequential stopping waits on: another round runs while "
+        "a comparison on it is undecided")
+
+    @model_validator(mode="after")
+    def _primary_compared(self) -> "Decision":
+        if self.primary not in self.metrics:
+            raise ValueError(f"decision.primary {self.primary!r} is not among decision.metrics {self.metrics}; "
+                             "add it to metrics or choose one of them")
+        return self
+
+
 class LoadGen(Strict):
     """How the load is generated: one client process holds one interpreter lock, so a rate
     past what one process sends on time needs several (see loadgen.client_processes)."""
@@ -194,14 +260,27 @@ class Protocol(Strict):
     context_length: int = Field(2048, gt=0)
     requests_per_point: int = Field(16, gt=0)
     warmup_requests: int = Field(2, ge=0)
-    repetitions: int = Field(1, gt=0)
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0])
+    repetitions: Repetitions = Repetitions()
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0], min_length=1,
+        description="the workload seed of each repetition, cycled when there are more repetitions than seeds")
+    decision: Decision = Decision()
     prefix_cache: Literal["cold", "warm"] = "cold"
     request_timeout_s: float = Field(120, gt=0)
     slo: Slo = Slo()
     canaries: Canaries = Canaries()
     discard_rules: DiscardRules = DiscardRules()
     loadgen: LoadGen = LoadGen()
+
+    @field_validator("repetitions", mode="before")
+    @classmethod
+    def _count_means_fixed(cls, v):
+        """`repetitions: 3` is three repetitions, no sequential stopping."""
+        if isinstance(v, bool):
+            return v  # refused by the model with the field named
+        if isinstance(v, int):
+            return {"min": v, "max": v}
+        return v
 
     @model_validator(mode="after")
     def _fits_context(self) -> "Protocol":
@@ -234,14 +313,20 @@ class Protocol(Strict):
             raise ValueError(f"stages {self.stages} would skip the sweep: it runs only after the canaries pass; "
                              "add canaries (stages: [sizing, canaries, sweep]), or set "
                              "canaries.run_sweep_on_hold: true to measure with every arm labelled 'not gated'")
-        if len(self.seeds) < self.repetitions:
-            raise ValueError(f"{self.repetitions} repetitions need at least as many seeds, got {self.seeds}")
         return self
+
+    def seed_of(self, repetition: int) -> int:
+        """The workload seed of one repetition (the seeds cycle)."""
+        return self.seeds[repetition % len(self.seeds)]
 
     def requests_at(self, level: LoadLevel) -> int:
         """HTTP requests sent at one load level: every turn of every prompt."""
         return self.arrival.prompts_at(level, self) * self.workload.turns()
 
+    def requests_per_repetition(self) -> int:
+        """HTTP requests one repetition of an arm's sweep sends: every level."""
+        return sum(self.requests_at(level) for level in self.arrival.load_levels())
+
     def requests_per_arm(self) -> int:
-        """HTTP requests one arm's sweep sends: every level, every repetition."""
-        return self.repetitions * sum(self.requests_at(level) for level in self.arrival.load_levels())
+        """HTTP requests one arm's sweep sends at the least: every level, `min` repetitions."""
+        return self.repetitions.min * self.requests_per_repetition()

@@ -114,6 +114,11 @@ class EngineAdapter:
         """Empty the engine's prefix cache where it offers a way; say what happened."""
         return "not offered by this engine"
 
+    def prefix_cache_fields(self, state: str) -> dict:
+        """Request-body fields that keep the engine's prefix cache in the protocol's state for every
+        request, where a flush between points is not enough (an engine that caches every prompt)."""
+        return {}
+
     # -- shared mechanics ----------------------------------------------------------------
     @property
     def base_url(self) -> str:

@@ -118,6 +118,11 @@ class LlamaCppAdapter(EngineAdapter):
     def output_length_fields(self, n: int) -> dict:
         return {"max_tokens": n, "ignore_eos": True}
 
+    def prefix_cache_fields(self, state: str) -> dict:
+        # Erasing the slots between points leaves the host-memory prompt cache, which hands every
+        # request the chat template's shared opening: only a per-request switch makes cold real.
+        return {"cache_prompt": False} if state == "cold" else {}
+
     def reset_prefix_cache(self, client: httpx.Client) -> str:
         slots = self.spec.parallel
         codes = []

@@ -5,12 +5,10 @@ A field not known says so, with the reason; nothing is left silently blank.
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any, Optional, Union
 
 from pydantic import BaseModel
 
-from stackbook import __version__
 from stackbook.evidence.files import model_json, read_json, write_json_atomic
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import (
@@ -21,9 +19,9 @@ from stackbook.evidence.results import (
     PointSummary,
     Unknown,
 )
-from stackbook.evidence.rundir import ArmDir
+from stackbook.evidence.harness import describe as describe_revision
+from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity, topology_line
-from stackbook.locations import REPO_ROOT
 
 Known = Union[dict[str, Any], Unknown]
 
@@ -53,7 +51,7 @@ class ProtocolPart(Open):
     warmup_requests_per_point: int
     cooldown_requests_per_point: Union[str, dict[str, int]]
     requests_per_point: int
-    repetitions: int
+    repetitions: Union[dict[str, Any], int]  # an int in runs recorded before repetitions were interleaved
     seeds: list[int]
     context_length: int
     slo: dict[str, Any]
@@ -113,15 +111,24 @@ def unknown(reason: str) -> dict:
     return {"unknown": reason}
 
 
-def harness_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
-                             capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return f"stackbook {__version__} ({rev}{'+modified' if dirty else ''})" if rev else f"stackbook {__version__}"
-    except (OSError, subprocess.TimeoutExpired):
-        return f"stackbook {__version__}"
+def run_record(arm_dir: ArmDir) -> dict:
+    """The run's manifest, read for what the whole run shares: its harness revision, its rounds."""
+    return read_json(RunDir(arm_dir.path.parent.parent).manifest, {}) or {}
+
+
+def repetitions_part(protocol, arm_dir: ArmDir, sweep: dict | None, manifest: dict) -> dict:
+    """The repetitions planned, how many ran and why they stopped, the order of every round, and
+    how each repetition of this arm began."""
+    plan = protocol.repetitions
+    rounds = (manifest.get("repetitions") or {})
+    began = {}
+    for s in ((sweep or {}).get("points") or {}).values():
+        if s.get("repetition") is not None and s.get("repetition_began"):
+            began.setdefault(str(s["repetition"]), s["repetition_began"])
+    return {"min": plan.min, "max": plan.most, "order": plan.order, "order_seed": plan.order_seed,
+            "ran": rounds.get("ran", len(began) or None), "stopped": rounds.get("stopped", "not recorded"),
+            "rounds": [{"round": x["round"], "order": x["order"]} for x in rounds.get("rounds", [])],
+            "began": began or "not recorded"}
 
 
 def prompts_sent(sweep: dict | None, arm_dir: ArmDir) -> dict:
@@ -175,6 +182,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
     canaries = results.get("canaries")
     sweep = results.get("sweep")
     prec = protocol.precision
+    manifest = run_record(arm_dir)
 
     identity = {
         "arm": arm.name,
@@ -192,7 +200,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
     }
     proto = {
         "workload": protocol.workload.model_dump(),
-        "harness": harness_revision(),
+        "harness": describe_revision(manifest.get("harness")),
         "decoding": protocol.decoding.describe(),
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
@@ -202,7 +210,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "cooldown_requests_per_point": {lv["level"]: protocol.arrival.cooldown_requests(lv, protocol)
                                         for lv in protocol.arrival.load_levels()},
         "requests_per_point": protocol.requests_per_point,
-        "repetitions": protocol.repetitions,
+        "repetitions": repetitions_part(protocol, arm_dir, sweep, manifest),
         "seeds": protocol.seeds,
         "context_length": protocol.context_length,
         "slo": protocol.slo.model_dump(),

@@ -1,7 +1,10 @@
-"""The local executor: every arm on this machine, one after another (no two engines share it)."""
+"""The local executor: every arm on this machine, one engine at a time, repetitions interleaved
+across arms round by round (see executors.rounds)."""
 from __future__ import annotations
 
 import time
+
+from stackbook.executors.rounds import run_rounds
 
 
 class LocalExecutor:
@@ -11,15 +14,15 @@ class LocalExecutor:
     def run_arms(self, run, arms: list) -> None:
         from stackbook.runner import run_arm
 
-        for arm in arms:
+        def slot(arm, repetitions: list[int]) -> None:
             entry = run.manifest.arm(arm.name)
-            ran_before = entry["status"] == "complete"
-            if not ran_before:
-                entry["placement"] = {"executor": self.name, "started_unix": time.time()}
+            placement = entry.setdefault("placement", {"executor": self.name})
+            placement.setdefault("started_unix", time.time())
             try:
                 run_arm(run.campaign, arm, run.run_dir, run.resolved, entry, run.manifest.save, run.steps,
-                        run.progress, run.log)
+                        run.progress, run.log, repetitions=repetitions)
             finally:
-                if not ran_before:
-                    entry["placement"]["finished_unix"] = time.time()
-                    run.manifest.save()
+                placement["finished_unix"] = time.time()
+                run.manifest.save()
+
+        run_rounds(run, arms, slot)

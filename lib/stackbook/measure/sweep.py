@@ -113,22 +113,36 @@ def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinel
     return "closed", prompts, {"concurrency": level["concurrency"], "cooldown": cooldown}
 
 
-def run_sweep(session, run_id: str, progress: bool = True) -> dict:
-    """Run every point of the arm's protocol; records go to requests.jsonl as they complete.
-    Points already complete in requests.jsonl (a resumed run) are not run again."""
+def earlier_points(session) -> tuple[dict, dict]:
+    """The points and telemetry an earlier call of this arm's sweep recorded (results.json)."""
+    from stackbook.evidence.files import read_json
+
+    sweep = (read_json(session.arm_dir.results, {}) or {}).get("sweep") or {}
+    return sweep.get("points") or {}, sweep.get("telemetry") or {}
+
+
+def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int] | None = None,
+              began: str | None = None) -> dict:
+    """Run the points of the given repetitions (None: the protocol's `min` repetitions);
+    records go to requests.jsonl as they complete. Points already complete in requests.jsonl (an
+    earlier repetition, a resumed run) are not run again, and their server-side evidence is carried
+    over from results.json. The summary covers every repetition measured so far. `began` says how
+    this call's repetitions began (a fresh engine start, or the engine left running)."""
     protocol = session.protocol
     target = session.target()
     target.length_for = session.adapter.output_length_fields
     tokenizer = tokenizer_for(session)
     records_path = session.arm_dir.requests
     levels = load_levels(protocol)
-    expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in range(protocol.repetitions) for lv in levels}
+    reps = list(range(protocol.repetitions.min)) if repetitions is None else sorted(repetitions)
+    expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in reps for lv in levels}
     turns = turns_of(protocol)
     if session.arm_dir.client_parts.is_dir():  # an interrupted point's parts, kept as a cut attempt
         with RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
             merge_parts(session.arm_dir.client_parts, writer, sent_writer)
     attempts = latest_attempts(read_records(records_path))
-    total = protocol.requests_per_arm()
+    total = len(reps) * protocol.requests_per_repetition()
+    earlier, earlier_telemetry = earlier_points(session)
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
     alive = session.engine_alive
     telemetry: dict[str, dict] = {}
@@ -141,8 +155,8 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer, \
             SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
-        for rep in range(protocol.repetitions):
-            seed = protocol.seeds[rep]
+        for rep in reps:
+            seed = protocol.seed_of(rep)
             for lv in levels:
                 name = point_name(lv, rep)
                 n = expected[name]
@@ -176,6 +190,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
                 telemetry[name] = metrics_delta(before, after)
                 during = gauges.window(unix0, time.time())
                 server_side[name] = {
+                    "repetition_began": began or "not recorded",
                     "prefix_cache": cache | cache_counters(telemetry[name], recs),
                     "engine_gauges_during": during,
                     "engine_reconciliation": reconcile_with_engine(telemetry[name], recs),
@@ -186,10 +201,18 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     records = read_records(records_path, latest_attempt=True)
     sent = point_digests(read_sent(session.arm_dir.requests_sent, latest_attempt=True))
     points: dict[str, dict] = {}
-    for rep in range(protocol.repetitions):
+    measured_reps = sorted({r.repetition for r in records} | set(reps))
+    for name in earlier:
+        if name not in server_side and name in earlier_telemetry:
+            telemetry[name] = earlier_telemetry[name]
+    for rep in measured_reps:
         for lv in levels:
             name = point_name(lv, rep)
+            if not any(r.point == name for r in records):
+                continue
             s = point_summary([r for r in records if r.point == name], protocol.slo)
+            if name not in server_side:  # measured by an earlier call: its server-side readings stay
+                s = {k: v for k, v in (earlier.get(name) or {}).items() if k != "discarded"} | s
             s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
             if "concurrency" in lv:
@@ -212,7 +235,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
     out["engine_lifecycle"] = {"ready_after_s": (session.engine or {}).get("ready_after_s"),
                                "restarts": (session.engine or {}).get("restarts")}
     out["prefix_cache"] = {"state": protocol.prefix_cache,
-                           "points": {name: x["prefix_cache"] for name, x in server_side.items()}}
+                           "points": {name: x["prefix_cache"] for name, x in points.items() if x.get("prefix_cache")}}
     return out
 
 

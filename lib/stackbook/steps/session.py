@@ -59,7 +59,8 @@ class ArmSession:
     def target(self) -> Target:
         d = self.protocol.decoding.resolved()
         return Target(self.adapter.base_url, self.adapter.served_name,
-                      self.adapter.sampling_fields(d) | self.protocol.decoding.template_fields(),
+                      self.adapter.sampling_fields(d) | self.protocol.decoding.template_fields()
+                      | self.adapter.prefix_cache_fields(self.protocol.prefix_cache),
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
                       self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
                       exact_lengths=self.adapter.length_control is not None)

@@ -13,8 +13,12 @@ from stackbook.measure.sweep import point_name, run_sweep
 from stackbook.measure.validity import CLIENT_CPU_NEAR_CORE
 
 
-def arm_sweep(session, run_id: str | None = None, progress: bool = True) -> dict:
-    out = run_sweep(session, run_id or session.run_dir.name, progress=progress)
+def arm_sweep(session, run_id: str | None = None, progress: bool = True, repetitions: list[int] | None = None,
+              began: str | None = None) -> dict:
+    """Run the given repetitions of the arm's sweep (None: the protocol's minimum), then write the
+    results of every repetition measured so far and the passport."""
+    out = run_sweep(session, run_id or session.run_dir.name, progress=progress, repetitions=repetitions,
+                    began=began or ("the engine this notebook started" if session.started_here else None))
     measured = ArmResults.model_validate({**(read_json(session.arm_dir.results, {}) or {}), "sweep": out})
     out["label"] = measured.label().value
     update_results(session.arm_dir, "sweep", out)

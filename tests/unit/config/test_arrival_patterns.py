@@ -32,7 +32,8 @@ def test_conversation_turns_multiply_requests_not_prompts():
     assert levels == [{"level": "rate0.5", "rate": 0.5}, {"level": "rate2", "rate": 2.0}]
     assert p.arrival.prompts_at(levels[0], p) == 3 + 10 + 3  # warm-up, measured, cool-down = warm-up
     assert p.requests_at(levels[0]) == 16 * 3
-    assert p.requests_per_arm() == 2 * 16 * 3
+    assert p.requests_per_repetition() == 2 * 16 * 3
+    assert p.requests_per_arm() == 2 * 2 * 16 * 3  # two repetitions by default
 
 
 @pytest.mark.parametrize("arrival, expected", [
@@ -71,7 +72,7 @@ def test_the_sweep_counts_through_the_protocol():
     [level] = sweep.load_levels(p)
     assert sweep.requests_at(p, level) == 14 and sweep.turns_of(p) == 2
     assert sweep.cooldown_requests(p, level) == 1 and sweep.point_name(level, 0) == "c2-r0"
-    assert p.requests_per_arm() == sweep.requests_at(p, level) * sweep.turns_of(p)
+    assert p.requests_per_repetition() == sweep.requests_at(p, level) * sweep.turns_of(p)
 
 
 def test_runs_recorded_before_the_split_still_load():

@@ -88,6 +88,7 @@ protocol:
   arrival: {{kind: constant, rates: [40, 20]}}
   context_length: 512
   requests_per_point: 24
+  repetitions: 1
   warmup_requests: 2
   loadgen: {{processes: 2}}
 arms:

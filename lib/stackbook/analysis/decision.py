@@ -1,0 +1,188 @@
+"""The preregistered decision rule: an interval over repetitions for every compared figure, and a
+three-way verdict on each difference between two arms.
+
+Why a t-interval over repetition estimates: each repetition is one whole run of the point (its own
+engine start), so the spread of its estimates across repetitions carries both the sampling error
+inside a run and the run-to-run drift of a shared machine. With few repetitions Student's t (R - 1
+degrees of freedom) keeps the interval honestly wide, where a bootstrap over two or three
+repetitions would report no wider than their range. A difference between two arms is a ratio,
+taken on the log scale (Welch's interval, unequal variances), so "12% ahead" reads the same
+whichever arm is named first.
+
+The rule (`protocol.decision`): a difference counts only when its whole interval lies beyond the
+`min_effect` margin; it is "no difference" when the whole interval lies inside the margin; any
+other interval is "undecided" and asks for more repetitions. Under sequential stopping the
+interval's level is adjusted for the number of looks (Bonferroni), so the error rate across the
+looks stays at 1 - confidence.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One figure the verdict compares: its column in the points, its words, unit and direction;
+    a percentile ranks only where every repetition's sample supports it."""
+    name: str
+    column: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    percentile: int | None = None
+
+
+COMPARED = (
+    Compared("output_throughput", "output_throughput_tok_s", "output throughput", "tok/s", True),
+    Compared("ttft_p50", "ttft_ms_p50", "TTFT p50", "ms", False, 50),
+    Compared("tpot_p50", "tpot_ms_p50", "TPOT p50", "ms", False, 50),
+    Compared("e2e_p50", "e2e_ms_p50", "E2E p50", "ms", False, 50),
+    Compared("e2e_p99", "e2e_ms_p99", "E2E p99", "ms", False, 99),
+)
+COMPARED_BY_NAME = {c.name: c for c in COMPARED}
+
+
+def min_sample(percentile: float) -> int:
+    """The fewest requests that put at least one observation above the percentile: p50 2, p95 20,
+    p99 100. Below it the "percentile" is the sample's maximum."""
+    return math.ceil(100 / (100 - percentile) - 1e-9)
+
+
+def supported(percentile: float | None, n: int) -> bool:
+    return percentile is None or n >= min_sample(percentile)
+
+
+def percentile_text(percentile: int, value: float | None, n: int, unit: str = "ms") -> str:
+    """A percentile as a reader should see it: with its sample size, or as the maximum it is."""
+    if value is None:
+        return "-"
+    if not supported(percentile, n):
+        return f"max of {n}: {value:,.0f} {unit}"
+    return f"{value:,.0f} {unit} (p{percentile}, n={n})"
+
+
+def confidence_text(confidence: float) -> str:
+    """95% or 99.3%: a level as a reader writes it."""
+    pct = round(100 * confidence, 1)
+    return f"{pct:g}%"
+
+
+def look_confidence(confidence: float, looks: int) -> float:
+    """The per-look confidence that keeps the error rate over `looks` interim looks at 1 - confidence."""
+    return 1 - (1 - confidence) / max(1, looks)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure's estimate (the mean of its repetitions' estimates) and its interval."""
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+    repetitions: int
+    requests: int
+    confidence: float
+
+    def text(self, digits: int = 1) -> str:
+        if self.estimate is None:
+            return "-"
+        if self.lo is None:
+            return f"{self.estimate:,.{digits}f} (1 repetition: no interval)"
+        return f"{self.estimate:,.{digits}f} [{self.lo:,.{digits}f}, {self.hi:,.{digits}f}]"
+
+
+def interval(values: list[float], requests: int, confidence: float) -> Interval:
+    """The t-interval of the mean of per-repetition estimates (none from a single repetition)."""
+    v = np.asarray([x for x in values if x is not None and not math.isnan(x)], float)
+    if v.size == 0:
+        return Interval(None, None, None, 0, requests, confidence)
+    mean = float(v.mean())
+    if v.size < 2:
+        return Interval(mean, None, None, 1, requests, confidence)
+    half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return Interval(mean, mean - half, mean + half, int(v.size), requests, confidence)
+
+
+def ratio_interval(a: list[float], b: list[float], confidence: float) -> tuple[float, float | None, float | None]:
+    """The ratio a/b of geometric means of repetition estimates, with Welch's interval on the log
+    scale; (ratio, None, None) when either side has fewer than two positive repetitions."""
+    la = np.log(np.asarray([x for x in a if x and x > 0], float))
+    lb = np.log(np.asarray([x for x in b if x and x > 0], float))
+    if la.size == 0 or lb.size == 0:
+        return math.nan, None, None
+    diff = float(la.mean() - lb.mean())
+    if la.size < 2 or lb.size < 2:
+        return math.exp(diff), None, None
+    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return math.exp(diff), math.exp(diff), math.exp(diff)
+    df = (va + vb) ** 2 / (va ** 2 / (la.size - 1) + vb ** 2 / (lb.size - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """One comparison of two arms on one figure at one load, as the rule decides it."""
+    load: float
+    metric: str
+    arm_a: str
+    arm_b: str
+    decision: str
+    leader: str | None
+    ratio: float | None
+    lo: float | None
+    hi: float | None
+    confidence: float
+    repetitions_a: int
+    repetitions_b: int
+    requests_a: int
+    requests_b: int
+    text: str
+
+    def as_row(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f}%"
+
+
+def decide_pair(load: float, metric: Compared, arm_a: str, a: list[float], requests_a: int,
+                arm_b: str, b: list[float], requests_b: int, min_effect: float, confidence: float
+                ) -> PairDecision:
+    """The rule applied to one pair: ahead (the whole interval beyond the margin, on the better
+    side), no difference (the whole interval inside the margin), else undecided."""
+    ratio, lo, hi = ratio_interval(a, b, confidence)
+    ra, rb = len([x for x in a if x]), len([x for x in b if x])
+    base = dict(load=load, metric=metric.name, arm_a=arm_a, arm_b=arm_b, ratio=ratio if not math.isnan(ratio) else None,
+                lo=lo, hi=hi, confidence=confidence, repetitions_a=ra, repetitions_b=rb,
+                requests_a=requests_a, requests_b=requests_b)
+    if lo is None:
+        why = ("one repetition per arm measures no run-to-run noise" if ra and rb else "an arm has no measurement")
+        return PairDecision(**base, decision=UNDECIDED, leader=None,
+                            text=f"{metric.label}: undecided with this sample ({why}): add repetitions.")
+    span = f"interval {_pct(lo - 1)} to {_pct(hi - 1)} for {arm_a}/{arm_b}"
+    upper, lower = 1 + min_effect, 1 - min_effect
+    if lower < lo and hi < upper:
+        return PairDecision(**base, decision=NO_DIFFERENCE, leader=None,
+                            text=f"{metric.label}: no difference larger than {min_effect:.0%} ({span}).")
+    a_better = lo > upper if metric.higher_is_better else hi < lower
+    b_better = hi < lower if metric.higher_is_better else lo > upper
+    if a_better or b_better:
+        leader, other = (arm_a, arm_b) if a_better else (arm_b, arm_a)
+        r, rlo, rhi = (ratio, lo, hi) if a_better else (1 / ratio, 1 / hi, 1 / lo)
+        if metric.higher_is_better:
+            how = f"{metric.label} {r - 1:.0%} higher ({rlo - 1:.0%} to {rhi - 1:.0%})"
+        else:
+            how = f"{metric.label} {1 - r:.0%} lower ({1 - rhi:.0%} to {1 - rlo:.0%})"
+        return PairDecision(**base, decision=AHEAD, leader=leader, text=f"{leader} ahead of {other}: {how}.")
+    return PairDecision(**base, decision=UNDECIDED, leader=None,
+                        text=f"{metric.label}: undecided with this sample ({span} spans the {min_effect:.0%} margin): "
+                             "add repetitions.")

@@ -1,0 +1,248 @@
+"""The campaign's verdict under the preregistered decision rule: per arm and load, every compared
+figure with its interval and sample size; per load, each pair of arms decided figure by figure;
+the Pareto frontier and the capacity inside the SLO, where points whose intervals overlap are
+not ordered."""
+from __future__ import annotations
+
+from itertools import combinations
+
+import pandas as pd
+from scipy import stats
+
+from stackbook.analysis.decision import (
+    AHEAD,
+    COMPARED,
+    COMPARED_BY_NAME,
+    NO_DIFFERENCE,
+    Compared,
+    PairDecision,
+    confidence_text,
+    decide_pair,
+    interval,
+    look_confidence,
+    min_sample,
+    supported,
+)
+from stackbook.evidence.label import Label
+
+# Figures shown with an interval beside the compared ones (never ranked pairwise: a proportion
+# bounded at 1 and a rate that may be 0 have no ratio to take).
+SHOWN = (("goodput_rps", "goodput", "req/s"), ("slo_attainment", "SLO attainment", "share"))
+
+
+def rankable(df: pd.DataFrame) -> pd.DataFrame:
+    """The points that may enter the frontier, the SLO capacity and the verdict: accepted arms,
+    points no preregistered rule discarded. Tables and figures show the rest, marked."""
+    if df.empty:
+        return df
+    keep = df["label"] == Label.ACCEPTED.value
+    if "discarded" in df:
+        keep &= ~df["discarded"].fillna(False).astype(bool)
+    return df[keep]
+
+
+def verdict_confidence(protocol) -> float:
+    """The level of every interval the verdict reads: the rule's confidence, adjusted for the
+    looks sequential stopping may take."""
+    return look_confidence(protocol.decision.confidence, protocol.repetitions.looks)
+
+
+def _cells(df: pd.DataFrame) -> dict[tuple[str, float], pd.DataFrame]:
+    return {(arm, load): g.sort_values("repetition") if "repetition" in g else g
+            for (arm, load), g in df.groupby(["arm", "load"], sort=False)}
+
+
+def per_repetition_requests(g: pd.DataFrame) -> list[int]:
+    return [int(x) for x in g["completed"].fillna(0)]
+
+
+def _slo_interval(g: pd.DataFrame, confidence: float) -> tuple[float | None, float | None, float | None]:
+    """SLO attainment with the wider of two intervals: the t-interval over repetitions and the
+    Wilson interval of the pooled requests (several repetitions that all happen to read 1.0 still
+    carry the binomial uncertainty of their few requests)."""
+    per_rep = interval(list(g["slo_attainment"].dropna()), int(g["requests"].sum()), confidence)
+    n = int(g["requests"].fillna(0).sum())
+    if per_rep.estimate is None or n == 0:
+        return None, None, None
+    good = int(round((g["slo_attainment"] * g["requests"]).sum()))
+    wilson = stats.binomtest(good, n).proportion_ci(confidence_level=confidence, method="wilson")
+    lo = min(wilson.low, per_rep.lo) if per_rep.lo is not None else wilson.low
+    hi = max(wilson.high, per_rep.hi) if per_rep.hi is not None else wilson.high
+    return per_rep.estimate, max(0.0, lo), min(1.0, hi)
+
+
+def load_table(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """One row per arm and load: repetitions, requests, and each figure's estimate with its
+    interval (`<figure>`, `<figure>_lo`, `<figure>_hi`), from every point of that arm and load,
+    ranked or not (the `status` column says which)."""
+    rows = []
+    for (arm, load), g in _cells(df).items():
+        n = per_repetition_requests(g)
+        row = {"arm": arm, "label": g["label"].iloc[0], "load": load, "repetitions": len(g),
+               "requests": sum(n), "requests_per_repetition": min(n) if n else 0,
+               "status": ("accepted" if (g["status"] == Label.ACCEPTED.value).all() else
+                          "; ".join(sorted({s for s in g["status"] if s != Label.ACCEPTED.value})))}
+        for c in COMPARED:
+            iv = interval(list(g[c.column].dropna()) if c.column in g else [], sum(n), confidence)
+            row |= {c.name: iv.estimate, f"{c.name}_lo": iv.lo, f"{c.name}_hi": iv.hi,
+                    f"{c.name}_supported": all(supported(c.percentile, k) for k in n)}
+        for column, name, _ in SHOWN:
+            if name == "SLO attainment":
+                est, lo, hi = _slo_interval(g, confidence)
+            else:
+                iv = interval(list(g[column].dropna()) if column in g else [], sum(n), confidence)
+                est, lo, hi = iv.estimate, iv.lo, iv.hi
+            row |= {column: est, f"{column}_lo": lo, f"{column}_hi": hi}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def figure_text(row: pd.Series, c: Compared) -> str:
+    """A compared figure in a table cell: the estimate and its interval; an unsupported percentile
+    reads as the maximum it is, with its sample size."""
+    est = row.get(c.name)
+    if est is None or pd.isna(est):
+        return "-"
+    if c.percentile and not row.get(f"{c.name}_supported"):
+        return f"max of {int(row['requests_per_repetition'])}: {est:,.0f}"
+    lo, hi = row.get(f"{c.name}_lo"), row.get(f"{c.name}_hi")
+    digits = 1 if c.unit == "tok/s" or est < 100 else 0
+    if lo is None or pd.isna(lo):
+        return f"{est:,.{digits}f} (no interval)"
+    return f"{est:,.{digits}f} [{lo:,.{digits}f}, {hi:,.{digits}f}]"
+
+
+def display_table(table: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """The load table as a reader reads it: one column per figure, `estimate [interval]`."""
+    if table.empty:
+        return table
+    out = table[["arm", "load", "status", "repetitions", "requests"]].copy()
+    ci = confidence_text(confidence)
+    for c in COMPARED:
+        head = c.label if not c.percentile else f"{c.label} (needs n ≥ {min_sample(c.percentile)} per repetition)"
+        out[f"{head} {c.unit} [{ci} CI]"] = [figure_text(r, c) for _, r in table.iterrows()]
+    for column, name, unit in SHOWN:
+        out[f"{name} {unit} [{ci} CI]"] = [
+            "-" if pd.isna(r[column]) else (f"{r[column]:.3f}" + ("" if pd.isna(r[f"{column}_lo"]) else
+                                                                 f" [{r[f'{column}_lo']:.3f}, {r[f'{column}_hi']:.3f}]"))
+            for _, r in table.iterrows()]
+    return out.sort_values(["load", "arm"]).reset_index(drop=True)
+
+
+def compared_figures(protocol) -> list[Compared]:
+    return [COMPARED_BY_NAME[m] for m in protocol.decision.metrics]
+
+
+def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDecision]:
+    """Every pair of ranked, comparable arms at every load, on every compared figure the sample
+    supports (a percentile whose repetitions have too few requests is not compared)."""
+    ranked = rankable(df)
+    ranked = ranked[ranked["arm"].isin(comparable)]
+    conf, margin = verdict_confidence(protocol), protocol.decision.min_effect
+    cells = _cells(ranked)
+    order = list(dict.fromkeys(df["arm"]))
+    out = []
+    for load in sorted({load for _, load in cells}):
+        arms = [a for a in order if (a, load) in cells]
+        for a, b in combinations(arms, 2):
+            ga, gb = cells[(a, load)], cells[(b, load)]
+            na, nb = per_repetition_requests(ga), per_repetition_requests(gb)
+            for c in compared_figures(protocol):
+                if c.column not in ga or not all(supported(c.percentile, k) for k in na + nb):
+                    continue
+                out.append(decide_pair(load, c, a, list(ga[c.column]), sum(na), b, list(gb[c.column]), sum(nb),
+                                       margin, conf))
+    return out
+
+
+def primary_decided(found: list[PairDecision], primary: str) -> bool:
+    """Whether every comparison on the preregistered primary figure is decided (ahead or no
+    difference): sequential stopping's condition."""
+    on_primary = [d for d in found if d.metric == primary]
+    return bool(on_primary) and all(d.decision in (AHEAD, NO_DIFFERENCE) for d in on_primary)
+
+
+def unsupported_note(df: pd.DataFrame, protocol) -> str | None:
+    """The compared percentiles the sample does not support, said once."""
+    ranked = rankable(df)
+    if ranked.empty:
+        return None
+    fewest = int(ranked["completed"].min())
+    left = [c for c in compared_figures(protocol) if c.percentile and not supported(c.percentile, fewest)]
+    if not left:
+        return None
+    return ("Not compared: " + ", ".join(f"{c.label} (needs at least {min_sample(c.percentile)} requests per "
+                                         "repetition)" for c in left)
+            + f"; the smallest repetition here has {fewest}, so its tail is shown as the maximum of the sample.")
+
+
+def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: str) -> list[str]:
+    """Per load: every pairwise decision in words, with its interval and sample."""
+    lines = []
+    conf = verdict_confidence(protocol)
+    by_load: dict[float, list[PairDecision]] = {}
+    for d in found:
+        by_load.setdefault(d.load, []).append(d)
+    for load, ds in sorted(by_load.items()):
+        first = ds[0]
+        sample = (f"{first.repetitions_a} and {first.repetitions_b} repetitions, {first.requests_a} and "
+                  f"{first.requests_b} requests")
+        for (a, b) in dict.fromkeys((d.arm_a, d.arm_b) for d in ds):
+            texts = " ".join(d.text for d in ds if (d.arm_a, d.arm_b) == (a, b))
+            lines.append(f"At {unit} {load:g}, {a} against {b} ({sample}, {confidence_text(conf)} intervals): {texts}")
+    note = unsupported_note(df, protocol)
+    if note:
+        lines.append(note)
+    return lines
+
+
+def tail_figure(table: pd.DataFrame) -> Compared:
+    """The latency axis of the frontier: E2E p99 where every repetition supports it, else E2E p50."""
+    p99 = COMPARED_BY_NAME["e2e_p99"]
+    if not table.empty and table["e2e_p99_supported"].all():
+        return p99
+    return COMPARED_BY_NAME["e2e_p50"]
+
+
+def pareto_frontier(table: pd.DataFrame) -> pd.DataFrame:
+    """Ranked arm-load points that no other point beats decidedly on both throughput (higher)
+    and latency (lower): beating means the two intervals do not overlap. With one repetition
+    there are no intervals, so nothing is ordered and every point stays on the frontier."""
+    pts = table[table["status"] == "accepted"] if not table.empty else table
+    if pts.empty:
+        return pd.DataFrame()
+    lat = tail_figure(pts).name
+    tp = "output_throughput"
+    keep = []
+    for i, p in pts.iterrows():
+        dominated = False
+        for j, q in pts.iterrows():
+            if i == j or pd.isna(q[f"{tp}_lo"]) or pd.isna(p[f"{tp}_hi"]):
+                continue
+            if q[f"{tp}_lo"] > p[f"{tp}_hi"] and q[f"{lat}_hi"] < p[f"{lat}_lo"]:
+                dominated = True
+                break
+        if not dominated:
+            keep.append(i)
+    cols = ["arm", "load", tp, f"{tp}_lo", f"{tp}_hi", lat, f"{lat}_lo", f"{lat}_hi", "repetitions", "requests"]
+    return pts.loc[keep, cols].sort_values(tp).reset_index(drop=True)
+
+
+def slo_capacity(table: pd.DataFrame, attainment: float) -> pd.DataFrame:
+    """Per arm: the highest load whose SLO attainment is inside the target with its whole interval
+    (decided), and the highest whose estimate reaches it (not yet decided when the two differ)."""
+    rows = []
+    for arm, g in table.groupby("arm", sort=False):
+        ranked = g[g["status"] == "accepted"].sort_values("load")
+        inside = ranked[ranked["slo_attainment_lo"] >= attainment]
+        estimate = ranked[ranked["slo_attainment"] >= attainment]
+        best = inside.iloc[-1] if len(inside) else None
+        rows.append({"arm": arm, "label": g["label"].iloc[0],
+                     "max load inside the SLO (interval)": best["load"] if best is not None else None,
+                     "max load inside the SLO (estimate)": estimate["load"].max() if len(estimate) else None,
+                     "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
+                     "highest load tested": g["load"].max(),
+                     "requests per load": int(g["requests"].max()),
+                     "points left out": ", ".join(f"{ld:g} ({st})" for ld, st in zip(g["load"], g["status"])
+                                                  if st != "accepted")})
+    return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()

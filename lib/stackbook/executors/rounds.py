@@ -1,0 +1,59 @@
+"""Repetitions interleaved across arms: round r runs every arm once, in the round's order (A B,
+then B A, ...), so slow drift on a shared machine lands on every arm alike. From `min` rounds on,
+another round runs only while a comparison on the preregistered primary figure is undecided, up
+to `max` (sequential stopping); the manifest records every round's order and why the rounds
+stopped, so the order can be replayed."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def decided_after(run_dir) -> tuple[bool, str]:
+    """Whether every comparison on the primary figure is decided on the run's records so far."""
+    from stackbook.analysis.comparison import analyse_run
+    from stackbook.analysis.verdict import primary_decided
+    from stackbook.analysis.decision import PairDecision
+
+    result = analyse_run(run_dir)
+    found = [PairDecision(**d) for d in result.decisions]
+    primary = result.decision_rule.get("primary", "output_throughput")
+    undecided = [d for d in found if d.metric == primary and d.decision == "undecided"]
+    if not found:
+        return True, "no pair of ranked, comparable arms: nothing to decide"
+    if primary_decided(found, primary):
+        return True, f"every comparison on {primary} decided"
+    return False, f"{len(undecided)} comparison(s) on {primary} undecided"
+
+
+def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
+               decided: Callable[[object], tuple[bool, str]] = decided_after) -> None:
+    """Run every arm's repetitions round by round, stopping as the protocol preregistered."""
+    plan = run.campaign.protocol.repetitions
+    names = [a.name for a in arms]
+    by_name = {a.name: a for a in arms}
+    record = run.manifest.data.setdefault("repetitions", {})
+    record.update(min=plan.min, max=plan.most, order=plan.order, order_seed=plan.order_seed)
+    rounds = record.setdefault("rounds", [])
+    for r in range(plan.most):
+        if r >= plan.min:
+            ok, why = decided(run.run_dir)
+            if ok:
+                record["stopped"] = f"after {r} repetitions: {why}"
+                break
+            run.log(f"repetition {r + 1} of at most {plan.most}: {why}")
+        order = plan.round_order(r, names)
+        entry = next((x for x in rounds if x["round"] == r), None)
+        if entry is None:
+            entry = {"round": r, "order": order, "started_unix": time.time()}
+            rounds.append(entry)
+        run.manifest.save()
+        for name in order:
+            run_slot(by_name[name], [r])
+        entry["finished_unix"] = time.time()
+        record["ran"] = r + 1
+        run.manifest.save()
+    else:
+        record["stopped"] = (f"after {plan.most} repetitions: " +
+                             ("fixed by the protocol (min = max)" if plan.min == plan.most else "repetitions.max reached"))
+    run.manifest.save()

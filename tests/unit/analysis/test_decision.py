@@ -1,0 +1,93 @@
+"""The decision rule against independent numbers: scipy's own Welch interval, the percentile
+support rule, and identical arms that must never be ranked."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+from stackbook.analysis.decision import (
+    AHEAD,
+    COMPARED_BY_NAME,
+    NO_DIFFERENCE,
+    UNDECIDED,
+    decide_pair,
+    interval,
+    look_confidence,
+    min_sample,
+    percentile_text,
+    ratio_interval,
+)
+
+TP = COMPARED_BY_NAME["output_throughput"]
+TTFT = COMPARED_BY_NAME["ttft_p50"]
+
+
+def test_the_log_ratio_interval_is_scipys_welch_interval():
+    a, b = [47.6, 46.9, 48.3], [44.2, 45.0, 43.1, 44.8]
+    ratio, lo, hi = ratio_interval(a, b, 0.95)
+    ci = stats.ttest_ind(np.log(a), np.log(b), equal_var=False).confidence_interval(0.95)
+    assert math.isclose(lo, math.exp(ci.low), rel_tol=1e-9) and math.isclose(hi, math.exp(ci.high), rel_tol=1e-9)
+    g = math.exp(np.mean(np.log(a)) - np.mean(np.log(b)))
+    assert math.isclose(ratio, g, rel_tol=1e-12)
+
+
+def test_the_interval_of_repetition_estimates_is_students_t():
+    iv = interval([10.0, 12.0], requests=16, confidence=0.95)
+    # mean 11, sd sqrt(2), t(0.975, 1) = 12.706: half-width 12.706 * sqrt(2) / sqrt(2)
+    assert iv.estimate == 11 and math.isclose(iv.hi - iv.estimate, 12.7062047, rel_tol=1e-6)
+    assert interval([10.0], 8, 0.95).lo is None
+
+
+def test_percentiles_need_their_sample():
+    assert (min_sample(50), min_sample(95), min_sample(99)) == (2, 20, 100)
+    assert percentile_text(99, 2076.0, 8) == "max of 8: 2,076 ms"
+    assert percentile_text(99, 2076.0, 128) == "2,076 ms (p99, n=128)"
+
+
+def test_sequential_looks_share_the_error_rate():
+    assert math.isclose(look_confidence(0.95, 7), 1 - 0.05 / 7)
+
+
+def test_a_clear_gap_is_ahead_with_its_interval_and_either_order_reads_the_same():
+    a, b = [50.0, 51.0, 49.5], [40.0, 40.5, 39.8]
+    d = decide_pair(2, TP, "a", a, 24, "b", b, 24, 0.05, 0.95)
+    r = decide_pair(2, TP, "b", b, 24, "a", a, 24, 0.05, 0.95)
+    assert d.decision == r.decision == AHEAD and d.leader == r.leader == "a"
+    assert d.text.startswith("a ahead of b: output throughput 25% higher (")
+    assert d.text == r.text
+
+
+def test_lower_is_better_for_latency():
+    d = decide_pair(1, TTFT, "slow", [670.0, 690.0], 16, "fast", [97.0, 99.0], 16, 0.05, 0.95)
+    assert d.decision == AHEAD and d.leader == "fast" and d.text.startswith("fast ahead of slow: TTFT p50 86% lower")
+
+
+def test_a_gap_as_large_as_the_noise_is_undecided():
+    d = decide_pair(1, TP, "a", [47.6, 44.0], 16, "b", [44.2, 45.7], 16, 0.05, 0.95)
+    assert d.decision == UNDECIDED and d.leader is None and "add repetitions" in d.text
+
+
+def test_two_tight_equal_arms_are_no_difference():
+    d = decide_pair(1, TP, "a", [45.0, 45.2, 44.9, 45.1], 32, "b", [45.1, 44.8, 45.0, 45.2], 32, 0.05, 0.95)
+    assert d.decision == NO_DIFFERENCE and d.text.startswith("output throughput: no difference larger than 5%")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(1.0, 1000.0), min_size=2, max_size=8), st.randoms(use_true_random=False))
+def test_identical_arms_are_never_ranked(values, rng):
+    """An A/A pair: the same repetition estimates in another order can only be no difference or
+    undecided, never a winner."""
+    other = list(values)
+    rng.shuffle(other)
+    for metric in (TP, TTFT):
+        d = decide_pair(1, metric, "first", values, 8 * len(values), "second", other, 8 * len(values), 0.05, 0.95)
+        assert d.decision in (NO_DIFFERENCE, UNDECIDED) and d.leader is None
+
+
+@pytest.mark.parametrize("effect", [0.02, 0.10])
+def test_the_margin_is_the_campaigns(effect):
+    a, b = [45.0, 45.1, 44.9], [42.0, 42.1, 41.9]  # 7% apart, tight
+    d = decide_pair(1, TP, "a", a, 24, "b", b, 24, effect, 0.95)
+    assert d.decision == (AHEAD if effect == 0.02 else NO_DIFFERENCE if effect == 0.10 else None)
