@@ -84,14 +84,31 @@ agreement = analysis.canary_agreement(arms)
 agreement if not agreement.empty else Markdown("*Fewer than two arms ran the canaries.*")
 
 # %% [markdown]
-# ## Side by side
+# ## Side by side, with intervals
 #
-# Every figure below is computed from the arms' `requests.jsonl` (linked above); the per-arm sweep
-# notebooks show the same points one arm at a time. Figures are saved under `figures/`.
+# One row per arm and load, over its repetitions: each figure is the mean of the repetitions'
+# estimates with its interval (Student's t over the repetitions, so it carries the run-to-run
+# noise of this machine, not only the spread of requests inside one run). A percentile is shown
+# only where every repetition has the requests it needs (p50: 2, p95: 20, p99: 100); below that it
+# reads "max of n", the largest of n requests, and is never compared. Every figure is computed
+# from the arms' `requests.jsonl` (linked above); the per-arm sweep notebooks show the same points
+# one arm at a time. Figures are saved under `figures/`.
 
 # %%
+from stackbook.analysis import verdict as decide
+
 df = analysis.comparison_frame(arms, fair)  # each point's status: accepted (ranked), or why not (discard rule, label)
-readable(analysis.headline(df))
+confidence = decide.verdict_confidence(campaign.protocol)
+table = decide.load_table(df, confidence) if not df.empty else pd.DataFrame()
+readable(decide.display_table(table, confidence)) if not table.empty else Markdown("*No arm produced measurements.*")
+
+# %% [markdown]
+# Each repetition's points apart (a point is one load in one repetition), as the sweeps measured them:
+
+# %%
+from stackbook.analysis.decision import sized_percentiles
+
+readable(sized_percentiles(analysis.headline(df)))
 
 # %% [markdown]
 # ## Discarded points
@@ -105,10 +122,20 @@ readable(d) if not d.empty else Markdown("*No point was discarded.*")
 
 # %% [markdown]
 # ## Verdict
+#
+# The decision rule was fixed before the run (`protocol.decision`): at each load, each pair of
+# ranked arms is compared figure by figure through the ratio of their repetition estimates and
+# its interval (Welch's, on the log scale). A difference is stated only when the whole interval
+# lies beyond the `min_effect` margin; when the whole interval lies inside it the arms are "no
+# different"; anything else is undecided and asks for more repetitions. With sequential stopping
+# the interval's level is raised for the number of looks, so the error rate over all looks stays
+# at the stated one.
 
 # %%
-result = analysis.write_analysis(run)  # analysis.json beside this notebook: labels, fairness, points, verdict
+result = analysis.write_analysis(run)  # analysis.json beside this notebook: labels, fairness, points, decisions
+display(Markdown(decide.rule_text(result.decision_rule, campaign.protocol)))
 display(Markdown("\n".join(f"* {line}" for line in result.verdict)))
+readable(decide.decisions_table(result.decisions)) if result.decisions else None
 
 # %% [markdown]
 # ## Figures
@@ -129,24 +156,26 @@ plots.throughput_vs_concurrency(df, figures)
 # ## Throughput against tail latency
 #
 # Each point is one arm at one load. The frontier keeps the points no other point beats on both
-# axes at once; everything else is dominated. An arm that reaches the highest throughput only by
-# pushing p99 far out sits at the right of the frontier: fine for batch work, wrong for a chat
-# product.
+# axes at once, decidedly (their intervals part on both axes); everything else is dominated. An
+# arm that reaches the highest throughput only by pushing its tail far out sits at the right of
+# the frontier: fine for batch work, wrong for a chat product.
 
 # %%
 plots.pareto(df, figures)
 
 # %%
-readable(analysis.pareto_frontier(df), "the frontier") if not df.empty else None
+readable(decide.pareto_frontier(table), "the frontier") if not table.empty else None
 
 # %% [markdown]
 # ## Inside the SLO
 #
-# The highest load each arm sustained with at least 99% of requests inside every SLO bound
-# (TTFT and TPOT), and the goodput there: the capacity that counts for the product.
+# The highest load each arm sustained with at least the SLO's share of requests inside every bound
+# (TTFT and TPOT): by its estimate, and by its whole interval (the Wilson interval of the pooled
+# requests or the spread over repetitions, whichever is wider). Few requests cannot show a high
+# share: 30 requests that all met the SLO still leave 99% inside the interval's reach below it.
 
 # %%
-readable(analysis.slo_capacity(df)) if not df.empty else None
+readable(decide.slo_capacity(table, campaign.protocol.slo.attainment)) if not table.empty else None
 
 # %% [markdown]
 # ## How close to the hardware's bound

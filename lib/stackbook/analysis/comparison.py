@@ -10,6 +10,7 @@ from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.verdict import (
+    aa_control_lines,
     decisions,
     load_table,
     pareto_frontier,
@@ -137,7 +138,8 @@ def load_unit(df: pd.DataFrame) -> str:
     return "concurrency" if not ("rate" in df and df["rate"].notna().any()) else "offered rate"
 
 
-def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol) -> tuple[list[str], list]:
+def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[str, str] | None = None
+            ) -> tuple[list[str], list]:
     """Plain-language findings and the pairwise decisions they state: who is kept out of the
     ranking and why, then per load each pair of ranked arms under the preregistered rule."""
     if df.empty:
@@ -156,7 +158,7 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol) -> tuple[list[st
                          "not compared" + (": " + "; ".join(f"{r['arm']} {r['point']} {r['status']}"
                                                           for _, r in left.iterrows()) if len(left) else "") + ".")
     found = decisions(df, protocol, comparable_arms(df, fairness))
-    return lines + verdict_lines(df, found, protocol, unit), found
+    return lines + verdict_lines(df, found, protocol, unit) + aa_control_lines(found, replicas or {}), found
 
 
 def sizing_frame(arms: dict) -> pd.DataFrame:
@@ -338,7 +340,7 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     protocol = campaign.protocol
     conf = verdict_confidence(protocol)
     table = load_table(df, conf) if not df.empty else pd.DataFrame()
-    lines, found = verdict(df, fair, protocol)
+    lines, found = verdict(df, fair, protocol, {a.name: a.replicate_of for a in campaign.arms if a.replicate_of})
     return CampaignAnalysis(
         campaign=campaign.name,
         arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],

@@ -42,6 +42,7 @@ COMPARED = (
     Compared("output_throughput", "output_throughput_tok_s", "output throughput", "tok/s", True),
     Compared("ttft_p50", "ttft_ms_p50", "TTFT p50", "ms", False, 50),
     Compared("tpot_p50", "tpot_ms_p50", "TPOT p50", "ms", False, 50),
+    Compared("itl_p50", "itl_ms_p50", "chunk ITL p50", "ms", False, 50),
     Compared("e2e_p50", "e2e_ms_p50", "E2E p50", "ms", False, 50),
     Compared("e2e_p99", "e2e_ms_p99", "E2E p99", "ms", False, 99),
 )
@@ -65,6 +66,28 @@ def percentile_text(percentile: int, value: float | None, n: int, unit: str = "m
     if not supported(percentile, n):
         return f"max of {n}: {value:,.0f} {unit}"
     return f"{value:,.0f} {unit} (p{percentile}, n={n})"
+
+
+def sized_percentiles(frame, count: str = "completed"):
+    """A table of per-point figures as a reader should see it: every percentile column above the
+    median whose point has fewer requests than it needs reads "max of n: value" (the sample's
+    largest value, which is what it is), and its header says so. Display only: the stored figures
+    stay numbers."""
+    import re
+
+    out = frame.copy()
+    if count not in out:
+        return out
+    for col in list(out.columns):
+        m = re.search(r"_p(\d+)$", str(col))
+        if not m or int(m.group(1)) <= 50:
+            continue
+        q = int(m.group(1))
+        need = min_sample(q)
+        out[col] = [("-" if v is None or v != v else f"max of {int(n)}: {v:,.0f}" if n < need else f"{v:,.1f}")
+                    for v, n in zip(out[col], out[count])]
+        out = out.rename(columns={col: f"{col} (max of n below n={need})"})
+    return out
 
 
 def confidence_text(confidence: float) -> str:

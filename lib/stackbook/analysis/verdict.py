@@ -246,3 +246,53 @@ def slo_capacity(table: pd.DataFrame, attainment: float) -> pd.DataFrame:
                      "points left out": ", ".join(f"{ld:g} ({st})" for ld, st in zip(g["load"], g["status"])
                                                   if st != "accepted")})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
+
+
+def aa_control_lines(found: list[PairDecision], replicas: dict[str, str]) -> list[str]:
+    """For each A/A pair (an arm and its replica): the rule must rank nothing between them. A
+    ranking there says the intervals understate the noise, and the line says so."""
+    lines = []
+    for replica, original in replicas.items():
+        pair = [d for d in found if {d.arm_a, d.arm_b} == {replica, original}]
+        if not pair:
+            lines.append(f"A/A control {replica} (a replica of {original}): not compared (no ranked points in common).")
+            continue
+        ranked = [d for d in pair if d.decision == AHEAD]
+        same = sum(d.decision == NO_DIFFERENCE for d in pair)
+        if ranked:
+            lines.append(f"A/A control FAILED: {replica} and {original} run the same engine and settings, yet the rule "
+                         f"ranked them in {len(ranked)} of {len(pair)} comparison(s) ("
+                         + "; ".join(f"at load {d.load:g}: {d.text}" for d in ranked)
+                         + "): the intervals understate this machine's noise; add repetitions or widen min_effect.")
+        else:
+            lines.append(f"A/A control {replica} (a replica of {original}): nothing ranked between the two; no difference "
+                         f"in {same} of {len(pair)} comparison(s), the rest undecided.")
+    return lines
+
+
+def rule_text(rule: dict, protocol) -> str:
+    """The preregistered rule and the sample it was applied to, in one paragraph."""
+    plan = protocol.repetitions
+    looks = rule.get("looks", 1)
+    return (f"**Decision rule** (preregistered in the campaign): a difference counts when its whole "
+            f"{confidence_text(rule['interval_confidence'])} interval lies beyond ±{rule['min_effect']:.0%}; "
+            f"inside ±{rule['min_effect']:.0%} it is no difference; otherwise undecided. "
+            + (f"Sequential stopping: {plan.min} to {plan.most} repetitions, stopping once every comparison on "
+               f"{rule['primary']} is decided; {confidence_text(rule['confidence'])} over {looks} looks gives "
+               f"{confidence_text(rule['interval_confidence'])} per look (Bonferroni). "
+               if looks > 1 else f"Repetitions: {plan.min}, fixed. ")
+            + f"Intervals: {rule.get('interval', 'not recorded')}.")
+
+
+def decisions_table(rows: list[dict]) -> pd.DataFrame:
+    """The pairwise decisions as a table: load, figure, pair, decision, leader, ratio [interval]."""
+    out = []
+    for d in rows:
+        figure = COMPARED_BY_NAME[d["metric"]]
+        ratio = (f"{d['ratio']:.3f}" + (f" [{d['lo']:.3f}, {d['hi']:.3f}]" if d.get("lo") is not None else "")
+                 if d.get("ratio") is not None else "-")
+        out.append({"load": d["load"], "figure": f"{figure.label} ({figure.unit})", "arms (a / b)":
+                    f"{d['arm_a']} / {d['arm_b']}", "decision": d["decision"], "leader": d["leader"] or "-",
+                    "ratio a/b [interval]": ratio, "repetitions": f"{d['repetitions_a']} / {d['repetitions_b']}",
+                    "requests": f"{d['requests_a']} / {d['requests_b']}"})
+    return pd.DataFrame(out)

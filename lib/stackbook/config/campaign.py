@@ -103,6 +103,8 @@ class Arm(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     engine: Engine
     description: str = ""
+    replicate_of: str | None = Field(None, description="an A/A control: this arm runs another arm's engine and "
+                                     "settings again, and the analysis must find no difference between the two")
     protocol_overrides: dict[str, Any] = Field(default_factory=dict)
     resources: dict[str, float] = Field(
         default_factory=dict, description="what the arm needs of a node, in Ray's resource names (CPU, GPU, "
@@ -127,6 +129,33 @@ class Arm(Strict):
 
 class Campaign(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas_copy_their_arm(cls, data: Any) -> Any:
+        """An arm with `replicate_of` and no engine takes the replicated arm's engine and overrides."""
+        if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
+            return data
+        by_name = {a.get("name"): a for a in data["arms"] if isinstance(a, dict)}
+        arms = []
+        for i, a in enumerate(data["arms"]):
+            if isinstance(a, dict) and a.get("replicate_of") is not None:
+                source = by_name.get(a["replicate_of"])
+                if source is None or source is a:
+                    raise ValueError(f"arms[{i}].replicate_of: {a['replicate_of']!r} names no other arm of the campaign; "
+                                     f"name one of {[n for n in by_name if n != a.get('name')]}")
+                if source.get("replicate_of") is not None:
+                    raise ValueError(f"arms[{i}].replicate_of: {a['replicate_of']!r} is itself a replica; replicate "
+                                     f"the original arm {source['replicate_of']!r}")
+                a = {"engine": source.get("engine"), "protocol_overrides": source.get("protocol_overrides", {}),
+                     "resources": source.get("resources", {}), **a}
+                if a["engine"] != source.get("engine") or a.get("protocol_overrides", {}) != source.get(
+                        "protocol_overrides", {}):
+                    raise ValueError(f"arms[{i}]: a replica of {source.get('name')!r} runs its engine and overrides "
+                                     "unchanged; remove engine and protocol_overrides from the replica")
+            arms.append(a)
+        return {**data, "arms": arms}
+
     description: str = ""
     model: ModelSpec = ModelSpec()
     hardware: Hardware = Hardware()

@@ -228,11 +228,11 @@ class Decision(Strict):
     min_effect: float = Field(0.05, gt=0, lt=1, description="the smallest relative difference that counts "
                               "(0.05: 5%)")
     confidence: float = Field(0.95, gt=0.5, lt=1, description="the confidence of every interval the verdict uses")
-    metrics: list[Literal["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"]] = Field(
+    metrics: list[Literal["output_throughput", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "e2e_p99"]] = Field(
         default_factory=lambda: ["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"],
         min_length=1, description="the figures compared pairwise at every load (a percentile only where the "
         "sample supports it)")
-    primary: Literal["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"] = Field(
+    primary: Literal["output_throughput", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "e2e_p99"] = Field(
         "output_throughput", description="the figure sequential stopping waits on: another round runs while "
         "a comparison on it is undecided")
 

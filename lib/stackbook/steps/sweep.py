@@ -30,8 +30,10 @@ def points_table(sweep: dict) -> pd.DataFrame:
     cols = ["concurrency", "repetition", "completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
             "tpot_ms_p99", "itl_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99", "output_throughput_tok_s",
             "goodput_rps", "slo_attainment", "littles_law_concurrency"]
+    from stackbook.analysis.decision import sized_percentiles
+
     df = pd.DataFrame.from_dict(sweep["points"], orient="index")
-    return df[[c for c in cols if c in df.columns]].round(2)
+    return sized_percentiles(df[[c for c in cols if c in df.columns]].round(2))
 
 
 def points_frame(session, sweep: dict) -> pd.DataFrame:

@@ -1,0 +1,87 @@
+"""Repetitions on a real engine: an A/A pair of llama.cpp arms, two repetitions interleaved A B
+then B A, each begun with a fresh engine start; the verdict never ranks the two, the realized
+prefix cache reads cold, and every passport carries the run's one harness revision."""
+import json
+import os
+import shutil
+
+import pytest
+from stackbook.loadgen.records import read_records
+from stackbook.runner import run_campaign
+
+pytestmark = pytest.mark.engine
+
+CAMPAIGN = """
+name: aa-test
+description: an A/A pair, two interleaved repetitions
+model: {source: embedded}
+protocol:
+  decoding: {preset: greedy}
+  workload: {kind: synthetic, prompt_tokens: 48, output_tokens: 8}
+  arrival: {kind: closed_loop, concurrency: [1, 2]}
+  context_length: 512
+  requests_per_point: 4
+  warmup_requests: 1
+  repetitions: 2
+  decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, e2e_p50]}
+  slo: {ttft_ms: 5000, tpot_ms: 500}
+  canaries:
+    out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
+                   instruction_following: replies not judged for wording, batch_invariance: speed only}
+arms:
+  - name: first
+    engine: {kind: llama_cpp, threads: 1, parallel: 2}
+  - name: second
+    replicate_of: first
+"""
+
+
+@pytest.fixture(scope="module")
+def run(real_engines, tmp_path_factory):
+    path = tmp_path_factory.mktemp("aa") / "aa.yaml"
+    path.write_text(CAMPAIGN)
+    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path_factory.getbasetemp().name}", progress=False)
+    yield run_dir
+    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):
+    manifest = json.loads(run.manifest.read_text())
+    assert manifest["status"] == "complete", json.dumps(manifest, indent=1)[:2000]
+    reps = manifest["repetitions"]
+    assert [r["order"] for r in reps["rounds"]] == [["first", "second"], ["second", "first"]]
+    assert reps["ran"] == 2 and reps["stopped"] == "after 2 repetitions: fixed by the protocol (min = max)"
+    for arm in ("first", "second"):
+        entry = manifest["arms"][arm]
+        assert entry["engine_starts"] == 2 and entry["repetitions_done"] == [0, 1]
+        passport = json.loads(run.arm(arm).passport_json.read_text())
+        began = passport["protocol"]["repetitions"]["began"]
+        assert set(began) == {"0", "1"} and all(b.startswith("fresh engine start") for b in began.values())
+        assert passport["validity"]["engine_restarts"] == 0
+        points = {r.point for r in read_records(run.arm(arm).requests, latest_attempt=True) if r.phase == "measure"}
+        assert points == {"c1-r0", "c2-r0", "c1-r1", "c2-r1"}
+        # Round 1 ran second first: its repetition 1 finished before first's.
+    log = {a: manifest["arms"][a]["repetition_log"]["1"]["finished_unix"] for a in ("first", "second")}
+    assert log["second"] < log["first"]
+
+
+def test_the_verdict_never_ranks_identical_arms(run):
+    analysis = json.loads(run.analysis.read_text())
+    decisions = analysis["decisions"]
+    assert {(d["load"], d["metric"]) for d in decisions} == {(c, m) for c in (1, 2)
+                                                            for m in ("output_throughput", "e2e_p50")}
+    assert all(d["decision"] in ("no difference", "undecided") and d["leader"] is None for d in decisions)
+    assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 8 for d in decisions)
+    assert any(line.startswith("A/A control second (a replica of first): nothing ranked") for line in analysis["verdict"])
+
+
+def test_the_fairness_table_reads_a_cold_cache_and_one_harness_revision(run):
+    analysis = json.loads(run.analysis.read_text())
+    rows = {r["arm"]: r for r in analysis["fairness"]}
+    for arm in ("first", "second"):
+        assert rows[arm]["prefix_cache"].startswith("cold (configured cold): at most 0% of prompt tokens from cache")
+        assert rows[arm]["comparable"]
+    harness = {rows[a]["harness"] for a in rows}
+    manifest = json.loads(run.manifest.read_text())
+    assert len(harness) == 1 and manifest["harness"]["commit"] in harness.pop()

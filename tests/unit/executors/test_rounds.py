@@ -1,0 +1,56 @@
+"""Repetitions round by round: the order alternates (or is a seeded shuffle), sequential stopping
+adds rounds only while the primary figure is undecided, and the manifest records why it stopped."""
+from types import SimpleNamespace
+
+from stackbook.config.protocol import Repetitions
+from stackbook.executors.rounds import run_rounds
+
+
+class FakeManifest:
+    def __init__(self):
+        self.data, self.saves = {}, 0
+
+    def save(self):
+        self.saves += 1
+
+
+def run_with(plan: Repetitions, decided_after: int | None = None):
+    arms = [SimpleNamespace(name=n) for n in ("a", "b", "c")]
+    run = SimpleNamespace(campaign=SimpleNamespace(protocol=SimpleNamespace(repetitions=plan)),
+                          manifest=FakeManifest(), run_dir="run", log=lambda m: None)
+    slots = []
+    looks = []
+
+    def decided(_):
+        looks.append(len(slots) // len(arms))
+        done = decided_after is not None and len(slots) // len(arms) >= decided_after
+        return done, "every comparison decided" if done else "1 comparison(s) undecided"
+
+    run_rounds(run, arms, lambda arm, reps: slots.append((arm.name, reps[0])), decided)
+    return slots, looks, run.manifest.data["repetitions"]
+
+
+def test_abba_reverses_the_order_every_round():
+    slots, looks, rec = run_with(Repetitions(min=3))
+    assert slots == [("a", 0), ("b", 0), ("c", 0), ("c", 1), ("b", 1), ("a", 1), ("a", 2), ("b", 2), ("c", 2)]
+    assert looks == [] and rec["ran"] == 3 and rec["stopped"] == "after 3 repetitions: fixed by the protocol (min = max)"
+    assert [r["order"] for r in rec["rounds"]] == [["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"]]
+
+
+def test_a_seeded_random_order_replays_and_differs_by_seed():
+    first, _, _ = run_with(Repetitions(min=4, order="random", order_seed=7))
+    again, _, _ = run_with(Repetitions(min=4, order="random", order_seed=7))
+    other, _, _ = run_with(Repetitions(min=4, order="random", order_seed=8))
+    assert first == again and first != other
+    assert sorted(first) == sorted(other)  # every arm once per round either way
+
+
+def test_sequential_stopping_looks_after_min_and_stops_when_decided():
+    slots, looks, rec = run_with(Repetitions(min=2, max=6), decided_after=4)
+    assert looks == [2, 3, 4] and len(slots) == 4 * 3
+    assert rec["ran"] == 4 and rec["stopped"] == "after 4 repetitions: every comparison decided"
+
+
+def test_sequential_stopping_ends_at_max_when_never_decided():
+    slots, looks, rec = run_with(Repetitions(min=2, max=4))
+    assert looks == [2, 3] and rec["ran"] == 4 and rec["stopped"] == "after 4 repetitions: repetitions.max reached"
