@@ -35,9 +35,17 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
     from stackbook.evidence.portable import make_portable
     from stackbook.runner import run_analysis
 
+    from stackbook.config.loading import load_campaign
+    from stackbook.evidence.passport import write_passport
+
     run = RunDir.existing(run_dir)
     run = RunDir(_repo_relative(run.path))
     manifest = ManifestFile(run, campaign=None, campaign_file="")
+    campaign = load_campaign(run.campaign_resolved)
+    for arm in campaign.arms:  # passports are derived from the records too: written by today's code
+        if run.arm(arm.name).results.exists():
+            write_passport(campaign, arm, run.arm(arm.name),
+                           engine_died=manifest.data["arms"].get(arm.name, {}).get("status") == "engine_died")
     run_analysis(run, manifest)
     make_portable(run, [])
     if "outputs" in manifest.data:

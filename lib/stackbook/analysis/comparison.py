@@ -357,7 +357,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         verdict=lines, decisions=[d.as_row() for d in found], load_table=_records(table),
         decision_rule={**protocol.decision.model_dump(), "interval_confidence": conf,
                        "looks": protocol.repetitions.looks,
-                       "interval": "Student's t over repetition estimates; Welch on the log ratio between arms"},
+                       "interval": "Student's t over repetition estimates; between arms, the log ratio paired by "
+                                   "round where both ran the same repetitions, else Welch"},
         ranking_rule=RANKING_RULE,
         demand_maps=demand_maps_of(arms, labels),
         open_loop_waits=_records(open_loop_points(campaign, arms, df)))

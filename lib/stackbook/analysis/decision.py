@@ -6,8 +6,9 @@ engine start), so the spread of its estimates across repetitions carries both th
 inside a run and the run-to-run drift of a shared machine. With few repetitions Student's t (R - 1
 degrees of freedom) keeps the interval honestly wide, where a bootstrap over two or three
 repetitions would report no wider than their range. A difference between two arms is a ratio,
-taken on the log scale (Welch's interval, unequal variances), so "12% ahead" reads the same
-whichever arm is named first.
+taken on the log scale so "12% ahead" reads the same whichever arm is named first: paired by
+round where both arms ran the same repetitions (the interleaved design; drift a round shares
+cancels), else Welch's interval (unequal variances).
 
 The rule (`protocol.decision`): a difference counts only when its whole interval lies beyond the
 `min_effect` margin; it is "no difference" when the whole interval lies inside the margin; any
@@ -131,6 +132,22 @@ def interval(values: list[float], requests: int, confidence: float) -> Interval:
     return Interval(mean, mean - half, mean + half, int(v.size), requests, confidence)
 
 
+def paired_ratio_interval(a: list[float], b: list[float], confidence: float
+                          ) -> tuple[float, float | None, float | None]:
+    """The ratio a/b from repetitions run in the same rounds, pair by pair: the mean of the per-round
+    log ratios with Student's t over rounds. Drift that a round shares (the machine busier for A
+    and B alike) cancels inside each pair, which is what interleaving the arms buys."""
+    pairs = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
+    if not pairs:
+        return math.nan, None, None
+    d = np.log([x for x, _ in pairs]) - np.log([y for _, y in pairs])
+    mean = float(d.mean())
+    if d.size < 2:
+        return math.exp(mean), None, None
+    half = float(stats.t.ppf(0.5 + confidence / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def ratio_interval(a: list[float], b: list[float], confidence: float) -> tuple[float, float | None, float | None]:
     """The ratio a/b of geometric means of repetition estimates, with Welch's interval on the log
     scale; (ratio, None, None) when either side has fewer than two positive repetitions."""
@@ -163,6 +180,7 @@ class PairDecision:
     lo: float | None
     hi: float | None
     confidence: float
+    method: str
     repetitions_a: int
     repetitions_b: int
     requests_a: int
@@ -178,14 +196,17 @@ def _pct(x: float) -> str:
 
 
 def decide_pair(load: float, metric: Compared, arm_a: str, a: list[float], requests_a: int,
-                arm_b: str, b: list[float], requests_b: int, min_effect: float, confidence: float
-                ) -> PairDecision:
+                arm_b: str, b: list[float], requests_b: int, min_effect: float, confidence: float,
+                paired: bool = False) -> PairDecision:
     """The rule applied to one pair: ahead (the whole interval beyond the margin, on the better
-    side), no difference (the whole interval inside the margin), else undecided."""
-    ratio, lo, hi = ratio_interval(a, b, confidence)
+    side), no difference (the whole interval inside the margin), else undecided. `paired`: a[i]
+    and b[i] come from the same round (the same repetition of an interleaved run)."""
+    ratio, lo, hi = (paired_ratio_interval if paired else ratio_interval)(a, b, confidence)
     ra, rb = len([x for x in a if x]), len([x for x in b if x])
     base = dict(load=load, metric=metric.name, arm_a=arm_a, arm_b=arm_b, ratio=ratio if not math.isnan(ratio) else None,
-                lo=lo, hi=hi, confidence=confidence, repetitions_a=ra, repetitions_b=rb,
+                lo=lo, hi=hi, confidence=confidence,
+                method="paired by round (t over per-round log ratios)" if paired else "Welch (log scale)",
+                repetitions_a=ra, repetitions_b=rb,
                 requests_a=requests_a, requests_b=requests_b)
     if lo is None:
         why = ("one repetition per arm measures no run-to-run noise" if ra and rb else "an arm has no measurement")

@@ -147,11 +147,12 @@ def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDeci
         for a, b in combinations(arms, 2):
             ga, gb = cells[(a, load)], cells[(b, load)]
             na, nb = per_repetition_requests(ga), per_repetition_requests(gb)
+            paired = ("repetition" in ga and len(ga) > 1 and list(ga["repetition"]) == list(gb["repetition"]))
             for c in compared_figures(protocol):
                 if c.column not in ga or not all(supported(c.percentile, k) for k in na + nb):
                     continue
                 out.append(decide_pair(load, c, a, list(ga[c.column]), sum(na), b, list(gb[c.column]), sum(nb),
-                                       margin, conf))
+                                       margin, conf, paired=paired))
     return out
 
 

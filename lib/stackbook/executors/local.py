@@ -26,3 +26,15 @@ class LocalExecutor:
                 run.manifest.save()
 
         run_rounds(run, arms, slot)
+        rewrite_passports(run, arms)
+
+
+def rewrite_passports(run, arms: list) -> None:
+    """Each arm's passport once more after the last round: how many repetitions ran and why they
+    stopped is known only then."""
+    from stackbook.evidence.passport import write_passport
+
+    for arm in arms:
+        entry = run.manifest.arm(arm.name)
+        if run.run_dir.arm(arm.name).exists():
+            write_passport(run.campaign, arm, run.run_dir.arm(arm.name), engine_died=entry["status"] == "engine_died")

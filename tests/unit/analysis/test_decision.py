@@ -91,3 +91,17 @@ def test_the_margin_is_the_campaigns(effect):
     a, b = [45.0, 45.1, 44.9], [42.0, 42.1, 41.9]  # 7% apart, tight
     d = decide_pair(1, TP, "a", a, 24, "b", b, 24, effect, 0.95)
     assert d.decision == (AHEAD if effect == 0.02 else NO_DIFFERENCE if effect == 0.10 else None)
+
+
+def test_pairing_by_round_cancels_drift_the_round_shares():
+    """The machine slows by 20% in the second and third rounds for both arms alike: the paired
+    interval sees a steady 10% gap, Welch's sees the drift."""
+    a = [55.0, 44.0, 44.1, 55.2]
+    b = [50.0, 40.0, 40.2, 50.1]
+    paired = decide_pair(1, TP, "a", a, 32, "b", b, 32, 0.05, 0.95, paired=True)
+    welch = decide_pair(1, TP, "a", a, 32, "b", b, 32, 0.05, 0.95)
+    assert paired.decision == AHEAD and paired.method.startswith("paired by round")
+    assert welch.decision == UNDECIDED and welch.method == "Welch (log scale)"
+    d = np.log(a) - np.log(b)
+    ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
+    assert math.isclose(paired.lo, math.exp(ci.low)) and math.isclose(paired.hi, math.exp(ci.high))
