@@ -22,7 +22,7 @@ from stackbook.loadgen.records import BackgroundWriter
 # length, how it streams), not the prompt: left out of the prompt digest so that two engines
 # sent the same prompts compare equal. The requested length, max_tokens, every engine takes
 # alike: it stays in.
-NOT_PROMPT = ("model", "stream", "stream_options", "min_tokens", "ignore_eos", "logit_bias")
+NOT_PROMPT = ("model", "stream", "stream_options", "min_tokens", "ignore_eos", "logit_bias", "cache_prompt")
 
 
 # The sampling knobs a body may carry, under the protocol's names, and the other names engines'

@@ -169,3 +169,14 @@ def test_a_replay_uses_the_endpoints_route(tmp_path, server):
                            route={"chat_path": "/openai/v1/chat/completions?api-version=1", "ca_bundle": None})
     assert target.chat_path == "/openai/v1/chat/completions?api-version=1"
     assert request_body(target, [])["max_completion_tokens"] == 8 and "max_tokens" not in request_body(target, [])
+
+
+def test_an_engines_per_request_cache_switch_is_not_part_of_the_prompt():
+    """llama-server's cold arms carry cache_prompt: false; the prompt digest, which the fairness
+    check compares across engines, must not see it."""
+    from stackbook.loadgen.sent import prompt_of
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "max_tokens": 8}
+    assert prompt_of(body | {"cache_prompt": False, "repeat_penalty": 1.0}) == prompt_of(
+        body | {"min_tokens": 8, "repetition_penalty": 1.0})
+    assert prompt_of(body | {"response_format": {"type": "json_object"}}) != prompt_of(body)
