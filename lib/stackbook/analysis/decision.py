@@ -3,11 +3,13 @@ three-way verdict on each difference between two arms.
 
 Why a t-interval over repetition estimates: each repetition is one whole run of the point (its own
 engine start), so the spread of its estimates across repetitions carries both the sampling error
-inside a run and the run-to-run drift of a shared machine. With few repetitions Student's t (R - 1
-degrees of freedom) keeps the interval honestly wide, where a bootstrap over two or three
-repetitions would report no wider than their range. A difference between two arms is a ratio,
-taken on the log scale so "12% ahead" reads the same whichever arm is named first: paired by
-round where both arms ran the same repetitions (the interleaved design; drift a round shares
+inside a run and the run-to-run drift of a shared machine. With few repetitions Student's t keeps
+the interval honestly wide, where a bootstrap over two or three repetitions would report no wider
+than their range. Figures are taken on the log scale (a relative spread, intervals never below
+zero) and the spread is pooled over the loads of one run: the same machine and engines, so
+two repetitions at each of three loads give three degrees of freedom instead of one. A difference
+between two arms is a ratio, so "12% ahead" reads the same whichever arm is named first: paired
+by round where both arms ran the same repetitions (the interleaved design; drift a round shares
 cancels), else Welch's interval (unequal variances).
 
 The rule (`protocol.decision`): a difference counts only when its whole interval lies beyond the
@@ -132,39 +134,107 @@ def interval(values: list[float], requests: int, confidence: float) -> Interval:
     return Interval(mean, mean - half, mean + half, int(v.size), requests, confidence)
 
 
+def _logs(values) -> np.ndarray:
+    return np.log(np.asarray([x for x in values if x is not None and x == x and x > 0], float))
+
+
+def pooled_log_spread(cells) -> tuple[float | None, int]:
+    """The spread of log estimates around each cell's own mean, pooled over cells: one machine's
+    run-to-run noise measured over every load of the run (Σ(n - 1) degrees of freedom), so two
+    repetitions per load still give an interval a reader can use."""
+    cells = [c for c in cells if c.size]
+    df = sum(c.size - 1 for c in cells)
+    if df == 0:
+        return None, 0
+    ss = sum(float(((c - c.mean()) ** 2).sum()) for c in cells)
+    return math.sqrt(ss / df), df
+
+
+def _t(confidence: float, df: float) -> float:
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def figure_intervals(cells: dict, confidence: float) -> dict:
+    """Per cell (an arm at one load): the geometric mean of its repetition estimates and a
+    multiplicative interval from the arm's log spread pooled over its loads (never below zero)."""
+    logs = {k: _logs(v) for k, v in cells.items()}
+    sd, df = pooled_log_spread(logs.values())
+    out = {}
+    for k, lv in logs.items():
+        if lv.size == 0:
+            out[k] = (None, None, None)
+            continue
+        m = float(lv.mean())
+        if sd is None:
+            out[k] = (math.exp(m), None, None)
+            continue
+        half = _t(confidence, df) * sd / math.sqrt(lv.size)
+        out[k] = (math.exp(m), math.exp(m - half), math.exp(m + half))
+    return out
+
+
+def paired_intervals(pairs: dict, confidence: float) -> dict:
+    """Per load: the ratio a/b from repetitions run in the same rounds, pair by pair (the mean of
+    the per-round log ratios), with Student's t on their spread pooled over the loads. Drift a
+    round shares (the machine busier for A and B alike) cancels inside each pair: what
+    interleaving the arms buys."""
+    diffs = {}
+    for load, (a, b) in pairs.items():
+        ok = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
+        diffs[load] = np.log([x for x, _ in ok]) - np.log([y for _, y in ok]) if ok else np.asarray([])
+    sd, df = pooled_log_spread(diffs.values())
+    out = {}
+    for load, d in diffs.items():
+        if d.size == 0:
+            out[load] = (math.nan, None, None)
+            continue
+        m = float(d.mean())
+        if sd is None:
+            out[load] = (math.exp(m), None, None)
+            continue
+        half = _t(confidence, df) * sd / math.sqrt(d.size)
+        out[load] = (math.exp(m), math.exp(m - half), math.exp(m + half))
+    return out
+
+
+def welch_intervals(pairs: dict, confidence: float) -> dict:
+    """Per load: the ratio of geometric means a/b with Welch's interval on the log scale, each arm's
+    spread pooled over the loads (Welch-Satterthwaite degrees of freedom from the pooled ones)."""
+    la = {load: _logs(a) for load, (a, _) in pairs.items()}
+    lb = {load: _logs(b) for load, (_, b) in pairs.items()}
+    sa, dfa = pooled_log_spread(la.values())
+    sb, dfb = pooled_log_spread(lb.values())
+    out = {}
+    for load in pairs:
+        x, y = la[load], lb[load]
+        if x.size == 0 or y.size == 0:
+            out[load] = (math.nan, None, None)
+            continue
+        diff = float(x.mean() - y.mean())
+        if sa is None or sb is None:
+            out[load] = (math.exp(diff), None, None)
+            continue
+        va, vb = sa ** 2 / x.size, sb ** 2 / y.size
+        se = math.sqrt(va + vb)
+        if se == 0:
+            out[load] = (math.exp(diff),) * 3
+            continue
+        df = (va + vb) ** 2 / (va ** 2 / dfa + vb ** 2 / dfb)
+        half = _t(confidence, df) * se
+        out[load] = (math.exp(diff), math.exp(diff - half), math.exp(diff + half))
+    return out
+
+
 def paired_ratio_interval(a: list[float], b: list[float], confidence: float
                           ) -> tuple[float, float | None, float | None]:
-    """The ratio a/b from repetitions run in the same rounds, pair by pair: the mean of the per-round
-    log ratios with Student's t over rounds. Drift that a round shares (the machine busier for A
-    and B alike) cancels inside each pair, which is what interleaving the arms buys."""
-    pairs = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
-    if not pairs:
-        return math.nan, None, None
-    d = np.log([x for x, _ in pairs]) - np.log([y for _, y in pairs])
-    mean = float(d.mean())
-    if d.size < 2:
-        return math.exp(mean), None, None
-    half = float(stats.t.ppf(0.5 + confidence / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    """One load's paired ratio and interval (no other loads to pool with)."""
+    return paired_intervals({0: (a, b)}, confidence)[0]
 
 
 def ratio_interval(a: list[float], b: list[float], confidence: float) -> tuple[float, float | None, float | None]:
-    """The ratio a/b of geometric means of repetition estimates, with Welch's interval on the log
-    scale; (ratio, None, None) when either side has fewer than two positive repetitions."""
-    la = np.log(np.asarray([x for x in a if x and x > 0], float))
-    lb = np.log(np.asarray([x for x in b if x and x > 0], float))
-    if la.size == 0 or lb.size == 0:
-        return math.nan, None, None
-    diff = float(la.mean() - lb.mean())
-    if la.size < 2 or lb.size < 2:
-        return math.exp(diff), None, None
-    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return math.exp(diff), math.exp(diff), math.exp(diff)
-    df = (va + vb) ** 2 / (va ** 2 / (la.size - 1) + vb ** 2 / (lb.size - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+    """One load's ratio of geometric means with Welch's interval on the log scale; (ratio, None,
+    None) when either side has fewer than two positive repetitions."""
+    return welch_intervals({0: (a, b)}, confidence)[0]
 
 
 @dataclass(frozen=True)
@@ -198,16 +268,27 @@ def _pct(x: float) -> str:
 def decide_pair(load: float, metric: Compared, arm_a: str, a: list[float], requests_a: int,
                 arm_b: str, b: list[float], requests_b: int, min_effect: float, confidence: float,
                 paired: bool = False) -> PairDecision:
-    """The rule applied to one pair: ahead (the whole interval beyond the margin, on the better
-    side), no difference (the whole interval inside the margin), else undecided. `paired`: a[i]
-    and b[i] come from the same round (the same repetition of an interleaved run)."""
+    """The rule on one pair at one load, its interval from that load alone. `paired`: a[i] and
+    b[i] come from the same round (the same repetition of an interleaved run)."""
     ratio, lo, hi = (paired_ratio_interval if paired else ratio_interval)(a, b, confidence)
-    ra, rb = len([x for x in a if x]), len([x for x in b if x])
-    base = dict(load=load, metric=metric.name, arm_a=arm_a, arm_b=arm_b, ratio=ratio if not math.isnan(ratio) else None,
-                lo=lo, hi=hi, confidence=confidence,
-                method="paired by round (t over per-round log ratios)" if paired else "Welch (log scale)",
-                repetitions_a=ra, repetitions_b=rb,
-                requests_a=requests_a, requests_b=requests_b)
+    reps = (len([x for x in a if x]), len([x for x in b if x]))
+    return decide(load, metric, arm_a, arm_b, (ratio, lo, hi), reps, (requests_a, requests_b), min_effect,
+                  confidence, METHODS[paired])
+
+
+METHODS = {True: "paired by round (t over per-round log ratios)", False: "Welch (log scale)"}
+
+
+def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: tuple, repetitions: tuple[int, int],
+           requests: tuple[int, int], min_effect: float, confidence: float, method: str) -> PairDecision:
+    """The rule applied to one ratio and its interval: ahead (the whole interval beyond the margin,
+    on the better side), no difference (the whole interval inside the margin), else undecided."""
+    ratio, lo, hi = ratio_lo_hi
+    ra, rb = repetitions
+    base = dict(load=load, metric=metric.name, arm_a=arm_a, arm_b=arm_b,
+                ratio=ratio if ratio is not None and not math.isnan(ratio) else None,
+                lo=lo, hi=hi, confidence=confidence, method=method,
+                repetitions_a=ra, repetitions_b=rb, requests_a=requests[0], requests_b=requests[1])
     if lo is None:
         why = ("one repetition per arm measures no run-to-run noise" if ra and rb else "an arm has no measurement")
         return PairDecision(**base, decision=UNDECIDED, leader=None,

@@ -13,12 +13,16 @@ from stackbook.analysis.decision import (
     AHEAD,
     COMPARED,
     COMPARED_BY_NAME,
+    METHODS,
     NO_DIFFERENCE,
     Compared,
     PairDecision,
     confidence_text,
-    decide_pair,
+    decide,
+    figure_intervals,
     interval,
+    paired_intervals,
+    welch_intervals,
     look_confidence,
     min_sample,
     supported,
@@ -74,27 +78,51 @@ def _slo_interval(g: pd.DataFrame, confidence: float) -> tuple[float | None, flo
 def load_table(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
     """One row per arm and load: repetitions, requests, and each figure's estimate with its
     interval (`<figure>`, `<figure>_lo`, `<figure>_hi`), from every point of that arm and load,
-    ranked or not (the `status` column says which)."""
+    ranked or not (the `status` column says which). A compared figure is the geometric mean of its
+    repetitions with a multiplicative interval whose spread is the arm's, pooled over its ranked
+    loads (see analysis.decision)."""
+    cells = _cells(df)
+    ranked_keys = {k for k, g in cells.items() if (g["status"] == Label.ACCEPTED.value).all()}
+    pooled = {}
+    for arm in dict.fromkeys(a for a, _ in cells):
+        mine = {k: g for k, g in cells.items() if k[0] == arm}
+        for c in COMPARED:
+            if c.column not in df:
+                continue
+            values = {k: list(g[c.column].dropna()) for k, g in mine.items()}
+            spread_from = {k: v for k, v in values.items() if k in ranked_keys} or values
+            ranked_iv = figure_intervals(spread_from, confidence)
+            rest = {k: v for k, v in values.items() if k not in spread_from}
+            pooled[(arm, c.name)] = ranked_iv | _with_spread_of(rest, spread_from, confidence)
     rows = []
-    for (arm, load), g in _cells(df).items():
+    for (arm, load), g in cells.items():
         n = per_repetition_requests(g)
         row = {"arm": arm, "label": g["label"].iloc[0], "load": load, "repetitions": len(g),
                "requests": sum(n), "requests_per_repetition": min(n) if n else 0,
-               "status": ("accepted" if (g["status"] == Label.ACCEPTED.value).all() else
+               "status": ("accepted" if (arm, load) in ranked_keys else
                           "; ".join(sorted({s for s in g["status"] if s != Label.ACCEPTED.value})))}
         for c in COMPARED:
-            iv = interval(list(g[c.column].dropna()) if c.column in g else [], sum(n), confidence)
-            row |= {c.name: iv.estimate, f"{c.name}_lo": iv.lo, f"{c.name}_hi": iv.hi,
+            est, lo, hi = pooled.get((arm, c.name), {}).get((arm, load), (None, None, None))
+            row |= {c.name: est, f"{c.name}_lo": lo, f"{c.name}_hi": hi,
                     f"{c.name}_supported": all(supported(c.percentile, k) for k in n)}
         for column, name, _ in SHOWN:
             if name == "SLO attainment":
                 est, lo, hi = _slo_interval(g, confidence)
             else:
                 iv = interval(list(g[column].dropna()) if column in g else [], sum(n), confidence)
-                est, lo, hi = iv.estimate, iv.lo, iv.hi
+                est, lo, hi = iv.estimate, (max(0.0, iv.lo) if iv.lo is not None else None), iv.hi
             row |= {column: est, f"{column}_lo": lo, f"{column}_hi": hi}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _with_spread_of(cells: dict, spread_from: dict, confidence: float) -> dict:
+    """Intervals for cells left out of the ranking, using the spread of the ranked ones."""
+    out = {}
+    for k, v in cells.items():
+        both = figure_intervals({**spread_from, k: v}, confidence)
+        out[k] = both[k]
+    return out
 
 
 def figure_text(row: pd.Series, c: Compared) -> str:
@@ -135,25 +163,33 @@ def compared_figures(protocol) -> list[Compared]:
 
 def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDecision]:
     """Every pair of ranked, comparable arms at every load, on every compared figure the sample
-    supports (a percentile whose repetitions have too few requests is not compared)."""
+    supports (a percentile whose repetitions have too few requests is not compared). The pair's
+    run-to-run spread is pooled over the loads both arms ranked; paired by round where both ran
+    the same repetitions at every such load."""
     ranked = rankable(df)
     ranked = ranked[ranked["arm"].isin(comparable)]
     conf, margin = verdict_confidence(protocol), protocol.decision.min_effect
     cells = _cells(ranked)
     order = list(dict.fromkeys(df["arm"]))
     out = []
-    for load in sorted({load for _, load in cells}):
-        arms = [a for a in order if (a, load) in cells]
-        for a, b in combinations(arms, 2):
-            ga, gb = cells[(a, load)], cells[(b, load)]
-            na, nb = per_repetition_requests(ga), per_repetition_requests(gb)
-            paired = ("repetition" in ga and len(ga) > 1 and list(ga["repetition"]) == list(gb["repetition"]))
-            for c in compared_figures(protocol):
-                if c.column not in ga or not all(supported(c.percentile, k) for k in na + nb):
-                    continue
-                out.append(decide_pair(load, c, a, list(ga[c.column]), sum(na), b, list(gb[c.column]), sum(nb),
-                                       margin, conf, paired=paired))
-    return out
+    for a, b in combinations(order, 2):
+        loads = sorted(load for arm, load in cells if arm == a and (b, load) in cells)
+        if not loads:
+            continue
+        paired = all("repetition" in cells[(a, ld)] and len(cells[(a, ld)]) > 0 and
+                     list(cells[(a, ld)]["repetition"]) == list(cells[(b, ld)]["repetition"]) for ld in loads)
+        for c in compared_figures(protocol):
+            usable = [ld for ld in loads if c.column in cells[(a, ld)] and
+                      all(supported(c.percentile, k) for k in per_repetition_requests(cells[(a, ld)])
+                          + per_repetition_requests(cells[(b, ld)]))]
+            pairs = {ld: (list(cells[(a, ld)][c.column]), list(cells[(b, ld)][c.column])) for ld in usable}
+            intervals = (paired_intervals if paired else welch_intervals)(pairs, conf)
+            for ld in usable:
+                ga, gb = cells[(a, ld)], cells[(b, ld)]
+                out.append(decide(ld, c, a, b, intervals[ld], (len(ga), len(gb)),
+                                  (sum(per_repetition_requests(ga)), sum(per_repetition_requests(gb))),
+                                  margin, conf, METHODS[paired]))
+    return sorted(out, key=lambda d: (d.load, order.index(d.arm_a), order.index(d.arm_b)))
 
 
 def primary_decided(found: list[PairDecision], primary: str) -> bool:
