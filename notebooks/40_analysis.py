@@ -140,8 +140,21 @@ readable(decide.decisions_table(result.decisions)) if result.decisions else None
 # %% [markdown]
 # ## Figures
 #
-# Saved under `figures/` beside this notebook. A black cross marks a point that is not ranked
-# (its arm on HOLD, not comparable, or the point discarded), annotated with the reason.
+# Saved under `figures/` beside this notebook. First the verdict's own numbers: each arm's figure
+# at each load with its interval, from the table above (a hollow point is not ranked; the
+# footnote says why). Then every repetition's points apart, where a black cross marks a point
+# that is not ranked.
+
+# %%
+from stackbook.analysis import interval_plots
+
+interval_plots.figure_vs_load(table, "output_throughput", confidence, figures)
+
+# %%
+interval_plots.figure_vs_load(table, "ttft_p50", confidence, figures)
+
+# %%
+interval_plots.figure_vs_load(table, "e2e_p50", confidence, figures)
 
 # %%
 plots.latency_vs_load(df, figures, "e2e_ms")
@@ -159,6 +172,9 @@ plots.throughput_vs_concurrency(df, figures)
 # axes at once, decidedly (their intervals part on both axes); everything else is dominated. An
 # arm that reaches the highest throughput only by pushing its tail far out sits at the right of
 # the frontier: fine for batch work, wrong for a chat product.
+
+# %%
+interval_plots.pareto_with_intervals(table, confidence, figures)
 
 # %%
 plots.pareto(df, figures)

@@ -1,0 +1,89 @@
+"""Figures of the verdict's own numbers: per arm and load, each compared figure's estimate with its
+interval (error bars), from the same load table the verdict reads, so a figure never disagrees
+with the table beside it. Points left out of the ranking are drawn hollow and named in a
+footnote, never as text on the plot."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
+
+from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text
+from stackbook.analysis.plots import _figure, _save, load_axis
+from stackbook.analysis.verdict import tail_figure
+
+
+def _bars(table: pd.DataFrame, name: str):
+    est = table[name].astype(float)
+    lo = table[f"{name}_lo"].astype(float)
+    hi = table[f"{name}_hi"].astype(float)
+    return est, [(est - lo).fillna(0).clip(lower=0), (hi - est).fillna(0).clip(lower=0)]
+
+
+def _footnote(fig, table: pd.DataFrame) -> None:
+    left = table[table["status"] != "accepted"]
+    if left.empty:
+        return
+    text = "hollow: not ranked: " + "; ".join(f"{r['arm']} at {r['load']:g} ({r['status']})" for _, r in left.iterrows())
+    fig.text(0.01, -0.02, text[:300], fontsize=7, ha="left", va="top", wrap=True)
+
+
+def _load_ticks(ax, table: pd.DataFrame) -> None:
+    if "concurrency" in load_axis(table):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def figure_vs_load(table: pd.DataFrame, name: str, confidence: float, out_dir: Path | None = None):
+    """One compared figure against load, one line per arm with its interval at every load."""
+    if table.empty or name not in table:
+        return None
+    c = COMPARED_BY_NAME[name]
+    fig, ax = _figure()
+    for arm, g in table.groupby("arm", sort=False):
+        g = g.sort_values("load")
+        est, err = _bars(g, name)
+        line = ax.errorbar(g["load"], est, yerr=err, fmt="-o", capsize=3, label=arm)
+        hollow = g["status"] != "accepted"
+        if hollow.any():
+            ax.scatter(g.loc[hollow, "load"], est[hollow], s=80, facecolors="white",
+                       edgecolors=line.lines[0].get_color(), zorder=5)
+    ax.set_ylim(bottom=0)
+    _load_ticks(ax, table)
+    reps = f"{int(table['repetitions'].min())}" + (f" to {int(table['repetitions'].max())}"
+                                                    if table["repetitions"].nunique() > 1 else "")
+    ax.set_title(f"{c.label} against load: mean of {reps} repetitions, {confidence_text(confidence)} interval")
+    ax.set_xlabel(load_axis(table))
+    ax.set_ylabel(f"{c.label} ({c.unit}); axis from zero")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _footnote(fig, table)
+    return _save(fig, out_dir, f"{name}_vs_load")
+
+
+def pareto_with_intervals(table: pd.DataFrame, confidence: float, out_dir: Path | None = None):
+    """Throughput against latency per arm and load, both with their intervals; a point is beaten
+    only where another's bars clear it on both axes."""
+    if table.empty:
+        return None
+    lat = tail_figure(table[table["status"] == "accepted"] if (table["status"] == "accepted").any() else table)
+    fig, ax = _figure()
+    for arm, g in table.groupby("arm", sort=False):
+        g = g.sort_values("load")
+        x, xerr = _bars(g, lat.name)
+        y, yerr = _bars(g, "output_throughput")
+        line = ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="-o", capsize=3, label=arm)
+        for (_, r), xi, yi in zip(g.iterrows(), x, y):
+            ax.annotate(f"{r['load']:g}", (xi, yi), fontsize=7, xytext=(4, 4), textcoords="offset points",
+                        color=line.lines[0].get_color())
+    span = table[lat.name].max() / max(1e-9, table[lat.name].min())
+    if span > 10:
+        ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Throughput against {lat.label} (points labelled by load; {confidence_text(confidence)} intervals)")
+    ax.set_xlabel(f"{lat.label} ({lat.unit})" + ("; log axis" if span > 10 else ""))
+    ax.set_ylabel("output throughput (tok/s); axis from zero")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _footnote(fig, table)
+    return _save(fig, out_dir, "pareto_intervals")
