@@ -65,11 +65,24 @@ display(Markdown(sweep_step.sweep_summary(sweep)))
 readable(sweep_step.points_table(sweep))
 
 # %% [markdown]
-# Latency and throughput against load (saved under `arms/<arm>/figures/`); a black cross marks a
-# point that is not ranked (the arm on HOLD, or the point discarded), with the reason.
+# Latency and throughput against load (saved under `arms/<arm>/figures/`): first per load over
+# the repetitions, with the interval the campaign's verdict uses, then every point apart, where a
+# black cross marks a point that is not ranked (the arm on HOLD, or the point discarded).
 
 # %%
 points = sweep_step.points_frame(session, sweep)
+per_load, confidence = sweep_step.load_figures_table(session, points)
+from stackbook.analysis import interval_plots
+
+interval_plots.figure_vs_load(per_load, "output_throughput", confidence, session.arm_dir.figures)
+
+# %%
+interval_plots.figure_vs_load(per_load, "ttft_p50", confidence, session.arm_dir.figures)
+
+# %% [markdown]
+# Every repetition's points apart:
+
+# %%
 plots.latency_vs_load(points, session.arm_dir.figures, "ttft_ms")
 
 # %%

@@ -39,11 +39,25 @@ def points_table(sweep: dict) -> pd.DataFrame:
 def points_frame(session, sweep: dict) -> pd.DataFrame:
     """This arm's points in the campaign analysis's shape (arm, label, point, discarded, load and
     the flat metrics), so the sweep notebook draws the same figures, HOLD and discards marked."""
-    rows = [{"arm": session.arm.name, "label": sweep.get("label", "accepted"), "point": name,
+    from stackbook.analysis.comparison import discard_rules_by_point, point_status
+
+    rules = discard_rules_by_point(sweep)
+    label = sweep.get("label", "accepted")
+    rows = [{"arm": session.arm.name, "label": label, "point": name,
              "discarded": bool(s.get("discarded")),
-             **{k: v for k, v in s.items() if not isinstance(v, (dict, list)) and k != "discarded"}}
+             **{k: v for k, v in s.items() if not isinstance(v, (dict, list)) and k != "discarded"},
+             "status": point_status(label, bool(s.get("discarded")), rules.get(name))}
             for name, s in sweep["points"].items()]
     return pd.DataFrame(rows)
+
+
+def load_figures_table(session, points: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+    """This arm's figures per load over its repetitions, with the intervals the campaign's verdict
+    uses (the same rule, one arm)."""
+    from stackbook.analysis.verdict import load_table, verdict_confidence
+
+    confidence = verdict_confidence(session.protocol)
+    return (load_table(points, confidence) if not points.empty else pd.DataFrame()), confidence
 
 
 def arm_requests(session) -> pd.DataFrame:
