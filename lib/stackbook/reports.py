@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from stackbook.evidence.files import file_sha256, read_json
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT
+from stackbook.report_page import notebook_pages, write_page
 
 COMPARE_NOTEBOOK = "60_compare"
 OUTPUTS = REPO_ROOT / "outputs"
@@ -26,6 +27,18 @@ def _repo_relative(path: str | os.PathLike) -> str:
         return str(p.relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
+
+
+def write_report(notebook: Path, html_path: Path) -> None:
+    """The executed analysis (or comparison) notebook as one HTML report titled with its campaign
+    and run, and every other executed notebook of that directory as a page beside its .ipynb, so
+    the report's links open pages, not raw JSON."""
+    notebook = Path(notebook)
+    run = notebook.resolve().parent
+    write_page(notebook, html_path, title=f"{run.parent.name} · {run.name} · stackbook report")
+    for other in notebook_pages(notebook.parent):
+        if other.resolve() != notebook.resolve():
+            write_page(other, other.with_suffix(".html"))
 
 
 def rerender(run_dir: str | os.PathLike) -> RunDir:
@@ -71,6 +84,7 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     params = {**{param: str(place(run)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
     out = run.notebook(name)
     seconds = execute_notebook(name, out, params)
+    write_page(out, out.with_suffix(".html"))
     make_portable(run, [])
     manifest = ManifestFile(run, campaign=None, campaign_file="")
     manifest.data.setdefault("attached", {})[name] = {
@@ -85,7 +99,7 @@ def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = N
     """Execute the comparison notebook across runs of one campaign into a comparison directory
     (default outputs/<campaign>/compare-<run>-<run>...), with its report."""
     from stackbook.analysis.cross_run import load_runs
-    from stackbook.runner import execute_notebook, write_report
+    from stackbook.runner import execute_notebook
 
     runs = [RunDir.existing(r) for r in run_dirs]
     campaign = load_runs(runs)[0]  # refuses runs of different campaigns, naming them

@@ -89,3 +89,10 @@ class Table:
 def readable(frame: pd.DataFrame, caption: str | None = None) -> Table:
     """What a notebook displays for a data frame."""
     return Table(frame, caption)
+
+
+def readable_or_absent(frame: pd.DataFrame, reason: str, caption: str | None = None):
+    """The table, or, when it is empty, one line saying why (its report section is then folded)."""
+    from stackbook.report_page import Absent
+
+    return Absent(reason) if frame is None or frame.empty else Table(frame, caption)
