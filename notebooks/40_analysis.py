@@ -26,7 +26,7 @@ from IPython.display import Markdown, display
 import pandas as pd
 from stackbook.analysis import comparison as analysis
 from stackbook.analysis import plots
-from stackbook.analysis.tables import readable, readable_or_absent
+from stackbook.analysis.tables import readable, readable_or_absent, side_by_side
 from stackbook.evidence.rundir import RunDir
 from stackbook.report_page import Absent
 from stackbook.locations import REPO_ROOT
@@ -108,7 +108,7 @@ agreement if not agreement.empty else Markdown("*Fewer than two arms ran the can
 
 # %%
 df = analysis.comparison_frame(arms, fair)  # each point's status: accepted (ranked), or why not (discard rule, label)
-readable(analysis.headline(df))
+display(*side_by_side(analysis.headline(df)))
 
 # %% [markdown]
 # ## Discarded points

@@ -76,3 +76,28 @@ def test_readable_table_renders_html_and_aligned_text():
     assert "<table" in html and ">TTFT p50 (ms)</th>" in html and ">12.3</td>" in html
     assert "#T_" in html and "_row0_col0 {\n  text-align: left;" in html and "_row0_col1 {\n  text-align: right;" in html
     assert repr(t).splitlines() == ["arm TTFT p50 (ms)", "  a          12.3"]
+
+
+def test_digests_and_structured_values_are_shortened_with_the_whole_on_hover():
+    from stackbook.analysis.tables import short_cell
+
+    digest = "7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b"
+    assert short_cell(digest) == ("7ef915c9bf9d…", digest)
+    text, full = short_cell({"kind": "fixed", "tokens": 128})
+    assert text == "kind: fixed, tokens: 128" and full == '{"kind": "fixed", "tokens": 128}'
+    text, _ = short_cell({f"k{i}": i for i in range(40)})
+    assert len(text) == 60 and text.endswith("…")
+    html = readable(pd.DataFrame({"arm": ["a"], "weights": [digest]}))._repr_html_()
+    assert f'<span title="{digest}">7ef915c9bf9d…</span>' in html and f">{digest}<" not in html
+
+
+def test_the_side_by_side_table_is_split_into_tables_keyed_by_arm_and_load():
+    from stackbook.analysis.tables import side_by_side
+
+    frame = pd.DataFrame([{"arm": "a", "load": 1, "label": "accepted", "completed": 8, "ttft_ms_p50": 12.345,
+                           "e2e_ms_p99": 1000.0, "output_throughput_tok_s": 19.3, "goodput_rps": 0.6, "extra": 1}])
+    tables = side_by_side(frame)
+    assert [t.caption for t in tables] == ["Points: status and size", "Latency (ms)", "Throughput and SLO"]
+    assert [list(t.frame.columns) for t in tables] == [
+        ["arm", "load", "label", "completed"], ["arm", "load", "ttft_ms_p50", "e2e_ms_p99"],
+        ["arm", "load", "output_throughput_tok_s", "goodput_rps", "extra"]]
