@@ -58,6 +58,7 @@ def _figure(figsize=(6.5, 4), ncols: int = 1, nrows: int = 1, **kw):
 
 
 def _save(fig, out_dir: Path | None, name: str):
+    _register_inline_png()  # again: the inline backend, set up when pyplot is first used, replaces it
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         fig.savefig(out_dir / f"{name}.png", dpi=110, bbox_inches="tight")
