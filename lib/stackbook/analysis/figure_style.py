@@ -4,6 +4,7 @@ the legend beside the axes, unranked points marked by reason, integer ticks for 
 clients and axes from zero (or log, labelled so) where values span decades."""
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -83,6 +84,13 @@ def point_status(df: pd.DataFrame) -> pd.Series:
 
 
 UNRANKED_MARKERS = ("X", "P", "D", "v", "^", "s")
+RULE_DETAIL = re.compile(r"\((\w+): [^)]*\)")
+
+
+def short_reason(status: str) -> str:
+    """A point's status without the measured values behind its rule: "discarded (on_invalid_load:
+    configured_rate_rps=0.5, ...)" reads "discarded (on_invalid_load)"; the values stay in the tables."""
+    return RULE_DETAIL.sub(r"(\1)", status)
 
 
 def _mark_unranked(ax, df: pd.DataFrame, x: str, y: str, legend: bool = True) -> None:
@@ -92,9 +100,9 @@ def _mark_unranked(ax, df: pd.DataFrame, x: str, y: str, legend: bool = True) ->
     bad = df[status != "accepted"].dropna(subset=[x, y])
     if bad.empty:
         return
-    reasons = sorted(status[bad.index].unique())
-    for marker, reason in zip(UNRANKED_MARKERS * 4, reasons):
-        mine = bad[status[bad.index] == reason]
+    reasons = status[bad.index].map(short_reason)
+    for marker, reason in zip(UNRANKED_MARKERS * 4, sorted(reasons.unique())):
+        mine = bad[reasons == reason]
         ax.scatter(mine[x], mine[y], label=f"not ranked: {textwrap.shorten(reason, 70)}" if legend else "_nolegend_",
                    **{**UNRANKED_MARKER, "marker": marker})
 

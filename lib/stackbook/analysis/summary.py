@@ -11,6 +11,7 @@ import pandas as pd
 
 from stackbook.analysis import comparison, plots
 from stackbook.analysis.fairness import fairness_table
+from stackbook.analysis.figure_style import short_reason
 from stackbook.analysis.tables import format_number
 from stackbook.evidence.files import read_json
 from stackbook.evidence.label import Label
@@ -100,7 +101,7 @@ def label_reason(name: str, arm_analysis, manifest_arm: dict) -> str:
     if label is Label.ACCEPTED:
         left = arm_analysis.points_left_out
         return ("canaries passed, protocol matches; " + (f"{len(left)} point(s) not ranked: "
-                + ", ".join(f"{p} ({why})" for p, why in left.items()) if left else "every point ranked"))
+                + ", ".join(f"{p} {short_reason(why)}" for p, why in left.items()) if left else "every point ranked"))
     if label is Label.NOT_COMPARABLE:
         return "differs from the others in " + (", ".join(arm_analysis.differs) or "its protocol")
     skipped = (manifest_arm.get("notebooks", {}).get("30_load_sweep") or {}).get("reason")
