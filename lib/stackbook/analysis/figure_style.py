@@ -21,12 +21,13 @@ def alt_text(fig) -> str:
     """What a figure shows, in words, for a reader who cannot see it: each panel's title, axes
     and the series in its legend."""
     parts = []
+    shared_x = next((ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()), "")  # panels stacked on one axis
     for ax in fig.axes:
-        if not ax.get_title() and not ax.get_xlabel():
+        if not ax.get_title() and not ax.get_ylabel():
             continue  # a colour bar or an empty panel
         legend = ax.get_legend()
         series = [t.get_text() for t in legend.get_texts()] if legend else []
-        text = f"{ax.get_title() or 'panel'}: {ax.get_ylabel()} against {ax.get_xlabel()}"
+        text = f"{ax.get_title() or 'panel'}: {ax.get_ylabel()} against {ax.get_xlabel() or shared_x}"
         parts.append(text + (f"; series: {', '.join(series[:12])}" + (" ..." if len(series) > 12 else "")
                              if series else ""))
     title = fig._suptitle.get_text() + ". " if getattr(fig, "_suptitle", None) else ""
