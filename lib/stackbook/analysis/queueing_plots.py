@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-from stackbook.analysis.figure_style import _figure, _finish, _mark_unranked, _save
+from stackbook.analysis.figure_style import _figure, _finish, _mark_unranked, _save, scale_axis
 
 
 def predicted_vs_measured(curves: pd.DataFrame, out_dir: Path | None = None):
@@ -18,8 +19,10 @@ def predicted_vs_measured(curves: pd.DataFrame, out_dir: Path | None = None):
         line, = ax.plot(g["concurrency"], g["predicted_e2e_ms"], "-", label=f"{arm} model")
         m = g.dropna(subset=["measured_e2e_ms"])
         ax.plot(m["concurrency"], m["measured_e2e_ms"], "o", color=line.get_color(), label=f"{arm} measured")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    scale = scale_axis(ax, pd.concat([curves["predicted_e2e_ms"], curves["measured_e2e_ms"]]))
     return _finish(fig, ax, out_dir, "queueing_fit", "Queueing model (fitted on lightest and heaviest load) vs "
-                   "measurement", "concurrency (closed loop)", "mean E2E (ms)")
+                   "measurement", "concurrency (closed loop)", f"mean E2E (ms){scale}")
 
 
 def demand_bars(demand: dict, out_dir: Path | None = None, name: str = "demand_map"):
@@ -73,8 +76,10 @@ def mva_centres_check(maps: dict, out_dir: Path | None = None, name: str = "mva_
         line, = ax.plot(m["concurrency"], m["measured_e2e_ms"], "o", ms=7, label=f"{arm} measured")
         for (fit, f), style in zip(g.groupby("fit", sort=False), ("--", ":")):
             ax.plot(f["concurrency"], f["predicted_e2e_ms"], style, color=line.get_color(), label=f"{arm} MVA, {fit}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    scale = scale_axis(ax, pd.concat([df["predicted_e2e_ms"], df["measured_e2e_ms"]]))
     return _finish(fig, ax, out_dir, name, "MVA on measured resource centres vs the closed-loop sweep",
-                   "concurrency (closed loop)", "mean E2E (ms)")
+                   "concurrency (closed loop)", f"mean E2E (ms){scale}")
 
 
 def kingman_curves(cases=((1, 0), (1, 1), (2, 1), (1, 2)), out_dir: Path | None = None):

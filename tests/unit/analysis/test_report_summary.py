@@ -74,3 +74,24 @@ def test_engine_samples_are_kept_per_time_with_rss_and_cpu(tmp_path):
     assert len(lines) >= 3 and peak == max(v["rss_bytes"] for _, v in lines)
     frame = timelines.read_engine_samples(keep)
     assert frame["t"].iloc[0] == 0 and (frame["rss_gib"] > 0).all() and frame["cpu_cores"].dropna().ge(0).all()
+
+
+def test_the_first_screen_of_the_quickstart_reference_names_the_question_and_each_arm():
+    from stackbook.analysis import comparison
+    from stackbook.evidence.rundir import RunDir
+
+    run = RunDir("outputs/quickstart/reference")
+    campaign, arms = comparison.load_run(run)
+    result = comparison.analyse_run(run)
+    page = summary.summary_html(run, campaign, arms, result)
+    assert "Which stack serves <b>smollm2-135m-instruct</b> best on <b>Intel(R) Xeon(R) Processor, 2 CPUs</b> " \
+           "under a closed loop of 1, 2, 4 concurrent clients, 8 measured requests per point?" in page
+    assert "<td>concurrency 4</td>" in page and "no decision rows" in page  # the verdict lines, until decisions exist
+    assert '<a href="arms/vllm-cpu/30_load_sweep.html">sweep</a>' in page
+    assert '<a href="50_demand_map.html">the measured demand map</a>' in page
+    decided = result.model_copy(update={"decisions": [
+        {"load": "concurrency 4", "metric": "output throughput", "arm_a": "vllm-cpu", "arm_b": "llama-cpp",
+         "leader": "vllm-cpu", "decision": "ahead", "ratio": 2.67, "lo": 2.4, "hi": 2.9, "confidence": 0.95,
+         "repetitions_a": 1, "repetitions_b": 1, "requests_a": 8, "requests_b": 8, "text": "vllm-cpu leads."}]})
+    page = summary.summary_html(run, campaign, arms, decided)
+    assert "2.67 [2.40, 2.90]" in page and "decision rule" in page and "no decision rows" not in page
