@@ -29,8 +29,13 @@ def question(campaign, arms: dict) -> str:
     """What the campaign asks, in one sentence: model, hardware, load."""
     protocol = campaign.protocol
     levels = protocol.arrival.load_levels()
+    if "sweep" not in protocol.stages:
+        return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on "
+                f"<b>{html.escape(hardware(campaign, arms))}</b>? Answered by arithmetic: this campaign runs no load.")
     if all("concurrency" in lv for lv in levels):
-        load = "a closed loop of " + ", ".join(str(lv["concurrency"]) for lv in levels) + " concurrent clients"
+        counts = [lv["concurrency"] for lv in levels]
+        load = ("one client at a time" if counts == [1] else
+                "a closed loop of " + ", ".join(map(str, counts)) + " concurrent clients")
     elif all("rate" in lv for lv in levels):
         load = f"{protocol.arrival.kind} arrivals at " + ", ".join(f"{lv['rate']:g}" for lv in levels) + " req/s"
     else:
