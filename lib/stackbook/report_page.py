@@ -106,7 +106,8 @@ def remake_command(name: str, parameters: dict, run: Path) -> str:
         return f"stackbook attach {rel} {name}"
     manifest = _read(run.parent.parent / "manifest.json")
     campaign = manifest.get("campaign_file") or parameters.get("campaign_file", "<campaign>")
-    return f"stackbook run {campaign} --run-id {run.parent.parent.name}  (or: --resume {symbolic(run.parent.parent)})"
+    return (f"stackbook run {campaign} --run-id {run.parent.parent.name}; "
+            f"an interrupted run continues with stackbook run --resume {symbolic(run.parent.parent)}")
 
 
 def _read(path: Path) -> dict:
