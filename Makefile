@@ -6,7 +6,10 @@ CAMPAIGN ?= campaigns/quickstart.yaml
 # The notebook JupyterLab opens first: the quickstart reference analysis (its source when no
 # reference run is present).
 LAB_NOTEBOOK ?= $(firstword $(wildcard outputs/quickstart/reference/40_analysis.ipynb) notebooks/40_analysis.py)
-LAB_CMD = $(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_NOTEBOOK)
+# JupyterLab on port 8888 (LAB_ARGS="--port=N --no-browser" to change), --allow-root when root; it
+# prints the URL with its token once the server answers (stackbook/lab.py).
+LAB_ARGS ?=
+LAB_CMD = $(PY) -m stackbook.lab $(LAB_NOTEBOOK) $(LAB_ARGS)
 
 .PHONY: setup setup-gpu quickstart test test-fast lab clean-runs
 
@@ -35,7 +38,7 @@ test-fast:
 # notebooks through jupytext.
 lab:
 	@bash tools/bootstrap.sh workbook
-	$(LAB_CMD)
+	@$(LAB_CMD)
 
 # Remove run directories other than the committed reference runs.
 clean-runs:

@@ -67,7 +67,8 @@ readable(sweep_step.points_table(sweep))
 # %% [markdown]
 # Latency and throughput against load (saved under `arms/<arm>/figures/`): first per load over
 # the repetitions, with the interval the campaign's verdict uses, then every point apart, where a
-# black cross marks a point that is not ranked (the arm on HOLD, or the point discarded).
+# black marker shows a point that is not ranked (the arm on HOLD, or the point discarded), the
+# reason in the legend.
 
 # %%
 points = sweep_step.points_frame(session, sweep)
@@ -87,6 +88,9 @@ plots.latency_vs_load(points, session.arm_dir.figures, "ttft_ms")
 
 # %%
 plots.latency_vs_load(points, session.arm_dir.figures, "e2e_ms")
+
+# %%
+plots.latency_vs_load(points, session.arm_dir.figures, "tpot_ms")
 
 # %%
 plots.throughput_vs_concurrency(points, session.arm_dir.figures)
@@ -164,19 +168,45 @@ sweep_step.peer_definitions_table(session)
 # %% [markdown]
 # ## Per-request view
 #
-# The TTFT distribution of each point, the prompt and output lengths the engine reported, and
-# per-request statistics at each load level (repetitions pooled), from the lightest load to the
-# heaviest.
+# The TTFT, TPOT and ITL distributions of each point (n in the legend, the SLO bound dotted), the
+# prompt and output lengths the engine reported, and per-request statistics at each load level
+# (repetitions pooled), from the lightest load to the heaviest.
 
 # %%
 requests = sweep_step.arm_requests(session)
-plots.ttft_distribution({session.arm.name: requests}, session.arm_dir.figures)
+plots.ttft_distribution({session.arm.name: requests}, session.arm_dir.figures, session.protocol.slo)
+
+# %%
+plots.tpot_itl_distribution({session.arm.name: requests}, session.arm_dir.figures, session.protocol.slo)
 
 # %%
 plots.length_histograms(requests[requests["phase"] == "measure"], session.arm_dir.figures)
 
 # %%
 sweep_step.request_stats_by_load(requests, load_levels(session.protocol))
+
+# %% [markdown]
+# ## Over time
+#
+# Every request as one line, in send order: thin from send to first token, thick from first token
+# to last byte, coloured by phase (warm-up and cool-down run at the same load but are not
+# measured). Then the output tokens streamed per second, and the engine's CPU (cores busy) and
+# resident memory (its whole process group) from the samples taken beside the load. The points'
+# spans are shaded.
+
+# %%
+from stackbook.loadgen.records import read_records
+from stackbook.report_page import Absent
+
+records = read_records(session.arm_dir.requests, latest_attempt=True)
+plots.request_timeline(records, session.arm_dir.figures, session.arm.name)
+
+# %%
+plots.throughput_over_time(records, session.arm_dir.figures, session.arm.name)
+
+# %%
+(plots.engine_resources_over_time(session.arm_dir.engine_samples, records, session.arm_dir.figures, session.arm.name)
+ or Absent("no engine samples over time: the engine is a remote endpoint, or the run predates them (only its peak RSS was kept then)"))
 
 # %% [markdown]
 # ## The passport

@@ -11,8 +11,35 @@
 
 # %% [markdown]
 # # 40 · Campaign analysis: which arm, under which conditions, with what evidence
+
+# %% tags=["parameters"]
+run_dir = "outputs/quickstart/reference"  # the run directory to analyse
+
+# %%
+from stackbook.analysis import summary
+
+summary.show(run_dir)  # the question, the decision per load, each arm's label and evidence, the headline figure
+
+# %%
+import os
+from IPython.display import Markdown, display
+import pandas as pd
+from stackbook.analysis import comparison as analysis
+from stackbook.analysis import plots
+from stackbook.analysis.tables import readable, readable_or_absent, side_by_side
+from stackbook.evidence.rundir import RunDir
+from stackbook.report_page import Absent
+from stackbook.locations import REPO_ROOT
+
+os.chdir(REPO_ROOT)
+run = RunDir(run_dir)
+campaign, arms = analysis.load_run(run)
+figures = run.figures
+
+# %% [markdown]
+# ## How to read this analysis
 #
-# This report compares the campaign's arms. Before any comparison it checks that the comparison is
+# This analysis compares the campaign's arms. Before any comparison it checks that the comparison is
 # fair: the model, the weight and KV precision, the decoding settings, the input and output
 # lengths, the arrival pattern and the measurement window must match across arms, and the
 # prefix-cache state must be stated. An arm that differs in any of these is shown as *not
@@ -22,24 +49,14 @@
 # tail latency, and the TTFT distributions. A stack that wins on aggregate throughput while its
 # tail latency doubles has lost for an interactive product, so the two are always shown together.
 
-# %% tags=["parameters"]
-run_dir = "outputs/quickstart/reference"  # the run directory to analyse
-
-# %%
-import os
-from IPython.display import Markdown, display
-import pandas as pd
-from stackbook.analysis import comparison as analysis
-from stackbook.analysis import plots
-from stackbook.analysis.tables import readable
-from stackbook.evidence.rundir import RunDir
-from stackbook.locations import REPO_ROOT
-
-os.chdir(REPO_ROOT)
-run = RunDir(run_dir)
-campaign, arms = analysis.load_run(run)
-figures = run.figures
-display(Markdown(analysis.campaign_summary(campaign, arms)))
+# %% [markdown]
+# **Glossary.** **TTFT**: time to first token, from sending a request to its first content chunk.
+# **TPOT**: time per output token after the first, (E2E − TTFT) / (N − 1), N output tokens by the
+# server's count. **ITL** (chunk inter-token latency): each gap between two content chunks of one
+# reply. **E2E**: end to end, from sending to the last byte. **Goodput**: requests per second that
+# met every SLO bound (TTFT, TPOT, and E2E where set); failed requests stay in its denominator.
+# **SLO attainment**: the fraction of measured requests inside every bound. **p50 / p99**: the
+# median and the 99th percentile over a point's measured requests (warm-up and cool-down excluded).
 
 # %% [markdown]
 # ## Fairness
@@ -103,12 +120,13 @@ table = decide.load_table(df, confidence) if not df.empty else pd.DataFrame()
 readable(decide.display_table(table, confidence)) if not table.empty else Markdown("*No arm produced measurements.*")
 
 # %% [markdown]
-# Each repetition's points apart (a point is one load in one repetition), as the sweeps measured them:
+# Each repetition's points apart (a point is one load in one repetition), as the sweeps measured
+# them; a tail percentile below its sample reads "max of n".
 
 # %%
 from stackbook.analysis.decision import sized_percentiles
 
-readable(sized_percentiles(analysis.headline(df)))
+display(*side_by_side(sized_percentiles(analysis.headline(df), rename=False)))
 
 # %% [markdown]
 # ## Discarded points
@@ -142,8 +160,9 @@ readable(decide.decisions_table(result.decisions)) if result.decisions else None
 #
 # Saved under `figures/` beside this notebook. First the verdict's own numbers: each arm's figure
 # at each load with its interval, from the table above (a hollow point is not ranked; the
-# footnote says why). Then every repetition's points apart, where a black cross marks a point
-# that is not ranked.
+# footnote says why). Then every repetition's points apart, where a black marker shows a point
+# that is not ranked (its arm on HOLD, not comparable, or the point discarded); the legend gives
+# the reason.
 
 # %%
 from stackbook.analysis import interval_plots
@@ -161,6 +180,9 @@ plots.latency_vs_load(df, figures, "e2e_ms")
 
 # %%
 plots.latency_vs_load(df, figures, "ttft_ms")
+
+# %%
+plots.latency_vs_load(df, figures, "tpot_ms")
 
 # %%
 plots.throughput_vs_concurrency(df, figures)
@@ -201,7 +223,8 @@ readable(decide.slo_capacity(table, campaign.protocol.slo.attainment)) if not ta
 # kernels (host, runtime); a share near 100% says the hardware itself is the limit.
 
 # %%
-readable(analysis.roofline_efficiency(arms, df)) if not df.empty else None
+readable_or_absent(analysis.roofline_efficiency(arms, df) if not df.empty else pd.DataFrame(),
+                   "no closed-loop point at concurrency 1 with a sizing bound to set it against")
 
 # %% [markdown]
 # ## Measured demand map
@@ -245,12 +268,18 @@ plots.predicted_vs_measured(curves, figures)
 readable(errors) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
 
 # %% [markdown]
-# ## TTFT distributions
+# ## Distributions: TTFT, TPOT and ITL
 #
-# One empirical CDF per arm and point, over the measured requests that succeeded.
+# One empirical CDF per arm and point, over the measured requests that succeeded, with the number
+# of requests (or gaps) in the legend and the SLO bound dotted. TPOT is one value per request;
+# ITL is every gap between two chunks, so its tail shows the stalls a reader of the stream sees.
 
 # %%
-plots.ttft_distribution({n: a["requests"] for n, a in arms.items() if not a["requests"].empty}, figures)
+measured = {n: a["requests"] for n, a in arms.items() if not a["requests"].empty}
+plots.ttft_distribution(measured, figures, campaign.protocol.slo)
+
+# %%
+plots.tpot_itl_distribution(measured, figures, campaign.protocol.slo)
 
 # %% [markdown]
 # ## Passports
@@ -289,7 +318,7 @@ from stackbook.analysis import open_loop_waits
 
 waits = open_loop_waits.open_loop_points(campaign, arms, df)
 if waits.empty:
-    display(Markdown(f"*{open_loop_waits.absent_because(campaign, arms)}*"))
+    display(Absent(open_loop_waits.absent_because(campaign, arms)))
 else:
     display(readable(open_loop_waits.display_table(waits)))
     display(Markdown("\n".join(f"* {line}" for line in open_loop_waits.conclusions(waits))))

@@ -33,6 +33,7 @@ class ImageState(BaseModel):
     src: str
     natural_width: int
     natural_height: int
+    alt: str = ""
 
 
 class LinkState(BaseModel):
@@ -41,12 +42,27 @@ class LinkState(BaseModel):
     resolves: bool
 
 
+class Layout(BaseModel):
+    """Where things sit on the page as drawn: the decision table's top (CSS px from the page's
+    top; None when the page has none), code cells a reader can see, and images wider than the
+    element that holds them."""
+    decision_top: float | None
+    visible_code_cells: int
+    overflowing_images: list[str]
+
+
 class PageReport(BaseModel):
-    """What the browser saw: every image with its decoded size, every local link and whether its
-    target exists."""
+    """What the browser saw: every image with its decoded size and alt text, every local link and
+    whether its target exists, and the layout."""
     title: str
     images: list[ImageState]
     links: list[LinkState]
+    layout: Layout | None = None
+
+    @property
+    def page_links(self) -> list[LinkState]:
+        """Links to the rendered notebook pages (.html) of the run."""
+        return [link for link in self.links if urlparse(link.href).path.endswith(".html")]
 
     @property
     def broken_images(self) -> list[ImageState]:
@@ -60,8 +76,21 @@ class PageReport(BaseModel):
 _PAGE_STATE = """JSON.stringify({
   title: document.title,
   images: Array.from(document.images).map(i => ({src: i.src.slice(0, 80), natural_width: i.naturalWidth,
-                                                 natural_height: i.naturalHeight})),
+                                                 natural_height: i.naturalHeight, alt: i.alt || ""})),
   links: Array.from(document.querySelectorAll('a[href]')).map(a => ({href: a.href, text: a.textContent.trim()}))
+})"""
+
+
+# The decision table is the summary's (id decision-table); a code cell shows as an input area with
+# a height (markdown cells have input areas too: only code cells count); an image overflows when it is wider than its parent's content box.
+_LAYOUT = """JSON.stringify({
+  decision_top: (t => t ? t.getBoundingClientRect().top + window.scrollY : null)(document.getElementById('decision-table')),
+  visible_code_cells: Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputArea, .jp-CodeCell .highlight, pre code.language-python'))
+                           .filter(e => e.offsetHeight > 0 && getComputedStyle(e).visibility !== 'hidden').length,
+  overflowing_images: Array.from(document.images).filter(i => {
+      const box = i.parentElement.getBoundingClientRect(), r = i.getBoundingClientRect();
+      return r.right > box.right + 1 || r.left < box.left - 1 || r.right > document.documentElement.clientWidth + 1;
+  }).map(i => (i.alt || i.src).slice(0, 80))
 })"""
 
 
@@ -150,7 +179,8 @@ class Chromium:
             target = _local_target(link["href"])
             if target is not None:
                 links.append(LinkState(**link, resolves=target.exists()))
-        return PageReport(title=state["title"], images=[ImageState(**i) for i in state["images"]], links=links)
+        return PageReport(title=state["title"], images=[ImageState(**i) for i in state["images"]], links=links,
+                          layout=Layout(**json.loads(self.evaluate(_LAYOUT))))
 
     def screenshot(self, out: str | os.PathLike, height: int | None = None, from_id: str | None = None) -> Path:
         """A PNG of `height` CSS pixels of the page (all of it when None), from the element with id

@@ -372,7 +372,7 @@ def screenshot(report_html: Path = typer.Argument(..., help="an HTML report, e.g
 
 @app.command()
 def index() -> None:
-    """Write outputs/index.html: every run with its campaign, date, host and verdict."""
+    """Write outputs/index.html: every run with its campaign, model, arms, host, harness, status and whole decision."""
     from stackbook.reports import write_index
 
     typer.echo(write_index())

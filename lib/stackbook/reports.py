@@ -2,18 +2,15 @@
 (no engine starts), comparisons across runs, and outputs/index.html listing every run."""
 from __future__ import annotations
 
-import html
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from stackbook.evidence.files import file_sha256, read_json
+from stackbook.evidence.files import file_sha256
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT
+from stackbook.report_page import notebook_pages, write_page
 
 COMPARE_NOTEBOOK = "60_compare"
 OUTPUTS = REPO_ROOT / "outputs"
@@ -26,6 +23,18 @@ def _repo_relative(path: str | os.PathLike) -> str:
         return str(p.relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
+
+
+def write_report(notebook: Path, html_path: Path) -> None:
+    """The executed analysis (or comparison) notebook as one HTML report titled with its campaign
+    and run, and every other executed notebook of that directory as a page beside its .ipynb, so
+    the report's links open pages, not raw JSON."""
+    notebook = Path(notebook)
+    run = notebook.resolve().parent
+    write_page(notebook, html_path, title=f"{run.parent.name} · {run.name} · stackbook report")
+    for other in notebook_pages(notebook.parent):
+        if other.resolve() != notebook.resolve():
+            write_page(other, other.with_suffix(".html"))
 
 
 def rerender(run_dir: str | os.PathLike) -> RunDir:
@@ -79,6 +88,7 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     params = {**{param: str(place(run)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
     out = run.notebook(name)
     seconds = execute_notebook(name, out, params)
+    write_page(out, out.with_suffix(".html"))
     make_portable(run, [])
     manifest = ManifestFile(run, campaign=None, campaign_file="")
     manifest.data.setdefault("attached", {})[name] = {
@@ -93,7 +103,7 @@ def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = N
     """Execute the comparison notebook across runs of one campaign into a comparison directory
     (default outputs/<campaign>/compare-<run>-<run>...), with its report."""
     from stackbook.analysis.cross_run import load_runs
-    from stackbook.runner import execute_notebook, write_report
+    from stackbook.runner import execute_notebook
 
     runs = [RunDir.existing(r) for r in run_dirs]
     campaign = load_runs(runs)[0]  # refuses runs of different campaigns, naming them
@@ -106,73 +116,7 @@ def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = N
     return target
 
 
-class RunEntry(BaseModel):
-    """One line of outputs/index.html."""
-    path: str
-    campaign: str
-    kind: str  # "run" or "comparison"
-    date: str
-    host: str
-    verdict: str
-    report: str | None
-
-
-def _host(run: Path) -> str:
-    for passport in sorted(run.glob("arms/*/passport.json")):
-        h = (read_json(passport, {}) or {}).get("identity", {}).get("host", {})
-        if h:
-            cpus = f", {h['logical_cpus']} CPUs" if h.get("logical_cpus") else ""
-            isa = h.get("instruction_sets") or h.get("isa")
-            isa = f", {' '.join(isa) if isinstance(isa, list) else isa}" if isa else ""
-            return f"{h.get('cpu', '?')}{cpus}{isa}"
-    return "-"
-
-
-def run_entry(path: Path, outputs: Path = OUTPUTS) -> RunEntry | None:
-    """The index line for a run or comparison directory; None for anything else."""
-    manifest = read_json(path / "manifest.json")
-    comparison = read_json(path / "comparison.json")
-    if manifest is None and comparison is None:
-        return None
-    report = path / "report.html"
-    rel = path.relative_to(outputs).as_posix()
-    if comparison is not None:
-        stamp = (path / "comparison.json").stat().st_mtime
-        return RunEntry(path=rel, campaign=comparison["campaign"], kind="comparison",
-                        date=time.strftime("%Y-%m-%d", time.gmtime(stamp)), host=", ".join(comparison["runs"]),
-                        verdict=" ".join(comparison.get("verdict", [])[:1]) or "-",
-                        report=f"{rel}/report.html" if report.exists() else None)
-    analysis = read_json(path / "analysis.json", {}) or {}
-    verdict = (analysis.get("verdict") or [])
-    created = manifest.get("created_unix")
-    return RunEntry(path=rel, campaign=manifest["campaign"], kind="run",
-                    date=time.strftime("%Y-%m-%d", time.gmtime(created)) if created else "-", host=_host(path),
-                    verdict=verdict[0] if verdict else f"(no analysis.json: stackbook report {rel})",
-                    report=f"{rel}/report.html" if report.exists() else None)
-
-
-def index_entries(outputs: Path = OUTPUTS) -> list[RunEntry]:
-    entries = [run_entry(p, outputs) for p in sorted(outputs.glob("*/*")) if p.is_dir()]
-    return [e for e in entries if e is not None]
-
-
-def write_index(outputs: Path = OUTPUTS) -> Path:
-    """outputs/index.html: every run and comparison with its campaign, date, host and verdict."""
-    rows = []
-    for e in index_entries(outputs):
-        link = f'<a href="{html.escape(e.report)}">{html.escape(e.path)}</a>' if e.report else html.escape(e.path)
-        rows.append(f"<tr><td>{html.escape(e.campaign)}</td><td>{link}</td><td>{e.kind}</td><td>{e.date}</td>"
-                    f"<td>{html.escape(e.host)}</td><td>{html.escape(e.verdict)}</td></tr>")
-    page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>stackbook runs</title><style>"
-            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}</style></head><body>"
-            "<h1>Runs</h1><p>Every run directory under <code>outputs/</code>; a run's verdict is the first line "
-            "of its analysis.</p><table><thead><tr><th>campaign</th><th>run (report)</th><th>kind</th>"
-            "<th>date (UTC)</th><th>host</th><th>verdict</th></tr></thead><tbody>\n"
-            + "\n".join(rows) + "\n</tbody></table></body></html>\n")
-    out = outputs / "index.html"
-    out.write_text(page)
-    return out
+from stackbook.index_page import RunEntry, index_entries, run_entry, write_index  # noqa: E402,F401 - the index of runs
 
 
 def write_comparison_json(out_dir: RunDir, campaign: str, runs: list[str], verdict: list[str]) -> Path:

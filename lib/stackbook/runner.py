@@ -27,6 +27,7 @@ from stackbook.evidence.passport import write_passport
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
 from stackbook.locations import REPO_ROOT, symbolic
+from stackbook.reports import write_report
 from stackbook.steps.session import record_engine
 
 
@@ -344,18 +345,3 @@ def arm_outcome(results: dict) -> dict:
         return {"status": "held", "error": f"canaries {canaries.get('verdict')}: "
                                            f"{canaries.get('reason') or canaries.get('failed')}"}
     return {"status": "complete"}
-
-
-def write_report(notebook: Path, html_path: Path) -> None:
-    """The executed analysis notebook as one HTML file: its figures embedded (image/png outputs),
-    its links relative to the run directory; titled with the campaign and run."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    nb = nbformat.read(notebook, as_version=4)
-    run = Path(notebook).resolve().parent
-    title = f"{run.parent.name} · {run.name} · stackbook report"
-    body, _ = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(
-        nb, resources={"metadata": {"name": title}})
-    html_path.write_text(body)
-

@@ -23,6 +23,9 @@ def test_demand_map_attached_to_a_run_reads_its_records_and_is_hashed(tmp_path):
         entry = manifest["attached"]["50_demand_map"]
         assert entry["status"] == "ok" and entry["note"] == "the test's"
         assert entry["sha256"] == manifest["outputs"]["50_demand_map.ipynb"] == file_sha256(notebook)
+        page = run / "50_demand_map.html"  # a reader opens the page, not the notebook's JSON
+        assert manifest["outputs"]["50_demand_map.html"] == file_sha256(page)
+        assert "stackbook attach outputs/attach-test/avx2 50_demand_map" in page.read_text()
         cells = nbformat.read(notebook, as_version=4).cells
         injected = next(c.source for c in cells if "injected-parameters" in c.metadata.get("tags", []))
         assert 'run_dir = "outputs/attach-test/avx2"' in injected

@@ -179,7 +179,10 @@ def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path)
     pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"run_dir": str(run)})
     text = outputs_text(nbformat.read(out, as_version=4))
-    assert "**Campaign** `workloads`" in text and "`vllm-cpu`: [sizing](arms/vllm-cpu/10_sizing.ipynb)" in text
+    assert "Which stack serves  smollm2-135m-instruct  best on" in text and "campaign  workloads" in text
+    summary = next(o for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", [])
+                   if "stackbook-first-screen" in o.get("data", {}).get("text/html", ""))
+    assert '<a href="arms/vllm-cpu/10_sizing.html">sizing</a>' in summary["data"]["text/html"]
     assert (run.figures / "pareto.png").stat().st_size > 0
 
 
@@ -219,9 +222,17 @@ arms:
     nb = nbformat.read(out, as_version=4)
     outputs_text(nb)  # raises on any cell error
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(images) == 5  # TTFT and E2E against load, throughput, the TTFT CDF, the lengths
+    # TTFT, E2E and TPOT against load, throughput, the TTFT and TPOT/ITL CDFs, the lengths, the
+    # per-request timeline and throughput over time (an endpoint has no engine process to sample)
+    assert len(images) == 9
     assert sorted(p.name for p in (tmp_path / "run" / "arms" / "cal" / "figures").iterdir()) == [
-        "e2e_ms_vs_load.png", "lengths.png", "throughput_vs_concurrency.png", "ttft_cdf.png", "ttft_ms_vs_load.png"]
+        "e2e_ms_vs_load.png", "lengths.png", "request_timeline.png", "throughput_over_time.png",
+        "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png", "ttft_cdf.png",
+        "ttft_ms_vs_load.png"]
+    alts = [o["metadata"]["image/png"]["alt"] for o in images]
+    assert any(a.startswith("Per-request timeline · cal (") for a in alts)
+    resources = next(c for c in nb.cells if "engine_resources_over_time" in c.source).outputs[0]
+    assert resources["data"]["text/markdown"].startswith("*no engine samples over time: the engine is a remote endpoint")
     stats = next(c for c in nb.cells if "request_stats_by_load" in c.source).outputs[0].data["text/plain"]
     header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
     assert header == ["load", "level", "rate5", "rate20"]

@@ -1,6 +1,8 @@
 """The report as a reader sees it: rendered by headless Chromium (the system's package, installed
-by `make setup` when missing), its figures must be drawn (decoded, non-zero size) and its links to
-the arm notebooks and raw files must lead to files that exist."""
+by `make setup` when missing), its figures must be drawn (decoded, non-zero size, with alt text),
+its links to the arm notebooks' pages and raw files must lead to files that exist, and it must
+open on its answer: the decision table inside the first 1,000 px, no code cell visible, no image
+wider than its column."""
 import json
 import shutil
 from pathlib import Path
@@ -48,11 +50,16 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path):
 def test_every_figure_is_drawn_in_the_report(fresh_report):
     page = inspect_page(fresh_report.report)
     saved = sorted(p.name for p in fresh_report.figures.glob("*.png"))
-    assert saved == ["e2e_ms_vs_load.png", "pareto.png", "queueing_fit.png", "sizing.png",
-                     "throughput_vs_concurrency.png", "ttft_cdf.png", "ttft_ms_vs_load.png"]
+    assert saved == ["e2e_ms_vs_load.png", "headline.png", "pareto.png", "queueing_fit.png", "sizing.png",
+                     "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png", "ttft_cdf.png",
+                     "ttft_ms_vs_load.png"]
     assert len(page.images) == len(saved)
     assert not page.broken_images
     assert all(i.natural_width > 300 and i.natural_height > 200 for i in page.images)
+    alts = [i.alt for i in page.images]
+    assert alts[0].startswith("Tail latency (lower is better): p99 E2E (ms) against concurrency (closed loop)")
+    assert "TPOT per request (empirical CDF)" in " ".join(alts) and not any(
+        a in ("", "figure", "No description has been provided for this image") for a in alts)
     assert page.title == "run · run · stackbook report" or page.title.endswith("· stackbook report")
 
 
@@ -62,9 +69,37 @@ def test_links_to_arm_notebooks_and_raw_files_resolve(fresh_report):
     targets = {Path(link.href.removeprefix("file://")).relative_to(fresh_report.path.resolve()).as_posix()
                for link in page.links}
     for arm in ARMS:
-        for name in ("10_sizing.ipynb", "20_canaries.ipynb", "30_load_sweep.ipynb", "requests.jsonl",
+        for name in ("10_sizing.html", "20_canaries.html", "30_load_sweep.html", "requests.jsonl",
                      "engine.log", "passport.md"):
             assert f"arms/{arm}/{name}" in targets
+    assert not any(t.endswith(".ipynb") for t in targets)  # a reader gets pages, not raw JSON
+
+
+def test_the_report_opens_on_its_decision_with_no_code_and_figures_inside_the_page(fresh_report):
+    with Chromium(width=1400) as browser:
+        browser.open(fresh_report.report)
+        page = browser.inspect()
+        summary = browser.evaluate("document.querySelector('.stackbook-first-screen').innerText")
+        made = browser.evaluate("document.querySelector('details.stackbook-made').innerText")
+    assert page.layout.decision_top is not None and page.layout.decision_top < 1000
+    assert page.layout.visible_code_cells == 0 and page.layout.overflowing_images == []
+    assert summary.startswith("Which stack serves smollm2-135m-instruct best on")
+    assert "concurrency 1" in summary and "llama-cpp\tllama_cpp\taccepted" in summary
+    assert "How this was made" in made and 'run_dir = ' not in summary
+    # every linked notebook page exists: the arms' three and the attached demand map
+    pages = {Path(link.href.removeprefix("file://")).name for link in page.page_links}
+    assert {"10_sizing.html", "20_canaries.html", "30_load_sweep.html"} <= pages and not page.broken_links
+
+
+def test_an_arm_notebook_page_hides_its_code_and_names_its_parameters(fresh_report):
+    with Chromium(width=1400) as browser:
+        browser.open(fresh_report.arm("vllm-cpu").notebook("30_load_sweep").with_suffix(".html"))
+        page = browser.inspect()
+        made = browser.evaluate("document.querySelector('details.stackbook-made').textContent")
+    nb = nbformat.read(fresh_report.arm("vllm-cpu").notebook("30_load_sweep"), as_version=4)
+    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert page.layout.visible_code_cells == 0 and not page.broken_images and len(page.images) == len(pngs)
+    assert "arm = 'vllm-cpu'" in made and "stackbook run campaigns/quickstart.yaml --run-id" in made
 
 
 def test_a_missing_figure_and_a_missing_file_are_caught(tmp_path):
@@ -89,6 +124,10 @@ def test_committed_reports_draw_their_figures(report):
         browser.open(report)
         page = browser.inspect()
     assert not page.broken_images and not page.broken_links
+    if notebook.stem == "40_analysis":  # the first-screen rule
+        assert page.layout.decision_top is not None and page.layout.decision_top < 1000
+    assert page.layout.visible_code_cells == 0 and page.layout.overflowing_images == []
+    assert not any(link.href.endswith(".ipynb") for link in page.links)
     pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(page.images) == len(pngs) == len(list((report.parent / "figures").glob("*.png")))
     if any(report.parent.glob("arms/*/requests.jsonl")) or notebook.stem == "60_compare":

@@ -71,7 +71,7 @@ def percentile_text(percentile: int, value: float | None, n: int, unit: str = "m
     return f"{value:,.0f} {unit} (p{percentile}, n={n})"
 
 
-def sized_percentiles(frame, count: str = "completed"):
+def sized_percentiles(frame, count: str = "completed", rename: bool = True):
     """A table of per-point figures as a reader should see it: every percentile column above the
     median whose point has fewer requests than it needs reads "max of n: value" (the sample's
     largest value, which is what it is), and its header says so. Display only: the stored figures
@@ -89,7 +89,8 @@ def sized_percentiles(frame, count: str = "completed"):
         need = min_sample(q)
         out[col] = [("-" if v is None or v != v else f"max of {int(n)}: {v:,.0f}" if n < need else f"{v:,.1f}")
                     for v, n in zip(out[col], out[count])]
-        out = out.rename(columns={col: f"{col} (max of n below n={need})"})
+        if rename:
+            out = out.rename(columns={col: f"{col} (max of n below n={need})"})
     return out
 
 

@@ -3,6 +3,8 @@ what the measurement supports. The notebooks display `readable(frame)`; the fram
 the data (analysis.json and the tests use it unrounded)."""
 from __future__ import annotations
 
+import html
+import json
 import math
 import numbers
 import re
@@ -16,6 +18,22 @@ STATISTICS = {"p50", "p90", "p95", "p99", "mean", "std", "min", "max", "ci95", "
 ACRONYMS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E", "slo": "SLO", "kv": "KV"}
 FRACTIONS = {"slo_attainment": "fraction", "failed_fraction": "fraction"}
 NUMERIC_TEXT = re.compile(r"[-+]?[\d,]*\.?\d+%?|–")
+DIGEST = re.compile(r"[0-9a-f]{32,}")  # a sha256 or similar: shown as its first 12 characters
+CELL_CHARS = 60  # longer structured values are cut, the whole kept for the hover
+
+
+def short_cell(v) -> tuple[str, str | None]:
+    """A cell as shown, and the whole value where the shown one is shorter (for the hover):
+    digests as their first 12 characters, dicts and lists as compact `key: value` text."""
+    if isinstance(v, (dict, list, tuple)):
+        full = json.dumps(v, default=str)
+        text = (", ".join(f"{k}: {x}" for k, x in v.items()) if isinstance(v, dict)
+                else ", ".join(map(str, v)))
+        text = DIGEST.sub(lambda m: m.group(0)[:12] + "…", text)
+        return (text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"), full
+    if isinstance(v, str) and DIGEST.search(v):
+        return DIGEST.sub(lambda m: m.group(0)[:12] + "…", v), v
+    return format_number(v), None
 
 
 def column_title(name) -> str:
@@ -56,8 +74,9 @@ def format_number(v) -> str:
 
 
 def formatted(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame as text: columns (and index names) titled with units, every cell rounded."""
-    out = frame.rename(columns=column_title).map(format_number)
+    """The frame as text: columns (and index names) titled with units, every cell rounded,
+    digests and structured values shortened."""
+    out = frame.rename(columns=column_title).map(lambda v: short_cell(v)[0])
     if not isinstance(out.index, pd.RangeIndex):
         out.index = [format_number(i) if isinstance(i, numbers.Number) else i for i in out.index]
         out.index.name = column_title(frame.index.name) if frame.index.name else None
@@ -74,7 +93,14 @@ class Table:
         self.text = formatted(frame)
 
     def _repr_html_(self) -> str:
-        styler = self.text.style.map(
+        hover = self.frame.rename(columns=column_title).map(lambda v: short_cell(v)[1])
+        hover.index = self.text.index
+        shown = self.text.copy()
+        for col in shown.columns:  # the whole value on hover, where the cell shows less
+            full = hover[col]
+            shown[col] = [f'<span title="{html.escape(f)}">{html.escape(t)}</span>' if isinstance(f, str) else html.escape(t)
+                          for t, f in zip(shown[col], full)]
+        styler = shown.style.map(
             lambda v: f"text-align: {'right' if NUMERIC_TEXT.fullmatch(str(v)) else 'left'}")
         if isinstance(self.frame.index, pd.RangeIndex):
             styler = styler.hide(axis="index")
@@ -89,3 +115,33 @@ class Table:
 def readable(frame: pd.DataFrame, caption: str | None = None) -> Table:
     """What a notebook displays for a data frame."""
     return Table(frame, caption)
+
+
+def readable_or_absent(frame: pd.DataFrame, reason: str, caption: str | None = None):
+    """The table, or, when it is empty, one line saying why (its report section is then folded)."""
+    from stackbook.report_page import Absent
+
+    return Absent(reason) if frame is None or frame.empty else Table(frame, caption)
+
+
+# The side-by-side points in three tables a window can hold: what the point is, its latencies,
+# its throughput; each keyed by arm and load.
+SIDE_BY_SIDE = {
+    "Points: status and size": ("label", "status", "discarded", "discard_rule", "completed"),
+    "Latency (ms)": ("ttft_ms_p50", "ttft_ms_p99", "ttft_ms_mean", "ttft_ms_ci95", "tpot_ms_p50", "tpot_ms_mean",
+                     "tpot_ms_ci95", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99", "e2e_ms_mean", "e2e_ms_ci95"),
+    "Throughput and SLO": ("output_throughput_tok_s", "request_throughput_rps", "goodput_rps", "slo_attainment",
+                           "failed_fraction"),
+}
+
+
+def side_by_side(frame: pd.DataFrame) -> list[Table]:
+    """The comparison's points split into tables that fit the page, each keyed by arm and load;
+    columns the frame has that no group names go to the last."""
+    if frame.empty:
+        return []
+    key = [c for c in ("arm", "load", "repetition") if c in frame]
+    named = {c for cols in SIDE_BY_SIDE.values() for c in cols} | set(key) | {"concurrency", "rate"}
+    groups = {title: [c for c in cols if c in frame] for title, cols in SIDE_BY_SIDE.items()}
+    groups["Throughput and SLO"] += [c for c in frame.columns if c not in named]
+    return [Table(frame[key + cols], caption) for caption, cols in groups.items() if cols]

@@ -21,7 +21,7 @@ class CampaignError(ValueError):
 
 # Fixes by pydantic error type, where the type alone says what to do.
 FIXES = {
-    "extra_forbidden": "remove it, or check its spelling against the campaign reference in README.md",
+    "extra_forbidden": "remove it, or check its spelling against the campaign reference in docs/campaigns.md",
     "missing": "add it",
     "literal_error": "use one of the allowed values above",
     "int_parsing": "give a whole number",

@@ -76,6 +76,11 @@ class ArmDir:
         return self.path / "client-processes"
 
     @property
+    def engine_samples(self) -> Path:
+        """The engine's resident memory and CPU seconds, sampled beside the load (JSON lines)."""
+        return self.path / "engine_samples.jsonl"
+
+    @property
     def results(self) -> Path:
         """The machine-readable side file the notebooks write, one section per step."""
         return self.path / "results.json"

@@ -152,7 +152,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
     sentinels = sentinels_for(protocol)
-    with RssSampler(pid) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer, \
+    with RssSampler(pid, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer, \
             SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
         for rep in reps:

@@ -234,16 +234,46 @@ def group_rss(pid: int) -> int | None:
     return total
 
 
-class RssSampler(_ProcessSampler):
-    """The engine's resident memory, whole process group, twice a second."""
+def group_usage(pid: int) -> dict | None:
+    """Resident memory and CPU seconds (user + system) of the process group `pid` leads, summed
+    over its live members."""
+    members = process_group(pid)
+    if members is None:
+        return None
+    rss = cpu = 0.0
+    for p in members:
+        try:
+            with p.oneshot():
+                rss += p.memory_info().rss
+                t = p.cpu_times()
+                cpu += t.user + t.system
+        except psutil.Error:
+            continue
+    return {"rss_bytes": int(rss), "cpu_s": round(cpu, 3)}
 
-    def __init__(self, pid: int | None, interval_s: float = 0.5):
-        super().__init__("rss", {"pid": pid}, interval_s, enabled=bool(pid))
+
+class RssSampler(_ProcessSampler):
+    """The engine's resident memory and CPU seconds, whole process group, twice a second; with
+    `keep`, every sample is appended there as it is read ([unix time, {rss_bytes, cpu_s}] per
+    line), so the report can draw both over time."""
+
+    def __init__(self, pid: int | None, interval_s: float = 0.5, keep: Path | None = None):
+        super().__init__("usage", {"pid": pid}, interval_s, enabled=bool(pid))
+        self._keep = Path(keep) if keep else None
+        self._kept = 0
+
+    def collect(self) -> None:
+        super().collect()
+        if self._keep is not None and len(self.samples) > self._kept:
+            self._keep.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._keep, "a", encoding="utf-8") as f:
+                f.writelines(json.dumps([t, v]) + "\n" for t, v in self.samples[self._kept:])
+            self._kept = len(self.samples)
 
     @property
     def peak_bytes(self) -> int:
         self.collect()
-        return max((v for _, v in self.samples), default=0)
+        return max((v["rss_bytes"] for _, v in self.samples), default=0)
 
 
 def engine_gauges(base_url: str, path: str) -> dict | None:
@@ -278,7 +308,7 @@ def histogram_mean_ms(delta: dict, suffix: str) -> tuple[float | None, float]:
     return (s / c * 1000 if c else None), c
 
 
-SAMPLERS = {"rss": group_rss, "gauges": engine_gauges}
+SAMPLERS = {"rss": group_rss, "usage": group_usage, "gauges": engine_gauges}
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """Runs of one campaign compared: the committed AVX2-host run against copies of itself that differ
 in host, throughput or protocol; and the index of every run."""
+import html
 import json
 import shutil
 
@@ -117,12 +118,31 @@ def test_runs_of_different_campaigns_are_refused_by_name(tmp_path, copy_of_avx2)
         cross_run.load_runs([AVX2])
 
 
-def test_index_lists_each_run_with_campaign_date_host_and_verdict(tmp_path, copy_of_avx2):
-    copy_of_avx2(tmp_path, cpu="Intel Xeon")
+def test_index_lists_each_run_with_campaign_model_arms_host_harness_status_and_the_whole_verdict(tmp_path,
+                                                                                                  copy_of_avx2):
+    run = copy_of_avx2(tmp_path, cpu="Intel Xeon")
     (tmp_path / "quickstart" / "not-a-run").mkdir()
+    (run.path / "arms" / "llama-cpp" / "30_load_sweep.html").write_text("<html></html>")
     [entry] = index_entries(tmp_path)
+    lines = json.loads(run.analysis.read_text())["verdict"]
     assert entry.model_dump() == {
         "path": "quickstart/other-host", "campaign": "quickstart", "kind": "run", "date": "2026-11-30",
-        "host": "Intel Xeon, 2 CPUs", "verdict": entry.verdict, "report": None}
+        "host": "Intel Xeon, 2 CPUs", "verdict": lines[0], "report": None, "model": "smollm2-135m-instruct",
+        "isa": "-", "harness": entry.harness, "status": "complete",
+        "arms": {"llama-cpp": "accepted", "vllm-cpu": "accepted"}, "verdict_lines": lines, "decisions": [],
+        "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
+    assert entry.harness.startswith("stackbook 0.1.0 (")
     page = write_index(tmp_path).read_text()
-    assert "<td>quickstart</td><td>quickstart/other-host</td><td>run</td><td>2026-11-30</td><td>Intel Xeon, 2 CPUs</td>" in page
+    assert "<td>quickstart</td><td>quickstart/other-host<br><small>" in page
+    assert '<a href="quickstart/other-host/arms/llama-cpp/30_load_sweep.html">arms/llama-cpp/30_load_sweep</a>' in page
+    assert "<td>Intel Xeon, 2 CPUs</td>" in page and "llama-cpp <small>(accepted)</small>" in page
+    assert len(lines) > 1 and all(f"<li>{html.escape(line)}</li>" in page for line in lines)  # every line, never cut
+    assert f"<details><summary>{html.escape(lines[0])}</summary>" in page
+
+
+def test_the_instruction_sets_read_widest_first():
+    from stackbook.index_page import isa_summary
+
+    assert isa_summary(["avx2", "avx512f", "avx512_bf16", "amx_bf16", "fma"]) == "AMX"
+    assert isa_summary(["avx2", "avx512f", "fma"]) == "AVX-512"
+    assert isa_summary("avx avx2 fma") == "AVX2" and isa_summary(None) == "-"

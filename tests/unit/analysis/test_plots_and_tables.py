@@ -30,17 +30,29 @@ def test_throughput_figure_is_returned_saved_labelled_and_marks_unranked_points(
     ax = fig.axes[0]
     assert ax.get_xlabel() == "concurrency (closed loop)"
     assert ax.get_ylabel() == "output throughput (tokens / s)"
-    crosses = [c for c in ax.collections if c.get_label().startswith("not ranked")]
-    assert len(crosses) == 1 and crosses[0].get_offsets().tolist() == [[2.0, 12.0], [1.0, 20.0]]
-    assert sorted(t.get_text() for t in ax.texts) == ["HOLD", "discarded"]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b [HOLD]", "not ranked (HOLD, discarded, ...)"]
+    marks = {c.get_label(): c.get_offsets().tolist() for c in ax.collections if c.get_label().startswith("not ranked")}
+    assert marks == {"not ranked: HOLD": [[1.0, 20.0]], "not ranked: discarded": [[2.0, 12.0]]}
+    assert not ax.texts  # reasons live in the legend, never over the data
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "a", "b [HOLD]", "not ranked: HOLD", "not ranked: discarded"]
+    assert ax.get_ylim()[0] == 0  # throughput from zero
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]  # a count of clients: no tick at 1.5
 
 
-def test_latency_figure_has_one_legend_entry_for_unranked_points():
+def test_latency_figure_has_one_legend_entry_per_reason_and_a_log_axis_across_decades():
     ax = plots.latency_vs_load(points(), None, "e2e_ms").axes[0]
-    assert ax.get_ylabel() == "E2E latency (ms)"
+    assert ax.get_ylabel() == "E2E latency (ms)" and ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels.count("not ranked (HOLD, discarded, ...)") == 1
+    assert labels.count("not ranked: HOLD") == 1 and labels.count("not ranked: discarded") == 1
+    wide = points().assign(e2e_ms_p99=[150.0, 90000.0, 95.0])
+    ax = plots.latency_vs_load(wide, None, "e2e_ms").axes[0]
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "E2E latency (ms) (log scale)"
+
+
+def test_alt_text_names_the_title_axes_and_series():
+    fig = plots.throughput_vs_concurrency(points())
+    assert plots.alt_text(fig) == ("Throughput vs load: output throughput (tokens / s) against concurrency (closed "
+                                   "loop); series: a, b [HOLD], not ranked: HOLD, not ranked: discarded")
 
 
 def test_column_titles_carry_units():
@@ -64,3 +76,28 @@ def test_readable_table_renders_html_and_aligned_text():
     assert "<table" in html and ">TTFT p50 (ms)</th>" in html and ">12.3</td>" in html
     assert "#T_" in html and "_row0_col0 {\n  text-align: left;" in html and "_row0_col1 {\n  text-align: right;" in html
     assert repr(t).splitlines() == ["arm TTFT p50 (ms)", "  a          12.3"]
+
+
+def test_digests_and_structured_values_are_shortened_with_the_whole_on_hover():
+    from stackbook.analysis.tables import short_cell
+
+    digest = "7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b"
+    assert short_cell(digest) == ("7ef915c9bf9d…", digest)
+    text, full = short_cell({"kind": "fixed", "tokens": 128})
+    assert text == "kind: fixed, tokens: 128" and full == '{"kind": "fixed", "tokens": 128}'
+    text, _ = short_cell({f"k{i}": i for i in range(40)})
+    assert len(text) == 60 and text.endswith("…")
+    html = readable(pd.DataFrame({"arm": ["a"], "weights": [digest]}))._repr_html_()
+    assert f'<span title="{digest}">7ef915c9bf9d…</span>' in html and f">{digest}<" not in html
+
+
+def test_the_side_by_side_table_is_split_into_tables_keyed_by_arm_and_load():
+    from stackbook.analysis.tables import side_by_side
+
+    frame = pd.DataFrame([{"arm": "a", "load": 1, "label": "accepted", "completed": 8, "ttft_ms_p50": 12.345,
+                           "e2e_ms_p99": 1000.0, "output_throughput_tok_s": 19.3, "goodput_rps": 0.6, "extra": 1}])
+    tables = side_by_side(frame)
+    assert [t.caption for t in tables] == ["Points: status and size", "Latency (ms)", "Throughput and SLO"]
+    assert [list(t.frame.columns) for t in tables] == [
+        ["arm", "load", "label", "completed"], ["arm", "load", "ttft_ms_p50", "e2e_ms_p99"],
+        ["arm", "load", "output_throughput_tok_s", "goodput_rps", "extra"]]

@@ -1,0 +1,177 @@
+"""The first screen of a campaign report: the question, the decision per load, each arm's label
+with its reason, the headline figure and the links to each arm's evidence, so a reader has the
+answer before any detail."""
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from stackbook.analysis import comparison, plots
+from stackbook.analysis.fairness import fairness_table
+from stackbook.analysis.figure_style import short_reason
+from stackbook.analysis.tables import format_number
+from stackbook.evidence.files import read_json
+from stackbook.evidence.label import Label
+from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
+from stackbook.locations import REPO_ROOT
+
+# Pages of a run a reader may open beside the report, when the run has them (attached notebooks).
+RUN_PAGES = {"00_decide": "the team's decision record", "50_demand_map": "the measured demand map",
+             "60_compare": "the comparison across runs"}
+ARM_PAGES = {"10_sizing": "sizing", "20_canaries": "canaries", "30_load_sweep": "sweep"}
+DECISION_TABLE_ID = "decision-table"
+
+
+def question(campaign, arms: dict) -> str:
+    """What the campaign asks, in one sentence: model, hardware, load."""
+    protocol = campaign.protocol
+    levels = protocol.arrival.load_levels()
+    if "sweep" not in protocol.stages:
+        return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on "
+                f"<b>{html.escape(hardware(campaign, arms))}</b>? Answered by arithmetic: this campaign runs no load.")
+    if all("concurrency" in lv for lv in levels):
+        counts = [lv["concurrency"] for lv in levels]
+        load = ("one client at a time" if counts == [1] else
+                "a closed loop of " + ", ".join(map(str, counts)) + " concurrent clients")
+    elif all("rate" in lv for lv in levels):
+        load = f"{protocol.arrival.kind} arrivals at " + ", ".join(f"{lv['rate']:g}" for lv in levels) + " req/s"
+    else:
+        load = f"{protocol.arrival.kind} load ({len(levels)} levels)"
+    return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on <b>{html.escape(hardware(campaign, arms))}"
+            f"</b> under {html.escape(load)}, {protocol.requests_per_point} measured requests per point?")
+
+
+def hardware(campaign, arms: dict) -> str:
+    if campaign.hardware.accelerator != "this-cpu":
+        return campaign.hardware.accelerator
+    for a in arms.values():
+        host = (a.get("passport") or {}).get("identity", {}).get("host") or {}
+        if host.get("cpu"):
+            cpus = f", {host['logical_cpus']} CPUs" if host.get("logical_cpus") else ""
+            return f"{host['cpu']}{cpus}"
+    return "this CPU"
+
+
+def decision_frame(decisions: list[dict]) -> pd.DataFrame:
+    """The lead's decision rows as a reader's table: per load and metric, who leads, by how much
+    (the ratio with its interval) and on what evidence."""
+    rows = []
+    for d in decisions:
+        ratio = d.get("ratio")
+        interval = (f"{format_number(ratio)} [{format_number(d.get('lo'))}, {format_number(d.get('hi'))}]"
+                    if ratio is not None else "–")
+        rows.append({"load": d.get("load"), "metric": d.get("metric"),
+                     "arms (a vs b)": f"{d.get('arm_a')} vs {d.get('arm_b')}",
+                     "decision": d.get("decision"), "leader": d.get("leader") or "none",
+                     "ratio a/b [interval]": interval,
+                     "confidence": format_number(d.get("confidence")),
+                     "evidence (repetitions, requests)": f"{d.get('repetitions_a')}+{d.get('repetitions_b')} reps, "
+                                                         f"{d.get('requests_a')}+{d.get('requests_b')} req",
+                     "text": d.get("text", "")})
+    return pd.DataFrame(rows)
+
+
+VERDICT_LOAD = re.compile(r"^At (?P<load>[^:]+): (?P<text>.*)$", re.S)
+
+
+def verdict_frame(verdict: list[str]) -> pd.DataFrame:
+    """The verdict lines as one row per load ("At concurrency 4: ..."), the rest as campaign-wide."""
+    rows = []
+    for line in verdict:
+        m = VERDICT_LOAD.match(line)
+        rows.append({"load": m["load"], "verdict": m["text"]} if m else {"load": "all loads", "verdict": line})
+    return pd.DataFrame(rows)
+
+
+def _html_table(frame: pd.DataFrame, table_id: str | None = None, hover: str | None = None) -> str:
+    """A small HTML table; `hover` names a column shown as each row's tooltip instead of a cell."""
+    cols = [c for c in frame.columns if c != hover]
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+    body = []
+    for _, r in frame.iterrows():
+        title = f' title="{html.escape(str(r[hover]))}"' if hover and r.get(hover) else ""
+        body.append(f"<tr{title}>" + "".join(f"<td>{c if str(c).startswith('<') else html.escape(str(c))}</td>"
+                                             for c in (r[col] for col in cols)) + "</tr>")
+    ident = f' id="{table_id}"' if table_id else ""
+    return (f'<table class="stackbook-summary"{ident}><thead><tr>{head}</tr></thead><tbody>'
+            + "".join(body) + "</tbody></table>")
+
+
+def label_reason(name: str, arm_analysis, manifest_arm: dict) -> str:
+    """Why the arm carries its label, in a few words."""
+    label = arm_analysis.label
+    if label is Label.ACCEPTED:
+        left = arm_analysis.points_left_out
+        return ("canaries passed, protocol matches; " + (f"{len(left)} point(s) not ranked: "
+                + ", ".join(f"{p} {short_reason(why)}" for p, why in left.items()) if left else "every point ranked"))
+    if label is Label.NOT_COMPARABLE:
+        return "differs from the others in " + (", ".join(arm_analysis.differs) or "its protocol")
+    skipped = (manifest_arm.get("notebooks", {}).get("30_load_sweep") or {}).get("reason")
+    detail = manifest_arm.get("error") or skipped
+    return f"{label.reason}: {detail}" if detail else label.reason
+
+
+def evidence_links(run: RunDir, name: str) -> str:
+    """Links to the arm's rendered notebooks and raw files (those it has)."""
+    d = run.arm(name)
+    links = [(what, d.notebook(nb).with_suffix(".html")) for nb, what in ARM_PAGES.items()
+             if nb in ARM_NOTEBOOKS and d.notebook(nb).exists()]
+    links += [("raw requests", d.requests), ("engine log", d.engine_log), ("passport", d.passport_md)]
+    return ", ".join(f'<a href="{html.escape(d.link(p))}">{what}</a>' for what, p in links if p.exists()
+                     or p.suffix == ".html")
+
+
+def run_page_links(run: RunDir) -> str:
+    pages = [(what, run.notebook(nb)) for nb, what in RUN_PAGES.items() if run.notebook(nb).exists()]
+    return ", ".join(f'<a href="{nb.stem}.html">{what}</a>' for what, nb in pages)
+
+
+class Summary:
+    """The summary as one HTML block (displayed before the headline figure)."""
+
+    def __init__(self, body: str):
+        self.body = body
+
+    def _repr_html_(self) -> str:
+        return self.body
+
+    def __repr__(self) -> str:
+        return re.sub(r"<[^>]+>", " ", self.body)
+
+
+def summary_html(run: RunDir, campaign, arms: dict, result) -> str:
+    manifest_arms = (read_json(run.manifest, {}) or {}).get("arms", {})
+    decisions = list(getattr(result, "decisions", None) or [])
+    if decisions:
+        decision = _html_table(decision_frame(decisions), DECISION_TABLE_ID, hover="text")
+        rule = "Decided by the campaign's decision rule (hover a row for its sentence)."
+    else:
+        decision = _html_table(verdict_frame(result.verdict), DECISION_TABLE_ID)
+        rule = "This run's analysis has no decision rows; its verdict lines read per load."
+    labels = pd.DataFrame([{"arm": n, "engine": a.engine, "label": a.label.value,
+                            "why": label_reason(n, a, manifest_arms.get(n, {})),
+                            "evidence": evidence_links(run, n)} for n, a in result.arms.items()])
+    pages = run_page_links(run)
+    return (f'<div class="stackbook-first-screen"><p class="stackbook-question">{question(campaign, arms)}'
+            f" <small>(campaign <code>{html.escape(campaign.name)}</code>: {html.escape(campaign.description)})"
+            f"</small></p><h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"
+            f"</small></p><h3>Arms</h3>{_html_table(labels) if not labels.empty else '<p>No arm ran.</p>'}"
+            + (f"<p>Also in this run: {pages}.</p>" if pages else "") + "</div>")
+
+
+def show(run_dir: str) -> None:
+    """Display the summary and the headline figure (saved as figures/headline.png)."""
+    from IPython.display import display
+
+    path = Path(run_dir)
+    run = RunDir.existing(path if path.is_absolute() else REPO_ROOT / path)
+    campaign, arms = comparison.load_run(run)
+    result = comparison.analyse_run(run)
+    display(Summary(summary_html(run, campaign, arms, result)))
+    df = comparison.comparison_frame(arms, fairness_table(campaign, arms))
+    figure = plots.headline(df, run.figures)
+    if figure is not None:
+        display(figure)

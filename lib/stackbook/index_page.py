@@ -1,0 +1,165 @@
+"""outputs/index.html: a dashboard of every run and comparison: campaign, model, arms with their
+labels, host and instruction sets, harness revision, date, status, and the whole decision (or
+verdict), collapsed but never cut; links to the report and every notebook page of the run."""
+from __future__ import annotations
+
+import html
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from stackbook.evidence.files import read_json
+from stackbook.locations import REPO_ROOT
+
+OUTPUTS = REPO_ROOT / "outputs"
+# The vector extensions that decide which kernels an engine may use, widest first.
+ISA_NAMES = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512f", "AVX-512"), ("avx2", "AVX2"),
+             ("neon", "NEON"), ("asimd", "NEON"))
+
+
+class RunEntry(BaseModel):
+    """One row of outputs/index.html."""
+    path: str
+    campaign: str
+    kind: str  # "run" or "comparison"
+    date: str
+    host: str
+    verdict: str  # the first line, kept for a one-line listing
+    report: str | None
+    model: str = "-"
+    isa: str = "-"
+    harness: str = "-"
+    status: str = "-"
+    arms: dict[str, str] = {}  # arm -> label
+    verdict_lines: list[str] = []
+    decisions: list[dict] = []
+    pages: dict[str, str] = {}  # notebook page -> path relative to outputs/
+
+
+def isa_summary(flags: list[str] | str | None) -> str:
+    """The widest vector extension the host has (what its engines' kernels may use)."""
+    if not flags:
+        return "-"
+    have = set(flags.split() if isinstance(flags, str) else flags)
+    return next((name for flag, name in ISA_NAMES if flag in have), "-")
+
+
+def _host(run: Path) -> tuple[str, str]:
+    """(CPU and count, its instruction sets) from the first passport naming a host (a run sized
+    for other hardware names the one its arithmetic ran on)."""
+    for passport in sorted(run.glob("arms/*/passport.json")):
+        ident = (read_json(passport, {}) or {}).get("identity", {})
+        h = ident.get("host") or {}
+        h = h.get("arithmetic_done_on", h) if isinstance(h, dict) else {}
+        if h.get("cpu"):
+            cpus = f", {h['logical_cpus']} CPUs" if h.get("logical_cpus") else ""
+            sized = (ident.get("host") or {}).get("sized_for")
+            where = f" (sized for {sized})" if sized else ""
+            return f"{h['cpu']}{cpus}{where}", isa_summary(h.get("isa_flags") or h.get("instruction_sets") or h.get("isa"))
+    return "-", "-"
+
+
+def _passport_field(run: Path, *keys: str) -> str:
+    for passport in sorted(run.glob("arms/*/passport.json")):
+        v = read_json(passport, {}) or {}
+        for k in keys:
+            v = v.get(k, {}) if isinstance(v, dict) else {}
+        if v and not isinstance(v, dict):
+            return str(v)
+    return "-"
+
+
+def _model(run: Path) -> str:
+    """The model the campaign names (its resolved copy in the run), else the passports'."""
+    import yaml
+
+    try:
+        resolved = yaml.safe_load((run / "campaign.resolved.yaml").read_text()) or {}
+        return str((resolved.get("model") or {}).get("name") or _passport_field(run, "identity", "model", "name"))
+    except (OSError, yaml.YAMLError):
+        return _passport_field(run, "identity", "model", "name")
+
+
+def _pages(path: Path, outputs: Path) -> dict[str, str]:
+    pages = sorted(path.glob("arms/*/*.html")) + sorted(p for p in path.glob("[0-9][0-9]_*.html"))
+    return {p.relative_to(path).with_suffix("").as_posix(): p.relative_to(outputs).as_posix() for p in pages}
+
+
+def run_entry(path: Path, outputs: Path = OUTPUTS) -> RunEntry | None:
+    """The index row for a run or comparison directory; None for anything else."""
+    manifest = read_json(path / "manifest.json")
+    comparison = read_json(path / "comparison.json")
+    if manifest is None and comparison is None:
+        return None
+    report = path / "report.html"
+    rel = path.relative_to(outputs).as_posix()
+    link = f"{rel}/report.html" if report.exists() else None
+    if comparison is not None:
+        stamp = (path / "comparison.json").stat().st_mtime
+        lines = comparison.get("verdict", [])
+        return RunEntry(path=rel, campaign=comparison["campaign"], kind="comparison",
+                        date=time.strftime("%Y-%m-%d", time.gmtime(stamp)), host=", ".join(comparison["runs"]),
+                        verdict=" ".join(lines[:1]) or "-", verdict_lines=lines, report=link, status="comparison")
+    analysis = read_json(path / "analysis.json", {}) or {}
+    lines = analysis.get("verdict") or []
+    created = manifest.get("created_unix")
+    host, isa = _host(path)
+    return RunEntry(path=rel, campaign=manifest["campaign"], kind="run",
+                    date=time.strftime("%Y-%m-%d", time.gmtime(created)) if created else "-", host=host, isa=isa,
+                    verdict=lines[0] if lines else f"(no analysis.json: stackbook report {rel})",
+                    verdict_lines=lines, decisions=analysis.get("decisions") or [], report=link,
+                    model=_model(path),
+                    harness=_passport_field(path, "protocol", "harness"), status=manifest.get("status", "-"),
+                    arms={n: str(a.get("label", "-")) for n, a in (analysis.get("arms") or {}).items()}
+                    or {n: a.get("status", "-") for n, a in (manifest.get("arms") or {}).items()},
+                    pages=_pages(path, outputs))
+
+
+def index_entries(outputs: Path = OUTPUTS) -> list[RunEntry]:
+    entries = [run_entry(p, outputs) for p in sorted(outputs.glob("*/*")) if p.is_dir()]
+    return [e for e in entries if e is not None]
+
+
+def _decision(e: RunEntry) -> str:
+    """The whole decision (rows, else verdict lines) inside <details>, its first line as summary."""
+    if e.decisions:
+        items = [d.get("text") or f"{d.get('load')}: {d.get('metric')}: {d.get('decision')} ({d.get('leader')})"
+                 for d in e.decisions]
+    else:
+        items = e.verdict_lines
+    if not items:
+        return html.escape(e.verdict)
+    body = "".join(f"<li>{html.escape(str(i))}</li>" for i in items)
+    return (f"<details><summary>{html.escape(str(items[0]))}</summary><ul>{body}</ul></details>"
+            if len(items) > 1 else html.escape(str(items[0])))
+
+
+def _row(e: RunEntry) -> str:
+    link = f'<a href="{html.escape(e.report)}">{html.escape(e.path)}</a>' if e.report else html.escape(e.path)
+    pages = " ".join(f'<a href="{html.escape(p)}">{html.escape(n)}</a>' for n, p in e.pages.items())
+    arms = "<br>".join(f"{html.escape(n)} <small>({html.escape(label)})</small>" for n, label in e.arms.items()) or "-"
+    cells = [html.escape(e.campaign), link + (f"<br><small>{pages}</small>" if pages else ""), e.kind,
+             html.escape(e.model), arms, html.escape(e.host), html.escape(e.isa), html.escape(e.harness), e.date,
+             html.escape(e.status), _decision(e)]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+STYLE = ("body{font-family:sans-serif;font-size:14px;margin:1.5em}table{border-collapse:collapse;width:100%}"
+         "td,th{border:1px solid #ccc;padding:4px 6px;text-align:left;vertical-align:top}"
+         "td:last-child{width:40%}details summary{cursor:pointer}small a{margin-right:.5em;display:inline-block}")
+HEADERS = ("campaign", "run (report, notebook pages)", "kind", "model", "arms (label)", "host", "ISA",
+           "harness", "date (UTC)", "status", "decision (click for every line)")
+
+
+def write_index(outputs: Path = OUTPUTS) -> Path:
+    """outputs/index.html: every run and comparison as one row of the dashboard."""
+    rows = "\n".join(_row(e) for e in index_entries(outputs))
+    head = "".join(f"<th>{h}</th>" for h in HEADERS)
+    page = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>stackbook runs</title><style>{STYLE}'
+            "</style></head><body><h1>Runs</h1><p>Every run directory under <code>outputs/</code>: its report, "
+            "the pages of its notebooks, and its whole decision (or verdict), one line per load.</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table></body></html>\n")
+    out = outputs / "index.html"
+    out.write_text(page)
+    return out

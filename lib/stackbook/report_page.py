@@ -1,0 +1,169 @@
+"""An executed notebook as a page a reader opens in a browser: code hidden (kept in the .ipynb),
+the papermill parameters shown once in a small "how this was made" box with the command that
+remakes the page, sections with nothing to show for this run folded to one line that says why,
+a table of contents, and each figure's alt text."""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+from stackbook.locations import DATA_DIR, symbolic
+
+TEMPLATE = DATA_DIR / "report.html.j2"
+ABSENT = "stackbook_absent"  # output metadata key of an Absent display
+PARAMETER_TAGS = {"parameters", "injected-parameters"}
+
+
+class Absent:
+    """What a cell displays when its section has nothing to show for this run: one line, the
+    reason; a section whose every output is Absent is folded to that line in the page."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def _repr_markdown_(self):
+        return f"*{self.reason}*", {ABSENT: True}
+
+    def __repr__(self) -> str:
+        return self.reason
+
+
+def _heading(cell) -> tuple[int, str] | None:
+    if cell.cell_type != "markdown":
+        return None
+    m = re.match(r"^(#{1,6})\s+(.+)", cell.source.lstrip())
+    return (len(m.group(1)), m.group(2).strip()) if m else None
+
+
+def _is_absent(output) -> bool:
+    """IPython keeps a _repr_*_ method's metadata under its MIME type."""
+    md = output.get("metadata", {})
+    return bool(md.get(ABSENT) or md.get("text/markdown", {}).get(ABSENT))
+
+
+def _shows_something(output) -> bool:
+    if output.get("output_type") == "stream":
+        return output.get("name") == "stdout" and bool(output.get("text", "").strip())
+    if output.get("output_type") == "error":
+        return True
+    return not _is_absent(output)
+
+
+def _absent_reasons(cells) -> list[str]:
+    return [o["data"]["text/markdown"].strip("* \n") for c in cells for o in c.get("outputs", [])
+            if _is_absent(o) and "text/markdown" in o.get("data", {})]
+
+
+def fold_empty_sections(nb) -> list[str]:
+    """Replace each "## " section whose code cells show nothing (or only Absent lines) by one
+    line naming it and why; returns the folded headings."""
+    starts = [i for i, c in enumerate(nb.cells) if (_heading(c) or (0,))[0] == 2] + [len(nb.cells)]
+    folded, cells, last = [], list(nb.cells[:starts[0]]), starts[0]
+    for a, b in zip(starts, starts[1:]):
+        section = nb.cells[a:b]
+        code = [c for c in section if c.cell_type == "code"]
+        if code and not any(_shows_something(o) for c in code for o in c.get("outputs", [])):
+            title = _heading(section[0])[1]
+            why = "; ".join(_absent_reasons(code)) or "nothing to show for this run"
+            folded.append(title)
+            cells.append(nbformat.v4.new_markdown_cell(
+                f'<p class="stackbook-absent"><b>{html.escape(title)}</b>: left out: {html.escape(why)}</p>'))
+        else:
+            cells.extend(section)
+        last = b
+    nb.cells = cells + list(nb.cells[last:])
+    return folded
+
+
+def anchor(title: str) -> str:
+    """The id nbconvert gives a heading (its text, markup dropped, spaces as '-')."""
+    from nbconvert.filters.strings import _convert_header_id
+
+    return _convert_header_id(re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", title))
+
+
+def contents(nb) -> str:
+    """A table of contents of the page's "## " sections, as HTML."""
+    titles = [h[1] for c in nb.cells if (h := _heading(c)) and h[0] == 2]
+    items = "".join(f'<li><a href="#{html.escape(anchor(t))}">{html.escape(re.sub(r"[`*]", "", t))}</a></li>'
+                    for t in titles)
+    return f'<nav class="stackbook-toc"><b>Contents</b><ol>{items}</ol></nav>' if titles else ""
+
+
+def remake_command(name: str, parameters: dict, run: Path) -> str:
+    """The command that makes this page again, from the notebook and its parameters."""
+    rel = symbolic(run)
+    if name == "40_analysis":
+        return f"stackbook report {rel}"
+    if name == "60_compare":
+        return "stackbook compare " + " ".join(parameters.get("run_dirs") or [])
+    if name in ("00_decide", "50_demand_map"):
+        return f"stackbook attach {rel} {name}"
+    manifest = _read(run.parent.parent / "manifest.json")
+    campaign = manifest.get("campaign_file") or parameters.get("campaign_file", "<campaign>")
+    return (f"stackbook run {campaign} --run-id {run.parent.parent.name}; "
+            f"an interrupted run continues with stackbook run --resume {symbolic(run.parent.parent)}")
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def made_box(nb, name: str, page_dir: Path) -> str:
+    """The small box: which source, with which parameters, and the command that remakes it."""
+    pm = nb.metadata.get("papermill", {})
+    params = pm.get("parameters") or {}
+    lines = "\n".join(f"{k} = {v!r}" for k, v in params.items()) or "(none: the source's defaults)"
+    when = pm.get("end_time", "")[:19].replace("T", " ")
+    return (f'<details class="stackbook-made"><summary>How this was made</summary>'
+            f"<p><code>notebooks/{html.escape(name)}.py</code> executed by papermill"
+            f"{' at ' + html.escape(when) + ' UTC' if when else ''} with these parameters:</p>"
+            f"<pre>{html.escape(lines)}</pre><p>Made again with: <code>{html.escape(remake_command(name, params, page_dir))}"
+            f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p></details>")
+
+
+def page_notebook(nb, name: str, page_dir: Path):
+    """The notebook as its page shows it: parameter cells out, empty sections folded, the "how
+    this was made" box and the contents after the first cell that shows something (the summary,
+    where the notebook has one) or after the title."""
+    nb = copy.deepcopy(nb)
+    box = made_box(nb, name, page_dir)
+    nb.cells = [c for c in nb.cells if not PARAMETER_TAGS & set(c.metadata.get("tags", []))]
+    fold_empty_sections(nb)
+    first_section = next((i for i, c in enumerate(nb.cells) if (_heading(c) or (0,))[0] == 2), len(nb.cells))
+    shown = [i for i, c in enumerate(nb.cells[:first_section]) if c.cell_type == "code" and c.get("outputs")]
+    at = (shown[-1] + 1) if shown else 1
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell(box + contents(nb)))
+    return nb
+
+
+def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Path:
+    """An executed notebook as one HTML page: figures embedded with alt text, code hidden, links
+    relative to where the page lies."""
+    from nbconvert import HTMLExporter
+
+    notebook = Path(notebook)
+    nb = nbformat.read(notebook, as_version=4)
+    run = notebook.resolve().parent
+    title = title or f"{notebook.stem} · {run.name} · stackbook"
+    exporter = HTMLExporter(template_file=str(TEMPLATE), exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(page_notebook(nb, notebook.stem, notebook.parent),
+                                          resources={"metadata": {"name": title}})
+    Path(html_path).write_text(body)
+    return Path(html_path)
+
+
+def notebook_pages(run_dir: Path) -> list[Path]:
+    """The executed notebooks of a run directory that get a page beside them (the analysis has
+    report.html instead)."""
+    found = sorted(run_dir.glob("arms/*/*.ipynb")) + sorted(run_dir.glob("[0-9][0-9]_*.ipynb"))
+    return [p for p in found if p.stem != "40_analysis"]
