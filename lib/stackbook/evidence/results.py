@@ -210,7 +210,10 @@ class PointSummary(Open):
     total_throughput_tok_s: Number | None = None
     slo_attainment: Number | None = None
     goodput_rps: Number | None = None
-    in_flight_mean: Number | None = None
+    in_flight_mean: Number | None = Field(None, description="measured requests (sentinels among them) in flight, "
+                                          "time-weighted over the measurement window")
+    engine_in_flight_mean: Number | None = Field(None, description="every request of the point in flight over the "
+                                                 "window, warm-up and cool-down included: what the engine held")
     client_gap_in_flight: Number | None = None  # closed loop: clients between a reply and their next send
     client_gap_ms_p99: Number | None = None
     schedule_lag_ms_p99: Number | None = None

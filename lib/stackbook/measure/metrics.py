@@ -74,15 +74,37 @@ def meets_slo(row: dict, slo) -> bool:
     return True
 
 
+MEASURED_LOAD = ("measure", "sentinel")  # the requests of the measurement window: the load the protocol asked for
+
+
+def time_in_flight(records: list[RequestRecord], start: float, end: float) -> float | None:
+    """The time-weighted mean number of these requests in flight over [start, end]."""
+    span = end - start
+    busy = sum(max(0.0, min(r.end_s, end) - max(r.sent_s, start)) for r in records)
+    return busy / span if span > 0 else None
+
+
 def window_activity(records: list[RequestRecord], start: float, end: float) -> dict:
     """What the engine did inside [start, end], counting every request of the point (warm-up
     and cool-down included): tokens streamed, requests finished, and the time-weighted number
     of requests in flight."""
-    span = end - start
     tokens = sum(n for r in records for t, n in zip(r.chunk_times_s, r.chunk_tokens) if start <= t <= end)
     finished = sum(1 for r in records if r.ok and start <= r.end_s <= end)
-    busy = sum(max(0.0, min(r.end_s, end) - max(r.sent_s, start)) for r in records)
-    return {"tokens": tokens, "finished": finished, "in_flight_mean": busy / span if span > 0 else None}
+    return {"tokens": tokens, "finished": finished, "in_flight_mean": time_in_flight(records, start, end)}
+
+
+def measured_load(records: list[RequestRecord], start: float, end: float) -> dict:
+    """The load check's two sides, from the measured requests (sentinels among them) only: the
+    time-weighted number in flight, and Little's law (their completion rate in the window times
+    their mean time in system). Warm-up and cool-down requests keep the engine busy at the
+    window's edges, but they are not the load being measured, so they count for neither."""
+    mine = [r for r in records if r.phase in MEASURED_LOAD]
+    done = [r for r in mine if r.ok and start <= r.end_s <= end]
+    span = end - start
+    out = {"in_flight_mean": time_in_flight(mine, start, end), "littles_law_concurrency": None}
+    if done and span > 0:
+        out["littles_law_concurrency"] = len(done) / span * sum(r.end_s - r.sent_s for r in done) / len(done)
+    return out
 
 
 def client_gaps(records: list[RequestRecord]) -> dict:
@@ -141,7 +163,8 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     good = [x for x in rows if meets_slo(x, slo)]
     out["slo_attainment"] = len(good) / len(rows)
     out["goodput_rps"] = (out["request_throughput_rps"] or 0) * out["slo_attainment"]
-    out["in_flight_mean"] = activity["in_flight_mean"]
+    out.update(measured_load(records, start, end))
+    out["engine_in_flight_mean"] = activity["in_flight_mean"]
     # Open-loop fidelity: how late each send was against its deadline, and the rate achieved.
     out.update(_stats([(r.sent_s - r.scheduled_s) * 1000 for r in records], "schedule_lag_ms"))
     def rate(times):
@@ -159,11 +182,6 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     short = [x for x in ok if x["length_controlled"] and x["output_tokens"] < x["output_tokens_requested"]]
     out["length_not_honoured"] = len(short)
     out.update(connection_setup(records))
-    # Little's law: requests in flight = completion rate x mean time in system. Both sides are
-    # measured independently here; they must agree, and for a closed loop they must also come
-    # back near the configured concurrency, else the client did not keep its clients busy.
-    if out["request_throughput_rps"] and out["e2e_ms_mean"]:
-        out["littles_law_concurrency"] = out["request_throughput_rps"] * out["e2e_ms_mean"] / 1000
     return out
 
 
