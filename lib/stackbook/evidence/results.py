@@ -258,7 +258,7 @@ class PointValidity(Open):
 
 class Discard(BaseModel):
     point: str
-    rule: Literal["max_failed_fraction", "on_engine_restart", "on_invalid_load"]
+    rule: Literal["max_failed_fraction", "on_engine_restart", "on_invalid_load", "max_wrong_fraction"]
     detail: str
 
 

@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.gate.canaries import load_suite
-from stackbook.gate.sentinels import SENTINEL_SHARE, judge_sentinels, mix_sentinels, sentinel_checks
+from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_checks
 from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
 from stackbook.loadgen.records import RecordWriter, read_records
@@ -106,10 +106,10 @@ def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinel
     if "rate" in level:
         prompts = mix_sentinels(
             synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(level["rate"] * 1000)),
-            sentinels, protocol.warmup_requests, cooldown)
+            sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
         return "open", prompts, {"schedule": schedule_for(protocol, level, len(prompts), seed), "cooldown": cooldown}
     prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + level["concurrency"]),
-                            sentinels, protocol.warmup_requests, cooldown)
+                            sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
     return "closed", prompts, {"concurrency": level["concurrency"], "cooldown": cooldown}
 
 
@@ -270,10 +270,11 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "length_truncated": errors.get("length_truncated", 0),
                          "schema_failure": errors.get("schema_failure", 0) if as_json else
                          "not checked: this workload asks for free text (response_format: text)",
-                         # Sentinels (gating canary prompts, 1 in 8 measured requests) judged after each point.
+                         # Sentinels (gating canary prompts, protocol.canaries.sentinel_share of the
+                         # measured requests) judged after each point.
                          "completed_but_wrong": sum(s.get("sentinels", {}).get("completed_but_wrong", 0)
                                                     for s in points.values()),
-                         "sentinels": {"share": SENTINEL_SHARE,
+                         "sentinels": {"share": protocol.canaries.sentinel_share,
                                        "sent": sum(s.get("sentinels", {}).get("sent", 0) for s in points.values()),
                                        "completed": sum(s.get("sentinels", {}).get("completed", 0)
                                                         for s in points.values())}},

@@ -100,6 +100,11 @@ def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
         if rules.on_engine_restart and s.get("errors", {}).get("engine_died"):
             out.append({"point": name, "rule": "on_engine_restart",
                         "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
+        sentinels = s.get("sentinels") or {}
+        wrong, judged = sentinels.get("completed_but_wrong", 0), sentinels.get("completed", 0)
+        if judged and wrong / judged > rules.max_wrong_fraction:
+            out.append({"point": name, "rule": "max_wrong_fraction",
+                        "detail": f"{wrong}/{judged} sentinels answered wrongly (> {rules.max_wrong_fraction:.0%})"})
         if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
             v = load_validity[name]
             out.append({"point": name, "rule": "on_invalid_load", "detail": describe_validity(v)})

@@ -144,3 +144,36 @@ def test_a_closed_loop_point_that_held_its_concurrency_stands():
 def test_littles_law_alone_off_by_more_than_the_tolerance_invalidates():
     assert point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.9})["valid"]
     assert not point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.5})["valid"]
+
+
+def _rules(**kw):
+    from stackbook.config.protocol import DiscardRules
+    return DiscardRules(**kw)
+
+
+def test_a_point_whose_sentinels_answered_wrongly_is_discarded():
+    """The reply llama-server gave the capital-of-France sentinel with a wrong RoPE base
+    (--rope-freq-base 1000): fluent, completed, wrong. The default rule (0) discards the point."""
+    from stackbook.gate.canaries import load_suite
+    from stackbook.gate.sentinels import judge_sentinels, sentinel_checks
+    from stackbook.loadgen.records import RequestRecord
+    suite, _ = load_suite("embedded-smollm2")
+    checks = sentinel_checks(suite, {"tool_calls": "t", "multi_turn": "m"})
+
+    def sentinel(check, text):
+        return RequestRecord(run_id="r", arm="a", point="c1-r0", phase="sentinel", sentinel=check, concurrency=1,
+                             request_index=0, scheduled_s=0, sent_s=0, end_s=1, sent_unix=0,
+                             prompt_tokens_client=1, output_tokens_requested=16, output_text=text)
+    judged = judge_sentinels([sentinel("capital-of-france", "Cherche, I am here to help."),
+                              sentinel("two-plus-two", "2 + 2 = 4")], checks)
+    points = {"c1-r0": {"requests": 8, "completed": 8, "sentinels": judged}}
+    assert apply_discard_rules(points, {}, _rules()) == [
+        {"point": "c1-r0", "rule": "max_wrong_fraction", "detail": "1/2 sentinels answered wrongly (> 0%)"}]
+    assert apply_discard_rules(points, {}, _rules(max_wrong_fraction=0.5)) == []  # a stated tolerance
+
+
+def test_a_point_whose_sentinels_answered_rightly_stands():
+    points = {"c1-r0": {"requests": 8, "completed": 8,
+                        "sentinels": {"sent": 1, "completed": 1, "completed_but_wrong": 0}},
+              "c2-r0": {"requests": 8, "completed": 8}}  # no sentinels: nothing to judge
+    assert apply_discard_rules(points, {}, _rules()) == []
