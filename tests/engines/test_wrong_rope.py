@@ -47,7 +47,7 @@ def test_the_canaries_hold_a_fluent_but_wrong_engine(run):
     outcome = {c["id"]: c["outcome"] for c in canaries["checks"]}
     assert canaries["verdict"] == "HOLD"
     assert outcome["capital-of-france"] == "FAIL" and outcome["two-plus-two"] == "PASS"
-    assert canaries["counts"]["completed_but_wrong"] >= 1
+    assert canaries["counts"]["gating"]["completed_but_wrong"] >= 1
 
 
 def test_its_points_are_discarded_because_the_sentinels_answered_wrongly(run):

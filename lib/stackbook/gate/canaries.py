@@ -109,7 +109,10 @@ class JsonSchema(_Check):
         try:
             jsonschema.validate(json.loads(text), self.schema_)
         except json.JSONDecodeError as err:
-            return {"passed": False, "detail": f"not JSON: {err}", "error_class": "schema_failure"}
+            # A reply cut at its token bound before the object closed is truncation, not bad JSON.
+            cut = (reply.get("choices") or [{}])[0].get("finish_reason") == "length"
+            return {"passed": False, "detail": f"not JSON: {err}" + (" (cut at max_tokens)" if cut else ""),
+                    "error_class": "length_truncated" if cut else "schema_failure"}
         except jsonschema.ValidationError as err:
             return {"passed": False, "detail": f"schema violation: {err.message}", "error_class": "schema_failure"}
         return {"passed": True, "detail": "parsed and valid against the schema"}
@@ -359,6 +362,35 @@ def outcome(r: dict) -> str:
     return ("PASS" if r["passed"] else "FAIL") + (" (out of scope)" if r.get("out_of_scope") else "")
 
 
+FAILURE_CLASSES = ("admission_rejected", "length_truncated", "schema_or_tool_failure", "completed_but_wrong",
+                   "request_failed")
+
+
+def failure_class(r: dict) -> str | None:
+    """Why a check failed, one class each (None when it passed): refused at admission, cut at its
+    token bound, a reply that broke its schema or made no valid tool call (each check kind says
+    which through its error class), a complete reply with the wrong answer, or a request that
+    failed otherwise (timeout, transport, HTTP error). A wrong text reply that ran into its
+    token bound counts as truncated: it never ended by itself."""
+    if r["passed"]:
+        return None
+    error = r.get("error_class")
+    named = {"admission_rejected": "admission_rejected", "length_truncated": "length_truncated",
+             "schema_failure": "schema_or_tool_failure"}
+    if error in named:
+        return named[error]
+    if error not in (None, "none"):
+        return "request_failed"
+    return "length_truncated" if r.get("finish_reason") == "length" else "completed_but_wrong"
+
+
+def failure_counts(results: list[dict]) -> dict:
+    """Checks run and failed, and the failures by class: every class present, zero or not."""
+    classes = [failure_class(r) for r in results]
+    return {"checks": len(results), "failed": sum(c is not None for c in classes),
+            **{name: classes.count(name) for name in FAILURE_CLASSES}}
+
+
 def verdict(results: list[dict]) -> dict:
     """PASS when every gating check passed. The gating set is the campaign's: every check but
     those whose capability the campaign declared out of scope, identical for every arm."""
@@ -378,12 +410,9 @@ def verdict(results: list[dict]) -> dict:
             "gating_checks": len(gating), "passed": len(gating) - len(failed),
             "out_of_scope": {r["id"]: r["out_of_scope"] for r in results if r.get("out_of_scope")},
             "checks": [{"id": r["id"], "kind": r["kind"], "capability": r.get("capability"),
-                        "gating": not r.get("out_of_scope"), "outcome": outcome(r)} for r in results],
-            # Failures of gating checks, by cause.
-            "counts": {
-                "admission_rejected": sum(r.get("error_class") == "admission_rejected" for r in gating),
-                "length_truncated": sum(r.get("finish_reason") == "length" and not r["passed"] for r in gating),
-                "schema_or_tool_failure": sum(r.get("error_class") == "schema_failure" for r in gating),
-                "completed_but_wrong": sum(not r["passed"] and r.get("error_class") is None
-                                           and r.get("finish_reason") != "length" for r in gating),
-            }}
+                        "gating": not r.get("out_of_scope"), "outcome": outcome(r),
+                        "failure": failure_class(r)} for r in results],
+            # Every check counted, by cause of failure: the gating ones and the declared
+            # out-of-scope ones apart (those run and are reported, but do not gate).
+            "counts": {"gating": failure_counts(gating),
+                       "out_of_scope": failure_counts([r for r in results if r.get("out_of_scope")])}}

@@ -265,9 +265,13 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "timeout": errors.get("timeout", 0), "transport": errors.get("transport", 0),
                          "engine_died": errors.get("engine_died", 0), "http_error": errors.get("http_error", 0),
                          "malformed_stream": errors.get("malformed_stream", 0),
-                         # Replies expected to end by themselves that hit the token limit instead
-                         # (a forced length ends at the limit by design and is never counted).
-                         "length_truncated": errors.get("length_truncated", 0),
+                         # Truncation, by whom: a forced-length reply the engine ended short of the
+                         # length asked (server usage), and a reply expected to end by itself that
+                         # hit the token bound instead (the budget); a forced length ending at its
+                         # bound is by design and never counted.
+                         "length_truncated": short + errors.get("length_truncated", 0),
+                         "length_truncated_by_engine": short,
+                         "length_truncated_by_budget": errors.get("length_truncated", 0),
                          "schema_failure": errors.get("schema_failure", 0) if as_json else
                          "not checked: this workload asks for free text (response_format: text)",
                          # Sentinels (gating canary prompts, protocol.canaries.sentinel_share of the
