@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
+from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.config.loading import load_campaign
@@ -346,6 +347,7 @@ class CampaignAnalysis(Open):
     ranking_rule: str = RANKING_RULE
     demand_maps: dict[str, ArmDemandMap] = {}
     open_loop_waits: list[dict[str, Any]] = []
+    reconciliation: list[dict[str, Any]] = []  # per arm and point: client against engine, with a verdict
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -382,7 +384,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         slo_capacity=_records(slo_capacity(df).reset_index()) if not df.empty else [],
         verdict=verdict(df, fair, campaign.protocol.slo), ranking_rule=RANKING_RULE,
         demand_maps=demand_maps_of(arms, labels),
-        open_loop_waits=_records(open_loop_points(campaign, arms, df)))
+        open_loop_waits=_records(open_loop_points(campaign, arms, df)),
+        reconciliation=reconciliation_rows(arms))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

@@ -23,6 +23,7 @@ from stackbook.evidence.results import (
 )
 from stackbook.evidence.rundir import ArmDir
 from stackbook.host import host_identity, topology_line
+from stackbook.measure.reconciliation import arm_reconciliation
 from stackbook.locations import REPO_ROOT
 
 Known = Union[dict[str, Any], Unknown]
@@ -77,6 +78,7 @@ class Validity(Open):
     discards: Union[list[Discard], Unknown]
     error_counts: Known
     failure_counts: Optional[Known] = None  # runs recorded before carry wrong_output_counts
+    reconciliation: Optional[Known] = None  # client against the engine's histograms, with a verdict
     length_control: Known
     load_validity: Known
     prefix_cache: Optional[Known] = None
@@ -248,6 +250,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "discards": (sweep or {}).get("discards", []) if sweep else unknown("the sweep did not run"),
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
         "failure_counts": failure_counts(canaries, sweep),
+        "reconciliation": arm_reconciliation(sweep["points"]) if sweep else unknown("the sweep did not run"),
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
         "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from stackbook.loadgen.records import RequestRecord
-from stackbook.measure.telemetry import HISTOGRAMS, histogram_mean_ms
 
 PERCENTILES = (50, 95, 99)
 
@@ -195,37 +194,6 @@ def connection_setup(records: list[RequestRecord]) -> dict:
             "connect_ms_mean": sum(times) / len(times) if times else None,
             "measured_requests_on_new_connections": sum(r.connect_s is not None for r in records
                                                         if r.phase == "measure")}
-
-
-def reconcile_with_engine(delta: dict, records: list[RequestRecord]) -> dict:
-    """The client's mean TTFT and TPOT for a point beside the engine's own histogram means over
-    the same requests (warm-up and cool-down included: the engine counts every request). The
-    engine's TTFT starts after its front end has parsed and tokenized the request."""
-    ttft_engine, n_engine = histogram_mean_ms(delta, HISTOGRAMS["ttft"])
-    itl_engine, _ = histogram_mean_ms(delta, HISTOGRAMS["itl"])
-    if ttft_engine is None and itl_engine is None:
-        return {"engine_histograms": "not exported by this engine"}
-    rows = [request_metrics(r) for r in records if r.ok and r.first_token_s is not None]
-    client_ttft = _mean([x["ttft_ms"] for x in rows])
-    client_tpot = _mean([x["tpot_ms"] for x in rows if x["tpot_ms"] is not None])
-
-    def ratio(a, b):
-        return round(a / b, 4) if a and b else None
-
-    def rounded(x):
-        return round(x, 3) if x is not None else None
-
-    return {
-        "requests_client": len(rows), "requests_engine": int(n_engine),
-        "ttft_ms_client_mean": rounded(client_ttft), "ttft_ms_engine_mean": rounded(ttft_engine),
-        "ttft_ratio_client_over_engine": ratio(client_ttft, ttft_engine),
-        "tpot_ms_client_mean": rounded(client_tpot), "itl_ms_engine_mean": rounded(itl_engine),
-        "tpot_ratio_client_over_engine_itl": ratio(client_tpot, itl_engine),
-    }
-
-
-def _mean(values: list) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 # --------------------------------------------------------------------------- peer definitions

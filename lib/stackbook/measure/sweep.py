@@ -19,7 +19,8 @@ from stackbook.loadgen.workload import (
     synthetic_prompts,
 )
 from stackbook.locations import resolve_symbolic
-from stackbook.measure.metrics import client_gaps, point_summary, reconcile_with_engine
+from stackbook.measure.metrics import client_gaps, point_summary
+from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
 from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.telemetry import (

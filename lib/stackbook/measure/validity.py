@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and TPOT within 5% of the engine's own histograms
 MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
 RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
 CONCURRENCY_TOLERANCE = 0.10  # mean requests in flight within 10% of the configured concurrency
