@@ -47,7 +47,7 @@ def test_the_canaries_hold_a_fluent_but_wrong_engine(run):
     outcome = {c["id"]: c["outcome"] for c in canaries["checks"]}
     assert canaries["verdict"] == "HOLD"
     assert outcome["capital-of-france"] == "FAIL" and outcome["two-plus-two"] == "PASS"
-    assert canaries["counts"]["gating"]["completed_but_wrong"] >= 1
+    assert canaries["counts"]["gating"]["failed"] >= 1 and canaries["counts"]["gating"]["request_failed"] == 0
 
 
 def test_its_points_are_discarded_because_the_sentinels_answered_wrongly(run):
@@ -55,7 +55,8 @@ def test_its_points_are_discarded_because_the_sentinels_answered_wrongly(run):
     wrong = [d for d in sweep["discards"] if d["rule"] == "max_wrong_fraction"]
     assert [d["point"] for d in wrong] == ["c1-r0"]
     assert wrong[0]["detail"] == "1/1 sentinels answered wrongly (> 0%)"
-    assert sweep["error_counts"]["completed_but_wrong"] == 1
+    # The sentinel babbled to its bound ("Awesome! You've got a lot to work with."): answered, wrongly.
+    assert sweep["error_counts"]["sentinels"]["answered_wrongly"] == 1
     passport = json.loads(run.arm("wrong-rope").passport_json.read_text())
     assert passport["results"]["label"] == "HOLD"
     assert "max_wrong_fraction" in {d["rule"] for d in passport["validity"]["discards"]}

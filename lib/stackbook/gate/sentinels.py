@@ -45,12 +45,16 @@ def mix_sentinels(prompts: list[PromptSpec], checks: list, warmup: int, cooldown
 
 
 def judge_sentinels(records, checks: list) -> dict:
-    """After the point: every sentinel reply judged by its check. completed_but_wrong counts the
-    replies that completed (no error) with the wrong answer."""
+    """After the point: every sentinel reply judged by its check. A reply cut at its token bound
+    is judged too (its text is there; an engine babbling to the bound is wrong, not excused):
+    answered counts the replies with text, answered_wrongly those judged wrong, and
+    completed_but_wrong the wrong ones among the replies that completed (no error)."""
     by_id = {c.id: c for c in checks}
     mine = [r for r in records if r.phase == "sentinel" and r.sentinel in by_id]
-    completed = [r for r in mine if r.ok]
-    wrong = [r for r in completed if not by_id[r.sentinel].judge(r.output_text, {})["passed"]]
-    return {"sent": len(mine), "completed": len(completed), "completed_but_wrong": len(wrong),
-            "wrong": [{"check": r.sentinel, "output": r.output_text[:120]} for r in wrong]}
+    answered = [r for r in mine if r.ok or r.error_class == "length_truncated"]
+    wrong = [r for r in answered if not by_id[r.sentinel].judge(r.output_text, {})["passed"]]
+    return {"sent": len(mine), "completed": sum(r.ok for r in mine), "answered": len(answered),
+            "answered_wrongly": len(wrong), "completed_but_wrong": sum(r.ok for r in wrong),
+            "wrong": [{"check": r.sentinel, "output": r.output_text[:120],
+                       **({"cut_at_bound": True} if not r.ok else {})} for r in wrong]}
 

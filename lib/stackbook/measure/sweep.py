@@ -280,6 +280,8 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "completed_but_wrong": sum(s.get("sentinels", {}).get("completed_but_wrong", 0)
                                                     for s in points.values()),
                          "sentinels": {"share": protocol.canaries.sentinel_share,
+                                       "answered_wrongly": sum(s.get("sentinels", {}).get("answered_wrongly", 0)
+                                                               for s in points.values()),
                                        "sent": sum(s.get("sentinels", {}).get("sent", 0) for s in points.values()),
                                        "completed": sum(s.get("sentinels", {}).get("completed", 0)
                                                         for s in points.values())}},

@@ -102,7 +102,8 @@ def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
             out.append({"point": name, "rule": "on_engine_restart",
                         "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
         sentinels = s.get("sentinels") or {}
-        wrong, judged = sentinels.get("completed_but_wrong", 0), sentinels.get("completed", 0)
+        wrong = sentinels.get("answered_wrongly", sentinels.get("completed_but_wrong", 0))
+        judged = sentinels.get("answered", sentinels.get("completed", 0))
         if judged and wrong / judged > rules.max_wrong_fraction:
             out.append({"point": name, "rule": "max_wrong_fraction",
                         "detail": f"{wrong}/{judged} sentinels answered wrongly (> {rules.max_wrong_fraction:.0%})"})

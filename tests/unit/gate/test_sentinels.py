@@ -47,9 +47,14 @@ def test_sentinels_are_judged_after_the_point():
     checks = sentinel_checks(suite, SCOPE)
     out = judge_sentinels([_rec("capital-of-france", "The capital of France is Paris."),
                            _rec("two-plus-two", "2+2 is 5"),
-                           _rec("two-plus-two", "", error="timeout")], checks)
-    assert out == {"sent": 3, "completed": 2, "completed_but_wrong": 1,
-                   "wrong": [{"check": "two-plus-two", "output": "2+2 is 5"}]}
+                           _rec("two-plus-two", "", error="timeout"),
+                           # llama-server with a wrong RoPE base, babbling to the sentinel's bound:
+                           _rec("capital-of-france", "Cherche, I am here to help. Cherche, I am",
+                                error="length_truncated")], checks)
+    assert out == {"sent": 4, "completed": 2, "answered": 3, "answered_wrongly": 2, "completed_but_wrong": 1,
+                   "wrong": [{"check": "two-plus-two", "output": "2+2 is 5"},
+                             {"check": "capital-of-france", "output": "Cherche, I am here to help. Cherche, I am",
+                              "cut_at_bound": True}]}
 
 
 def test_a_sentinel_is_filed_apart_with_a_natural_end():
