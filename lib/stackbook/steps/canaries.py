@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 
 from stackbook.evidence.files import update_results
-from stackbook.gate.canaries import load_suite, outcome, run_suite, verdict
+from stackbook.gate.canaries import load_suite, run_suite
+from stackbook.gate.verdict import outcome, verdict
 
 
 def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:

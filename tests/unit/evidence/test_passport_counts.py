@@ -5,7 +5,7 @@ from pathlib import Path
 
 from stackbook.config.protocol import Protocol
 from stackbook.evidence.passport import failure_counts
-from stackbook.gate.canaries import verdict
+from stackbook.gate.verdict import verdict
 from stackbook.measure.sweep import summarize_sweep
 
 CANARIES = Path(__file__).parents[1] / "data" / "quickstart-reference-llama-cpp-canary-results.json"

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 from stackbook.gate import canaries
-from stackbook.gate.canaries import Check, load_suite, run_check, verdict
+from stackbook.gate.canaries import Check, load_suite, run_check
+from stackbook.gate.verdict import failure_class, verdict
 from stackbook.loadgen.drivers import Target
 
 TARGET = Target("http://engine", "m", {"temperature": 0.7}, {"max_tokens": 99})
@@ -205,13 +206,13 @@ def test_every_check_of_a_real_arm_is_counted_gating_and_out_of_scope_apart():
 
 def test_each_failure_has_one_class():
     base = {"passed": False, "error_class": None, "finish_reason": "stop"}
-    assert canaries.failure_class(base | {"passed": True}) is None
-    assert canaries.failure_class(base | {"error_class": "admission_rejected"}) == "admission_rejected"
-    assert canaries.failure_class(base | {"finish_reason": "length"}) == "length_truncated"
-    assert canaries.failure_class(base | {"error_class": "schema_failure", "finish_reason": "length"}) == \
+    assert failure_class(base | {"passed": True}) is None
+    assert failure_class(base | {"error_class": "admission_rejected"}) == "admission_rejected"
+    assert failure_class(base | {"finish_reason": "length"}) == "length_truncated"
+    assert failure_class(base | {"error_class": "schema_failure", "finish_reason": "length"}) == \
         "schema_or_tool_failure"
-    assert canaries.failure_class(base | {"error_class": "timeout"}) == "request_failed"
-    assert canaries.failure_class(base) == "completed_but_wrong"
+    assert failure_class(base | {"error_class": "timeout"}) == "request_failed"
+    assert failure_class(base) == "completed_but_wrong"
 
 
 def test_a_json_reply_cut_at_its_bound_is_truncation():
