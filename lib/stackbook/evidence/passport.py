@@ -79,6 +79,7 @@ class Validity(Open):
     error_counts: Known
     failure_counts: Optional[Known] = None  # runs recorded before carry wrong_output_counts
     reconciliation: Optional[Known] = None  # client against the engine's histograms, with a verdict
+    harness_ceiling: Optional[Known] = None  # the harness's own open-loop ceiling the sweep was judged against
     length_control: Known
     load_validity: Known
     prefix_cache: Optional[Known] = None
@@ -251,6 +252,9 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
         "failure_counts": failure_counts(canaries, sweep),
         "reconciliation": arm_reconciliation(sweep["points"]) if sweep else unknown("the sweep did not run"),
+        "harness_ceiling": ({k: v for k, v in sweep["harness_ceiling"].items() if k != "ladder"}
+                            if sweep and sweep.get("harness_ceiling") else
+                            unknown("no harness ceiling was recorded for this sweep" if sweep else "the sweep did not run")),
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
         "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),

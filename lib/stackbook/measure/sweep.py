@@ -202,7 +202,7 @@ def run_sweep(session, run_id: str, progress: bool = True) -> dict:
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
             points[name] = s
-    out = summarize_sweep(points, telemetry, peak, protocol)
+    out = summarize_sweep(points, telemetry, peak, protocol, harness_ceiling=session.harness_ceiling())
     method = session.adapter.length_control
     out["length_control"]["method"] = method or "none: this engine offers no way to force an exact length"
     if method is None:
@@ -243,7 +243,8 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
 
 
-def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol) -> dict:
+def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol,
+                    harness_ceiling: dict | None = None) -> dict:
     errors: dict[str, int] = {}
     for s in points.values():
         for k, v in s.get("errors", {}).items():
@@ -251,7 +252,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
     short = sum(s.get("length_not_honoured", 0) for s in points.values())
     as_json = protocol.workload.response_format == "json_schema"
     completed = sum(s.get("completed", 0) for s in points.values())
-    load_validity = {name: point_validity(s) for name, s in points.items()}
+    load_validity = {name: point_validity(s, harness_ceiling) for name, s in points.items()}
     discards = apply_discard_rules(points, load_validity, protocol.discard_rules)
     for d in discards:
         points[d["point"]]["discarded"] = True
@@ -291,5 +292,6 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                            "honoured": short == 0 if not as_json else
                            "not forced: JSON replies end where the object closes"},
         "load_validity": load_validity,
+        "harness_ceiling": harness_ceiling or {"unknown": "no harness ceiling was measured for this run"},
         "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }

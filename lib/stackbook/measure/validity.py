@@ -64,9 +64,10 @@ def measured_requests_for(concurrency: int) -> int:
     return 0 if concurrency <= 1 else math.ceil((1 - CONCURRENCY_TOLERANCE) / CONCURRENCY_TOLERANCE * (concurrency - 1))
 
 
-def point_validity(s: dict) -> dict:
+def point_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
     """Did the client deliver the load the protocol asked for? (A point where it did not is the
-    client's number, not the engine's.) Judged over the measured requests only."""
+    client's number, not the engine's.) Judged over the measured requests only; an open-loop
+    point offered above the harness's ceiling measured at campaign start is invalid too."""
     if "concurrency" in s:
         held = s.get("in_flight_mean")
         out = {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
@@ -86,7 +87,21 @@ def point_validity(s: dict) -> dict:
            "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
            "littles_law_concurrency": s.get("littles_law_concurrency")}
     out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
+    offered = s.get("scheduled_rate_rps") or s.get("rate")
+    if above_ceiling(offered, harness_ceiling):
+        out["above_harness_ceiling"] = (f"offered {offered:.3g} req/s > the harness ceiling "
+                                        f"{harness_ceiling['max_open_loop_rate_rps']:g} req/s measured at campaign start")
+        out["valid"] = False
     return out
+
+
+def above_ceiling(rate_rps: float | None, ceiling: dict | None) -> bool | None:
+    """Whether an offered rate is above the harness's ceiling measured at campaign start
+    (harness.ceiling); None where no ceiling is known (none measured, or every rung of its ladder
+    held, so the ceiling lies somewhere above the ladder's top)."""
+    if not rate_rps or not ceiling or "max_open_loop_rate_rps" not in ceiling or ceiling.get("ladder_top_held"):
+        return None
+    return rate_rps > ceiling["max_open_loop_rate_rps"]
 
 
 def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
