@@ -1,8 +1,9 @@
-"""Failure counts that fire on a real engine: llama-server given a context of 128 tokens per slot
-(`-c 128`, after the campaign's own) while the protocol asks for 64-token replies to 64-token
-prompts. The engine ends every forced-length reply short of what was asked: truncated by the
-engine. Its realized context is read from its log, below the configured one. The canaries that
-need more context fail as requests, and the tool check, kept in scope, fails on llama.cpp."""
+"""Failure counts that fire on a real engine: llama-server given a context of 256 tokens per slot
+(`-c 256`, after the campaign's own) while the protocol asks for 64-token replies to 200-token
+prompts (about 230 with the chat template). The engine ends every forced-length reply short of
+what was asked: truncated by the engine. Its realized context is read from its log, below the
+configured one. The canaries that need more context fail as requests, and the tool check, kept
+in scope, fails on llama.cpp."""
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ CAMPAIGN = """
 name: failure-counts-test
 model: {source: embedded}
 protocol:
-  workload: {kind: synthetic, prompt_tokens: 64, output_tokens: 64}
+  workload: {kind: synthetic, prompt_tokens: 200, output_tokens: 64}
   arrival: {kind: closed_loop, concurrency: [1]}
   context_length: 1024
   requests_per_point: 3
@@ -28,7 +29,7 @@ protocol:
                    batch_invariance: speed only}
 arms:
   - name: short-context
-    engine: {kind: llama_cpp, parallel: 1, extra_args: ["-c", "128"]}
+    engine: {kind: llama_cpp, parallel: 1, extra_args: ["-c", "256"]}
 """
 
 
@@ -53,7 +54,7 @@ def test_forced_replies_cut_by_the_engine_are_counted_as_its_truncation(run):
 
 def test_the_realized_context_is_the_engines_not_the_configured_one(run):
     realized = json.loads(run.arm("short-context").engine_json.read_text())["realized_capacity"]
-    assert (realized["limits"]["context"]["realized"], realized["limits"]["context"]["configured"]) == (128, 1024)
+    assert (realized["limits"]["context"]["realized"], realized["limits"]["context"]["configured"]) == (256, 1024)
     assert realized["max_concurrency"] == 1
 
 
@@ -62,7 +63,7 @@ def test_the_canaries_count_each_failure_by_its_cause(run):
     gating = canaries["counts"]["gating"]
     assert canaries["verdict"] == "HOLD"
     assert gating["schema_or_tool_failure"] >= 1     # the tool check, in scope: no tool call from llama.cpp
-    assert gating["request_failed"] >= 1             # prompts longer than the 128-token context are refused
+    assert gating["request_failed"] >= 1             # prompts longer than the 256-token context are refused
     assert gating["failed"] == sum(gating[k] for k in ("admission_rejected", "length_truncated",
                                                        "schema_or_tool_failure", "completed_but_wrong",
                                                        "request_failed"))
