@@ -41,11 +41,11 @@ def measure_ceiling(processes: int = 1, rates: list[float] | None = None) -> dic
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)
     top = ladder[-1]["held"] if ladder else False
-    return {"max_open_loop_rate_rps": held, "processes": processes, "host": host_key(),
-            "ladder_top_held": top,
+    return {"max_open_loop_rate_rps": held, "first_rate_not_held": None if top or not ladder else ladder[-1]["rate_rps"],
+            "processes": processes, "host": host_key(), "ladder_top_held": top,
             "note": (f"every rate of the ladder held (up to {held:g} req/s): the ceiling is at least that"
                      if top else f"{ladder[-1]['rate_rps']:g} req/s was not held") if ladder else "no rate measured",
-            "rule": "an open-loop point offered above max_open_loop_rate_rps is invalid (measure.validity)",
+            "rule": "an open-loop point offered at or above first_rate_not_held is invalid (measure.validity)",
             "measured_unix": time.time(), "seconds": round(time.perf_counter() - t0, 1), "ladder": ladder}
 
 
@@ -92,12 +92,13 @@ def ceiling_warnings(campaign) -> list[str]:
     for arm in campaign.arms:
         protocol = campaign.protocol_for(arm)
         ceiling = last_ceiling(protocol.loadgen.processes)
-        if above_ceiling(1.0, ceiling) is None:
-            continue  # none measured here, or every rung held: no ceiling known to stand below a rate
+        if not ceiling:
+            continue
         for level in protocol.arrival.load_levels():
             rate = level.get("rate")
             if rate and above_ceiling(rate, ceiling):
-                out.append(f"arm {arm.name}: rate {rate:g} req/s is above the harness ceiling last measured on this "
-                           f"host ({ceiling['max_open_loop_rate_rps']:g} req/s with {ceiling['processes']} client "
-                           f"process(es)): that point will be invalid; raise protocol.loadgen.processes or lower the rate")
+                out.append(f"arm {arm.name}: rate {rate:g} req/s is beyond the harness ceiling last measured on this "
+                           f"host (it did not hold {ceiling['first_rate_not_held']:g} req/s with {ceiling['processes']} "
+                           f"client process(es)): that point will be invalid; raise protocol.loadgen.processes or "
+                           "lower the rate")
     return out

@@ -89,19 +89,23 @@ def point_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
     out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
     offered = s.get("scheduled_rate_rps") or s.get("rate")
     if above_ceiling(offered, harness_ceiling):
-        out["above_harness_ceiling"] = (f"offered {offered:.3g} req/s > the harness ceiling "
-                                        f"{harness_ceiling['max_open_loop_rate_rps']:g} req/s measured at campaign start")
+        out["above_harness_ceiling"] = (f"offered {offered:.3g} req/s, at or above "
+                                        f"{harness_ceiling['first_rate_not_held']:g} req/s, the first rate the "
+                                        "harness did not hold at campaign start")
         out["valid"] = False
     return out
 
 
 def above_ceiling(rate_rps: float | None, ceiling: dict | None) -> bool | None:
-    """Whether an offered rate is above the harness's ceiling measured at campaign start
-    (harness.ceiling); None where no ceiling is known (none measured, or every rung of its ladder
-    held, so the ceiling lies somewhere above the ladder's top)."""
-    if not rate_rps or not ceiling or "max_open_loop_rate_rps" not in ceiling or ceiling.get("ladder_top_held"):
+    """Whether an offered rate is beyond the harness's ceiling measured at campaign start
+    (harness.ceiling): at or above the first rate its ladder did not hold. False at or below the
+    highest rate held; None in between, or where no ceiling is known (none measured, or every rung
+    held, so the ceiling lies above the ladder's top)."""
+    if not rate_rps or not ceiling or ceiling.get("first_rate_not_held") is None:
         return None
-    return rate_rps > ceiling["max_open_loop_rate_rps"]
+    if rate_rps >= ceiling["first_rate_not_held"]:
+        return True
+    return False if rate_rps <= (ceiling.get("max_open_loop_rate_rps") or 0) else None
 
 
 def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
