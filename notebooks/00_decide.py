@@ -148,10 +148,18 @@ pd.DataFrame(decide.silicon_table(widest)).set_index("device")
 # First what each answer changes whichever stack is chosen; then the candidates, each with the
 # reason it is on the list and what every answer asks of it: the feature the engine offers for
 # it, or the check the campaign must make. Several stacks can be on
-# the list at once: that is what the measurement is for. A managed endpoint joins the list only
-# when volume is low or spiky *and* nobody is there to run a stack.
+# the list at once: that is what the measurement is for. A managed endpoint joins the list when
+# volume is low or spiky *and* nobody is there to run a stack, or when this notebook's own
+# arithmetic says so: the endpoint is cheaper at the stated volume and the owned capacity would
+# stand mostly idle (the numbers are in the last section).
 
 # %%
+tokens_per_day = tokens_per_day or (daily_users * sessions_per_user * requests_per_session * tokens_per_request)
+owned = {"cards": plan.chosen.cards if plan.chosen else gpus, "ops_hours_per_day": ops_hours_per_day,
+         "engineer_hour_price": engineer_hour_price}
+cost = decide.managed_vs_owned(tokens_per_day, price_per_million_tokens, card_hour_price, **owned)
+arithmetic = decide.Arithmetic(tokens_per_day, cost["managed_per_day"], cost["owned_per_day"],
+                               demand.mean_in_flight, live)
 answers = decide.Answers(platform=platform, gpus=gpus, concurrent_users=users, shared_prefix=shared_prefix,
                          json_output=json_output, context_tokens=context_tokens, images=images, thinking=thinking,
                          ops_engineers=ops_engineers, on_call=on_call, volume=volume,
@@ -159,8 +167,8 @@ answers = decide.Answers(platform=platform, gpus=gpus, concurrent_users=users, s
 display(Markdown(f"Concurrent users read as **{users}**" + ("" if concurrent_users else
                  " (the peak sessions from Little's law)") + "."))
 with pd.option_context("display.max_colwidth", None):
-    display(pd.DataFrame(decide.what_each_answer_changes(answers)).set_index("answer"))
-    display(pd.DataFrame(decide.shortlist(answers)).set_index("stack"))
+    display(pd.DataFrame(decide.what_each_answer_changes(answers, arithmetic)).set_index("answer"))
+    display(pd.DataFrame(decide.shortlist(answers, arithmetic)).set_index("stack"))
 
 # %% [markdown]
 # ## The managed endpoint, in numbers
@@ -171,10 +179,6 @@ with pd.option_context("display.max_colwidth", None):
 # of this volume to a hundred times it.
 
 # %%
-tokens_per_day = tokens_per_day or (daily_users * sessions_per_user * requests_per_session * tokens_per_request)
-owned = {"cards": plan.chosen.cards if plan.chosen else gpus, "ops_hours_per_day": ops_hours_per_day,
-         "engineer_hour_price": engineer_hour_price}
-cost = decide.managed_vs_owned(tokens_per_day, price_per_million_tokens, card_hour_price, **owned)
 display(Markdown(decide.cost_summary(cost, tokens_per_day)))
 volumes = [tokens_per_day * f for f in (0.1, 0.3, 1, 3, 10, 30, 100)]
 pd.DataFrame(decide.cost_by_volume(volumes, price_per_million_tokens, card_hour_price, **owned)).set_index(

@@ -47,7 +47,7 @@ table
 
 # %%
 display(Markdown(canaries_step.verdict_summary(result)))
-pd.Series(result["counts"]).to_frame("count")
+pd.DataFrame(result["counts"])  # every check, failures by cause: gating and out of scope apart
 
 # %% [markdown]
 # ## What this endpoint can do

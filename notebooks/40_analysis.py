@@ -232,10 +232,13 @@ readable_or_absent(analysis.roofline_efficiency(arms, df) if not df.empty else p
 # Where each arm's time went, by resource centre: the client process, the engine's front end and
 # its compute, each CPU second owned by one process, turned into demand per request by the
 # utilisation law (busy seconds / requests completed) at the highest-load valid point. The
-# bottleneck's bound, 1000 / max(D/m) req/s, sits beside the highest throughput the arm measured;
-# their ratio is the bottleneck's utilisation. Then the next experiment: one candidate per centre,
-# ranked by what the model predicts a 10% cut buys end to end. A run recorded before these
-# counters existed reads *not measured*.
+# bottleneck's bound, 1000 / max(D/m) req/s, sits beside the highest throughput the arm measured,
+# each over the same CPU window as the demands, and each centre's busy fraction says how much of
+# that window it worked. A map whose measured throughput exceeds its bound by more than its interval
+# is marked *invalid*, with the assumption that broke, and ranks nothing. Then the next experiment:
+# one candidate per centre, ranked by what the model predicts a 10% cut buys end to end at the load
+# tested (a concurrency, or an offered rate), only those inside the SLO. An arm without a map says
+# why (a run recorded before these counters existed reads *not measured*).
 
 # %%
 from stackbook.analysis import demand_map
@@ -248,6 +251,8 @@ for arm, d in maps.items():
     display(Markdown(f"**{arm}**: {d.status}" + (f" (demands at {d.point})" if d.point else "")))
     if d.measured:
         display(readable(demand_map.centres_table(d)), readable(demand_map.next_experiment_table(d)))
+        if d.next_experiments_note:
+            display(Markdown(f"*{d.next_experiments_note}*"))
 plots.measured_demand_bars(maps, figures)
 
 # %% [markdown]

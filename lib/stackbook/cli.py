@@ -49,6 +49,9 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
             if check:
                 typer.echo(f"{campaign}: valid campaign {c.name!r} with {len(c.arms)} arm(s): "
                            + ", ".join(f"{a.name} ({a.engine.kind})" for a in c.arms))
+                from stackbook.harness.ceiling import ceiling_warnings  # the rates this host's harness cannot hold
+                for warning in ceiling_warnings(c):
+                    typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
                 return
     except CampaignError as err:
         _fail(str(err))

@@ -26,6 +26,7 @@ from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
+from stackbook.harness.ceiling import record_ceiling
 from stackbook.locations import REPO_ROOT, symbolic
 from stackbook.reports import write_report
 from stackbook.steps.session import record_engine
@@ -148,6 +149,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     manifest.data["campaign_sha256"] = file_sha256(resolved)
     manifest.data["executor"] = executor.name
     fix_revision(manifest.data, resumed=bool(resume))
+    record_ceiling(manifest.data, campaign)  # the harness's own ceiling at campaign start (seconds), kept on resume
     if resume:
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()

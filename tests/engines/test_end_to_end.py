@@ -51,6 +51,7 @@ def run(real_engines, tmp_path_factory):
 def test_run_directory_is_complete(run):
     manifest = json.loads(run.manifest.read_text())
     assert manifest["status"] == "complete", json.dumps(manifest, indent=1)[:3000]
+    assert manifest["harness_ceiling"]["host"]["cpu"] and manifest["harness_ceiling"]["processes"] == 1
     for arm in ("llama", "vllm"):
         d = run.arm(arm)
         for name in ("10_sizing", "20_canaries", "30_load_sweep"):
@@ -94,6 +95,11 @@ def test_passports_have_four_parts_and_capacity(run):
     assert llama["realized"]["kv_tokens"] == llama["predicted"]["kv_tokens"] == 1024
     vllm = json.loads(run.arm("vllm").passport_json.read_text())["validity"]["capacity"]
     assert vllm["realized"]["kv_tokens"] == vllm["predicted"]["kv_tokens"] == 46_592
+    # Its KV blocks hold 46,592 / 512 = 91 sequences, but --max-num-seqs 2 caps it: it serves 2.
+    assert vllm["realized"]["kv_max_concurrency"] == 91.0
+    assert (vllm["realized"]["max_concurrency"], vllm["realized"]["max_concurrency_bound_by"]) == (2, "sequence_cap")
+    assert vllm["realized"]["limits"]["sequence_cap"]["configured"] == 2
+    assert (llama["realized"]["max_concurrency"], llama["realized"]["max_concurrency_bound_by"]) == (2, "sequence_cap")
 
 
 def test_server_side_truth_per_point(run):
@@ -107,7 +113,8 @@ def test_server_side_truth_per_point(run):
         recs = [r for r in read_records(run.arm(arm).requests) if r.phase == "measure"]
         assert all(r.cached_prompt_tokens is not None for r in recs), arm
     llama = json.loads(run.arm("llama").results.read_text())["sweep"]
-    assert llama["points"]["c1-r0"]["engine_reconciliation"] == {"engine_histograms": "not exported by this engine"}
+    assert llama["points"]["c1-r0"]["engine_reconciliation"] == {"engine_histograms": "not exported by this engine",
+                                                                 "verdict": "not available"}
     assert llama["prefix_cache"]["points"]["c1-r0"]["flush"].startswith("erased 2/2 slots")
     vllm = json.loads(run.arm("vllm").results.read_text())["sweep"]
     for name, p in vllm["points"].items():
@@ -117,6 +124,9 @@ def test_server_side_truth_per_point(run):
             p["requests"] + 1 + (p["concurrency"] - 1) + p["sentinels"]["sent"]
         assert 0.9 < rec["tpot_ratio_client_over_engine_itl"] < 1.2
         assert rec["ttft_ratio_client_over_engine"] >= 0.95  # the client's TTFT includes the front end
+        assert rec["verdict"] in ("PASS", "FAIL") and rec["tolerance"] == 0.05
+        assert (rec["verdict"] == "PASS") == (abs(rec["ttft_ratio_client_over_engine"] - 1) <= 0.05
+                                              and abs(rec["tpot_ratio_client_over_engine_itl"] - 1) <= 0.05)
         assert p["prefix_cache"]["flush"].startswith("reset")
         assert any(k.startswith("vllm:num_requests_running") for k in p["engine_gauges_during"])
 

@@ -53,7 +53,7 @@ def test_broken_arm_is_hold_and_good_arm_passes(run):
     assert good["verdict"] == "PASS"
     assert bad["verdict"] == "HOLD"
     assert "capital-of-france" in bad["failed"]
-    assert bad["counts"]["completed_but_wrong"] >= 1
+    assert bad["counts"]["gating"]["completed_but_wrong"] >= 1
 
 
 def test_hold_label_reaches_passport_and_report(run):

@@ -82,7 +82,8 @@ def test_decide_notebook_reads_the_worked_example(tmp_path):
     assert "holds bf16 weights with 36 live sequences" in text and "no need to quantize" in text
     assert "**36 live sequences** of 8,192 tokens, 12 times the peak" in text
     assert "Concurrent users read as **13** (the peak sessions from Little's law)" in text
-    assert "SGLang" in text and "pay per token" not in text   # steady volume: no managed endpoint on the list
+    assert "SGLang" in text and "pay per token" not in text   # steady volume: not the rule's reason
+    assert "owning a card would be buying idle silicon" in text  # but the arithmetic's
 
 
 def test_decide_notebook_runs_with_other_answers(tmp_path):

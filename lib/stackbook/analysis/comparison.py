@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
+from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.verdict import (
@@ -316,6 +317,7 @@ class CampaignAnalysis(Open):
     ranking_rule: str = RANKING_RULE
     demand_maps: dict[str, ArmDemandMap] = {}
     open_loop_waits: list[dict[str, Any]] = []
+    reconciliation: list[dict[str, Any]] = []  # per arm and point: client against engine, with a verdict
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -361,7 +363,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
                                    "round where both ran the same repetitions, else Welch"},
         ranking_rule=RANKING_RULE,
         demand_maps=demand_maps_of(arms, labels),
-        open_loop_waits=_records(open_loop_points(campaign, arms, df)))
+        open_loop_waits=_records(open_loop_points(campaign, arms, df)),
+        reconciliation=reconciliation_rows(arms))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

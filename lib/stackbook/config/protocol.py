@@ -157,6 +157,8 @@ class Canaries(Strict):
     """The gate: one suite, the same gating checks for every arm of the campaign."""
     suite: str = "embedded-smollm2"
     run_sweep_on_hold: bool = False
+    sentinel_share: float = Field(1 / 8, ge=0, le=1, description="sentinels (gating canary prompts with known "
+                                  "answers) mixed into each point, per measured request; at least one a point, none at 0")
     out_of_scope: dict[str, str] = Field(
         default_factory=dict,
         description="capability -> why the campaign does not need it; its checks run but do not gate")
@@ -178,6 +180,8 @@ class DiscardRules(Strict):
     max_failed_fraction: float = Field(0.05, ge=0, le=1, description="discard a point when more requests failed")
     on_engine_restart: bool = True
     on_invalid_load: bool = True
+    max_wrong_fraction: float = Field(0.0, ge=0, le=1, description="discard a point when a larger share of its "
+                                      "completed sentinels answered wrongly (0: any wrong answer discards it)")
 
 
 class Repetitions(Strict):

@@ -11,7 +11,7 @@ import httpx
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.base import EngineAdapter, parse_int
+from stackbook.engines.base import EngineAdapter, capacity_limit, parse_int, smallest_limit
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 from stackbook.evidence.files import file_sha256
 from stackbook.host import cpu_flags_line
@@ -193,7 +193,12 @@ class LlamaCppAdapter(EngineAdapter):
         props = self.props()
         if props:
             out["slots"] = props.get("total_slots", out.get("slots"))
-        if "kv_tokens" in out and out.get("slots"):
-            per_seq = out.get("context_per_sequence") or self.protocol.context_length
-            out["max_concurrency"] = min(out["slots"], out["kv_tokens"] // per_seq)
-        return out
+        per_seq = out.get("context_per_sequence")
+        kv_room = out["kv_tokens"] // per_seq if "kv_tokens" in out and per_seq else None
+        configured = self.spec.configured_capacity(self.protocol)
+        return out | smallest_limit({
+            "sequence_cap": capacity_limit(out.get("slots"), configured["slots"], "llama-server /props total_slots"),
+            "kv_blocks": capacity_limit(kv_room, configured["total_context_cells"] // configured["context_per_sequence"],
+                                        "llama-server log: KV cells / context per slot"),
+            "context": capacity_limit(per_seq, configured["context_per_sequence"], "llama-server log: n_ctx_slot",
+                                      unit="tokens per sequence")})

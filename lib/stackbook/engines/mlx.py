@@ -20,7 +20,7 @@ import httpx
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
+from stackbook.engines.base import PythonEngineAdapter, capacity_limit, chat_template_sha256, smallest_limit
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"
@@ -174,4 +174,10 @@ class MlxAdapter(PythonEngineAdapter):
         if caches:
             out["prompt_cache_sequences"] = int(caches[-1]["sequences"])
             out["prompt_cache_gb_max"] = max(float(m["gb"]) for m in caches)
-        return out
+        # mlx_lm states none of its limits: they are listed with the configured values, and no
+        # realized concurrency is claimed.
+        return out | smallest_limit({
+            "sequence_cap": capacity_limit(None, self.spec.decode_concurrency, "mlx_lm logs no --decode-concurrency"),
+            "kv_blocks": capacity_limit(None, "no pool: KV grows per sequence", "mlx_lm reports no KV pool"),
+            "context": capacity_limit(None, "not enforced", "mlx_lm has no context limit",
+                                      unit="tokens per sequence")})

@@ -10,7 +10,15 @@ import httpx
 from pydantic import Field, model_validator
 
 from stackbook import sizing
-from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag, parse_int
+from stackbook.engines.base import (
+    ANSI,
+    PythonEngineAdapter,
+    capacity_limit,
+    chat_template_sha256,
+    dtype_flag,
+    parse_int,
+    smallest_limit,
+)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 VLLM_VERSION = "0.33.0"
@@ -18,6 +26,7 @@ VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]
 VLLM_MAX_CONCURRENCY = r"Maximum concurrency for (?P<max_len>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"
 VLLM_AVAILABLE_KV = r"Available KV cache memory: (?P<gib>[\d.]+) GiB"
 VLLM_LEGACY_BLOCKS = r"# GPU blocks: (?P<gpu_blocks>\d+)(?:, # CPU blocks: (?P<cpu_blocks>\d+))?"
+VLLM_SEQUENCE_CAP = r"non-default args: \{.*'max_num_seqs': (?P<seqs>\d+)"  # logged only when set
 # The dtype names vLLM's --dtype, --kv-cache-dtype and --mamba-ssm-cache-dtype take.
 VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
@@ -27,13 +36,16 @@ VLLM_STATE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 def parse_vllm_capacity(log_text: str) -> dict:
     """Realized KV capacity from vLLM's start-up log (the lines it prints after profiling): the
     one-line form of 0.28 on, the two-line form of 0.8 to 0.27, the block count of V0 and early V1.
-    Only `source` comes back when no line is found."""
+    Only `source` comes back when no line is found. kv_max_concurrency is what the KV blocks hold
+    at the served context; max_num_seqs the sequence cap the engine logged (only when it was set)."""
     text = ANSI.sub("", log_text)
     out: dict = {"source": "vLLM log"}
     if m := re.search(VLLM_KV_TOKENS, text):
         out.update(kv_pool=m["pool"], kv_tokens=parse_int(m["tokens"]))
     if m := re.search(VLLM_MAX_CONCURRENCY, text):
-        out.update(max_concurrency_context=parse_int(m["max_len"]), max_concurrency=float(m["conc"]))
+        out.update(max_concurrency_context=parse_int(m["max_len"]), kv_max_concurrency=float(m["conc"]))
+    if m := re.search(VLLM_SEQUENCE_CAP, text):
+        out["max_num_seqs"] = int(m["seqs"])
     if m := re.search(VLLM_AVAILABLE_KV, text):
         out["available_kv_gib"] = float(m["gib"])
     if m := re.search(VLLM_LEGACY_BLOCKS, text):
@@ -166,4 +178,14 @@ class VllmAdapter(PythonEngineAdapter):
                 "chat_template_sha256": chat_template_sha256(self.artifacts.hf_dir if self.artifacts else None)}
 
     def realized_capacity(self) -> dict:
-        return parse_vllm_capacity("".join(self.log_lines))
+        """The smallest of vLLM's own limits, each as its log states it, the configured value beside."""
+        out = parse_vllm_capacity("".join(self.log_lines))
+        cap = self.spec.max_num_seqs
+        return out | smallest_limit({
+            "sequence_cap": capacity_limit(out.get("max_num_seqs"), cap or "engine default",
+                                           "vLLM log: the non-default args' max_num_seqs"),
+            "kv_blocks": capacity_limit(out.get("kv_max_concurrency"), self.spec.configured_capacity(self.protocol),
+                                        "vLLM log: KV cache size / tokens per request"),
+            "context": capacity_limit(out.get("max_concurrency_context"), self.protocol.context_length,
+                                      "vLLM log: Maximum concurrency for N tokens per request",
+                                      unit="tokens per sequence")})

@@ -69,6 +69,8 @@ class Manifest(Open):
     analysis: AnalysisEntry = Field(default_factory=AnalysisEntry)
     campaign_sha256: Optional[str] = None
     executor: Optional[str] = None
+    # The harness's own open-loop ceiling, measured at campaign start on this host (harness.ceiling).
+    harness_ceiling: Optional[dict[str, Any]] = None
     resumed: Optional[int] = None
     interrupted_by: Optional[str] = None
     finished_unix: Optional[float] = None

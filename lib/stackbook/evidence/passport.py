@@ -23,6 +23,7 @@ from stackbook.analysis.decision import min_sample
 from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity, topology_line
+from stackbook.measure.reconciliation import arm_reconciliation
 
 Known = Union[dict[str, Any], Unknown]
 
@@ -75,7 +76,9 @@ class Validity(Open):
     discard_rules: dict[str, Any]
     discards: Union[list[Discard], Unknown]
     error_counts: Known
-    wrong_output_counts: Known
+    failure_counts: Optional[Known] = None  # runs recorded before carry wrong_output_counts
+    reconciliation: Optional[Known] = None  # client against the engine's histograms, with a verdict
+    harness_ceiling: Optional[Known] = None  # the harness's own open-loop ceiling the sweep was judged against
     length_control: Known
     load_validity: Known
     prefix_cache: Optional[Known] = None
@@ -173,6 +176,28 @@ def canary_validity(canaries: dict) -> dict:
     return out
 
 
+REQUEST_FAILURES = ("timeout", "transport", "http_error", "malformed_stream", "engine_died")
+
+
+def failure_counts(canaries: dict | None, sweep: dict | None) -> dict:
+    """Every failure counted by its cause, kept apart: the canaries' gating and out-of-scope
+    checks, and the sweep's measured requests with their sentinels."""
+    counts = (canaries or {}).get("counts")
+    if counts and "gating" not in counts:  # a run recorded before: the gating counts alone
+        counts = {"gating": counts, "out_of_scope": unknown("not counted by the version that recorded this run")}
+    errors = (sweep or {}).get("error_counts") or {}
+    under_load = {
+        "admission_rejected": errors.get("admission_rejected", 0),
+        "length_truncated_by_engine": errors.get("length_truncated_by_engine", unknown("not counted apart")),
+        "length_truncated_by_budget": errors.get("length_truncated_by_budget", errors.get("length_truncated", 0)),
+        "schema_or_tool_failure": errors.get("schema_failure", 0),
+        "completed_but_wrong": errors.get("completed_but_wrong", 0),
+        "request_failed": sum(errors.get(k, 0) for k in REQUEST_FAILURES),
+        "sentinels": errors.get("sentinels") or unknown("no sentinels were mixed into the sweep")}
+    return {"canaries": counts or unknown("the canary notebook did not run"),
+            "under_load": under_load if sweep else unknown("the sweep did not run")}
+
+
 def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) -> Passport:
     """The passport from the arm's records; engine_died: the engine exited before the arm finished."""
     engine = read_json(arm_dir.engine_json, {}) or {}
@@ -236,12 +261,11 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "discard_rules": protocol.discard_rules.model_dump(),
         "discards": (sweep or {}).get("discards", []) if sweep else unknown("the sweep did not run"),
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
-        "wrong_output_counts": {
-            "canaries": (canaries or {}).get("counts") or unknown("the canary notebook did not run"),
-            "under_load": ({"completed_but_wrong": sweep["error_counts"].get("completed_but_wrong"),
-                            "sentinels": sweep["error_counts"].get("sentinels")}
-                           if sweep and "sentinels" in sweep.get("error_counts", {}) else
-                           unknown("no sentinels were mixed into the sweep"))},
+        "failure_counts": failure_counts(canaries, sweep),
+        "reconciliation": arm_reconciliation(sweep["points"]) if sweep else unknown("the sweep did not run"),
+        "harness_ceiling": ({k: v for k, v in sweep["harness_ceiling"].items() if k != "ladder"}
+                            if sweep and sweep.get("harness_ceiling") else
+                            unknown("no harness ceiling was recorded for this sweep" if sweep else "the sweep did not run")),
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
         "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),

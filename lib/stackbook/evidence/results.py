@@ -101,13 +101,25 @@ class CheckOutcome(Open):
     capability: str | None = None
     gating: bool
     outcome: str
+    failure: str | None = None  # the failure's class (gate.canaries.FAILURE_CLASSES); None: passed
 
 
-class WrongOutputCounts(Open):
+class FailureCounts(Open):
+    """Checks run and failed, and each failure by its one class."""
+    checks: int = 0
+    failed: int = 0
     admission_rejected: int = 0
     length_truncated: int = 0
     schema_or_tool_failure: int = 0
     completed_but_wrong: int = 0
+    request_failed: int = 0
+
+
+class CanaryCounts(Open):
+    """The gating checks and the declared out-of-scope ones, counted apart (runs recorded before
+    carry the four gating counts alone, flat)."""
+    gating: FailureCounts | None = None
+    out_of_scope: FailureCounts | None = None
 
 
 class CanaryResults(Open):
@@ -124,7 +136,7 @@ class CanaryResults(Open):
     checks: list[CheckOutcome] = Field(default_factory=list)
     expected_failures: list[str] = Field(default_factory=list)  # runs recorded before
     unexpected_passes: list[str] = Field(default_factory=list)
-    counts: WrongOutputCounts
+    counts: CanaryCounts
     results: list[CheckResult] = Field(default_factory=list)
     probe: dict[str, Any] = Field(default_factory=dict)
 
@@ -210,7 +222,10 @@ class PointSummary(Open):
     total_throughput_tok_s: Number | None = None
     slo_attainment: Number | None = None
     goodput_rps: Number | None = None
-    in_flight_mean: Number | None = None
+    in_flight_mean: Number | None = Field(None, description="measured requests (sentinels among them) in flight, "
+                                          "time-weighted over the measurement window")
+    engine_in_flight_mean: Number | None = Field(None, description="every request of the point in flight over the "
+                                                 "window, warm-up and cool-down included: what the engine held")
     client_gap_in_flight: Number | None = None  # closed loop: clients between a reply and their next send
     client_gap_ms_p99: Number | None = None
     schedule_lag_ms_p99: Number | None = None
@@ -255,7 +270,7 @@ class PointValidity(Open):
 
 class Discard(BaseModel):
     point: str
-    rule: Literal["max_failed_fraction", "on_engine_restart", "on_invalid_load"]
+    rule: Literal["max_failed_fraction", "on_engine_restart", "on_invalid_load", "max_wrong_fraction"]
     detail: str
 
 

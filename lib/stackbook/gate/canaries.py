@@ -109,7 +109,10 @@ class JsonSchema(_Check):
         try:
             jsonschema.validate(json.loads(text), self.schema_)
         except json.JSONDecodeError as err:
-            return {"passed": False, "detail": f"not JSON: {err}", "error_class": "schema_failure"}
+            # A reply cut at its token bound before the object closed is truncation, not bad JSON.
+            cut = (reply.get("choices") or [{}])[0].get("finish_reason") == "length"
+            return {"passed": False, "detail": f"not JSON: {err}" + (" (cut at max_tokens)" if cut else ""),
+                    "error_class": "length_truncated" if cut else "schema_failure"}
         except jsonschema.ValidationError as err:
             return {"passed": False, "detail": f"schema violation: {err.message}", "error_class": "schema_failure"}
         return {"passed": True, "detail": "parsed and valid against the schema"}
@@ -352,38 +355,3 @@ def run_suite(target: Target, suite: Suite, out_of_scope: dict[str, str] | None 
         if progress is not None:
             progress.update(1)
     return out
-
-
-def outcome(r: dict) -> str:
-    """One check's outcome as the passport lists it."""
-    return ("PASS" if r["passed"] else "FAIL") + (" (out of scope)" if r.get("out_of_scope") else "")
-
-
-def verdict(results: list[dict]) -> dict:
-    """PASS when every gating check passed. The gating set is the campaign's: every check but
-    those whose capability the campaign declared out of scope, identical for every arm."""
-    gating = [r for r in results if not r.get("out_of_scope")]
-    failed = [r["id"] for r in gating if not r["passed"]]
-    refused = [r for r in gating if r.get("refused") is not None]
-    if not gating:
-        reason = "no gating check: every check of the suite was declared out of scope"
-    elif len(refused) == len(gating):
-        reason = (f"every canary request was refused ({refused[0]['error_class']}: "
-                  f"{str(refused[0]['refused'])[:160]}): the endpoint answered no check")
-    elif failed:
-        reason = f"{len(failed)} of {len(gating)} gating checks failed: {', '.join(failed)}"
-    else:
-        reason = f"all {len(gating)} gating checks passed"
-    return {"verdict": "PASS" if gating and not failed else "HOLD", "reason": reason, "failed": failed,
-            "gating_checks": len(gating), "passed": len(gating) - len(failed),
-            "out_of_scope": {r["id"]: r["out_of_scope"] for r in results if r.get("out_of_scope")},
-            "checks": [{"id": r["id"], "kind": r["kind"], "capability": r.get("capability"),
-                        "gating": not r.get("out_of_scope"), "outcome": outcome(r)} for r in results],
-            # Failures of gating checks, by cause.
-            "counts": {
-                "admission_rejected": sum(r.get("error_class") == "admission_rejected" for r in gating),
-                "length_truncated": sum(r.get("finish_reason") == "length" and not r["passed"] for r in gating),
-                "schema_or_tool_failure": sum(r.get("error_class") == "schema_failure" for r in gating),
-                "completed_but_wrong": sum(not r["passed"] and r.get("error_class") is None
-                                           and r.get("finish_reason") != "length" for r in gating),
-            }}

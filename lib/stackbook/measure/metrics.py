@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from stackbook.loadgen.records import RequestRecord
-from stackbook.measure.telemetry import HISTOGRAMS, histogram_mean_ms
 
 PERCENTILES = (50, 95, 99)
 
@@ -74,15 +73,37 @@ def meets_slo(row: dict, slo) -> bool:
     return True
 
 
+MEASURED_LOAD = ("measure", "sentinel")  # the requests of the measurement window: the load the protocol asked for
+
+
+def time_in_flight(records: list[RequestRecord], start: float, end: float) -> float | None:
+    """The time-weighted mean number of these requests in flight over [start, end]."""
+    span = end - start
+    busy = sum(max(0.0, min(r.end_s, end) - max(r.sent_s, start)) for r in records)
+    return busy / span if span > 0 else None
+
+
 def window_activity(records: list[RequestRecord], start: float, end: float) -> dict:
     """What the engine did inside [start, end], counting every request of the point (warm-up
     and cool-down included): tokens streamed, requests finished, and the time-weighted number
     of requests in flight."""
-    span = end - start
     tokens = sum(n for r in records for t, n in zip(r.chunk_times_s, r.chunk_tokens) if start <= t <= end)
     finished = sum(1 for r in records if r.ok and start <= r.end_s <= end)
-    busy = sum(max(0.0, min(r.end_s, end) - max(r.sent_s, start)) for r in records)
-    return {"tokens": tokens, "finished": finished, "in_flight_mean": busy / span if span > 0 else None}
+    return {"tokens": tokens, "finished": finished, "in_flight_mean": time_in_flight(records, start, end)}
+
+
+def measured_load(records: list[RequestRecord], start: float, end: float) -> dict:
+    """The load check's two sides, from the measured requests (sentinels among them) only: the
+    time-weighted number in flight, and Little's law (their completion rate in the window times
+    their mean time in system). Warm-up and cool-down requests keep the engine busy at the
+    window's edges, but they are not the load being measured, so they count for neither."""
+    mine = [r for r in records if r.phase in MEASURED_LOAD]
+    done = [r for r in mine if r.ok and start <= r.end_s <= end]
+    span = end - start
+    out = {"in_flight_mean": time_in_flight(mine, start, end), "littles_law_concurrency": None}
+    if done and span > 0:
+        out["littles_law_concurrency"] = len(done) / span * sum(r.end_s - r.sent_s for r in done) / len(done)
+    return out
 
 
 def client_gaps(records: list[RequestRecord]) -> dict:
@@ -141,7 +162,8 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     good = [x for x in rows if meets_slo(x, slo)]
     out["slo_attainment"] = len(good) / len(rows)
     out["goodput_rps"] = (out["request_throughput_rps"] or 0) * out["slo_attainment"]
-    out["in_flight_mean"] = activity["in_flight_mean"]
+    out.update(measured_load(records, start, end))
+    out["engine_in_flight_mean"] = activity["in_flight_mean"]
     # Open-loop fidelity: how late each send was against its deadline, and the rate achieved.
     out.update(_stats([(r.sent_s - r.scheduled_s) * 1000 for r in records], "schedule_lag_ms"))
     def rate(times):
@@ -159,11 +181,6 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     short = [x for x in ok if x["length_controlled"] and x["output_tokens"] < x["output_tokens_requested"]]
     out["length_not_honoured"] = len(short)
     out.update(connection_setup(records))
-    # Little's law: requests in flight = completion rate x mean time in system. Both sides are
-    # measured independently here; they must agree, and for a closed loop they must also come
-    # back near the configured concurrency, else the client did not keep its clients busy.
-    if out["request_throughput_rps"] and out["e2e_ms_mean"]:
-        out["littles_law_concurrency"] = out["request_throughput_rps"] * out["e2e_ms_mean"] / 1000
     return out
 
 
@@ -177,37 +194,6 @@ def connection_setup(records: list[RequestRecord]) -> dict:
             "connect_ms_mean": sum(times) / len(times) if times else None,
             "measured_requests_on_new_connections": sum(r.connect_s is not None for r in records
                                                         if r.phase == "measure")}
-
-
-def reconcile_with_engine(delta: dict, records: list[RequestRecord]) -> dict:
-    """The client's mean TTFT and TPOT for a point beside the engine's own histogram means over
-    the same requests (warm-up and cool-down included: the engine counts every request). The
-    engine's TTFT starts after its front end has parsed and tokenized the request."""
-    ttft_engine, n_engine = histogram_mean_ms(delta, HISTOGRAMS["ttft"])
-    itl_engine, _ = histogram_mean_ms(delta, HISTOGRAMS["itl"])
-    if ttft_engine is None and itl_engine is None:
-        return {"engine_histograms": "not exported by this engine"}
-    rows = [request_metrics(r) for r in records if r.ok and r.first_token_s is not None]
-    client_ttft = _mean([x["ttft_ms"] for x in rows])
-    client_tpot = _mean([x["tpot_ms"] for x in rows if x["tpot_ms"] is not None])
-
-    def ratio(a, b):
-        return round(a / b, 4) if a and b else None
-
-    def rounded(x):
-        return round(x, 3) if x is not None else None
-
-    return {
-        "requests_client": len(rows), "requests_engine": int(n_engine),
-        "ttft_ms_client_mean": rounded(client_ttft), "ttft_ms_engine_mean": rounded(ttft_engine),
-        "ttft_ratio_client_over_engine": ratio(client_ttft, ttft_engine),
-        "tpot_ms_client_mean": rounded(client_tpot), "itl_ms_engine_mean": rounded(itl_engine),
-        "tpot_ratio_client_over_engine_itl": ratio(client_tpot, itl_engine),
-    }
-
-
-def _mean(values: list) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 # --------------------------------------------------------------------------- peer definitions

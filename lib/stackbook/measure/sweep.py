@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.gate.canaries import load_suite
-from stackbook.gate.sentinels import SENTINEL_SHARE, judge_sentinels, mix_sentinels, sentinel_checks
+from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_checks
 from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
 from stackbook.loadgen.records import RecordWriter, read_records
@@ -19,7 +19,8 @@ from stackbook.loadgen.workload import (
     synthetic_prompts,
 )
 from stackbook.locations import resolve_symbolic
-from stackbook.measure.metrics import client_gaps, point_summary, reconcile_with_engine
+from stackbook.measure.metrics import client_gaps, point_summary
+from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
 from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.telemetry import (
@@ -106,10 +107,10 @@ def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinel
     if "rate" in level:
         prompts = mix_sentinels(
             synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(level["rate"] * 1000)),
-            sentinels, protocol.warmup_requests, cooldown)
+            sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
         return "open", prompts, {"schedule": schedule_for(protocol, level, len(prompts), seed), "cooldown": cooldown}
     prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + level["concurrency"]),
-                            sentinels, protocol.warmup_requests, cooldown)
+                            sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
     return "closed", prompts, {"concurrency": level["concurrency"], "cooldown": cooldown}
 
 
@@ -224,7 +225,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
             points[name] = s
-    out = summarize_sweep(points, telemetry, peak, protocol)
+    out = summarize_sweep(points, telemetry, peak, protocol, harness_ceiling=session.harness_ceiling())
     method = session.adapter.length_control
     out["length_control"]["method"] = method or "none: this engine offers no way to force an exact length"
     if method is None:
@@ -265,7 +266,8 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
 
 
-def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol) -> dict:
+def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol,
+                    harness_ceiling: dict | None = None) -> dict:
     errors: dict[str, int] = {}
     for s in points.values():
         for k, v in s.get("errors", {}).items():
@@ -273,7 +275,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
     short = sum(s.get("length_not_honoured", 0) for s in points.values())
     as_json = protocol.workload.response_format == "json_schema"
     completed = sum(s.get("completed", 0) for s in points.values())
-    load_validity = {name: point_validity(s) for name, s in points.items()}
+    load_validity = {name: point_validity(s, harness_ceiling) for name, s in points.items()}
     discards = apply_discard_rules(points, load_validity, protocol.discard_rules)
     for d in discards:
         points[d["point"]]["discarded"] = True
@@ -288,15 +290,22 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                          "timeout": errors.get("timeout", 0), "transport": errors.get("transport", 0),
                          "engine_died": errors.get("engine_died", 0), "http_error": errors.get("http_error", 0),
                          "malformed_stream": errors.get("malformed_stream", 0),
-                         # Replies expected to end by themselves that hit the token limit instead
-                         # (a forced length ends at the limit by design and is never counted).
-                         "length_truncated": errors.get("length_truncated", 0),
+                         # Truncation, by whom: a forced-length reply the engine ended short of the
+                         # length asked (server usage), and a reply expected to end by itself that
+                         # hit the token bound instead (the budget); a forced length ending at its
+                         # bound is by design and never counted.
+                         "length_truncated": short + errors.get("length_truncated", 0),
+                         "length_truncated_by_engine": short,
+                         "length_truncated_by_budget": errors.get("length_truncated", 0),
                          "schema_failure": errors.get("schema_failure", 0) if as_json else
                          "not checked: this workload asks for free text (response_format: text)",
-                         # Sentinels (gating canary prompts, 1 in 8 measured requests) judged after each point.
+                         # Sentinels (gating canary prompts, protocol.canaries.sentinel_share of the
+                         # measured requests) judged after each point.
                          "completed_but_wrong": sum(s.get("sentinels", {}).get("completed_but_wrong", 0)
                                                     for s in points.values()),
-                         "sentinels": {"share": SENTINEL_SHARE,
+                         "sentinels": {"share": protocol.canaries.sentinel_share,
+                                       "answered_wrongly": sum(s.get("sentinels", {}).get("answered_wrongly", 0)
+                                                               for s in points.values()),
                                        "sent": sum(s.get("sentinels", {}).get("sent", 0) for s in points.values()),
                                        "completed": sum(s.get("sentinels", {}).get("completed", 0)
                                                         for s in points.values())}},
@@ -306,5 +315,6 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                            "honoured": short == 0 if not as_json else
                            "not forced: JSON replies end where the object closes"},
         "load_validity": load_validity,
+        "harness_ceiling": harness_ceiling or {"unknown": "no harness ceiling was measured for this run"},
         "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }

@@ -3,6 +3,9 @@ judge a point, and the preregistered discard rules. The sweep, the self-test and
 benchmark all judge a held rate by these."""
 from __future__ import annotations
 
+import math
+
+RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and TPOT within 5% of the engine's own histograms
 MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
 RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
 CONCURRENCY_TOLERANCE = 0.10  # mean requests in flight within 10% of the configured concurrency
@@ -37,39 +40,72 @@ MAX_CLIENT_GAP_MS = MAX_SCHEDULE_LAG_MS  # p99 of a closed loop's own gap betwee
 
 
 def concurrency_held(in_flight_mean: float | None, concurrency: int, client_gap_in_flight: float | None = None,
-                     client_gap_ms_p99: float | None = None) -> bool:
-    """A closed loop held its concurrency when its clients were busy: a request in flight, or the
-    client's own short gap between a reply and the next send (counted apart: against a
-    sub-millisecond server that gap is as long as the service). A slow client did not hold it: one
-    whose gap is long (p99 above the lag limit) and also holds a material share of the slots (more
-    than the tolerance); a few long gaps beside replies that take seconds leave the load intact."""
+                     client_gap_ms_p99: float | None = None, littles_law: float | None = None) -> bool:
+    """A closed loop held its concurrency when its clients were busy with measured requests over
+    the measurement window: a request in flight, or the client's own short gap between a reply
+    and the next send (counted apart: against a sub-millisecond server that gap is as long as the
+    service). Both sides of Little's law must say so: the requests in flight and, where given,
+    completion rate x mean time in system. A slow client did not hold it: one whose gap is long
+    (p99 above the lag limit) and also holds a material share of the slots (more than the
+    tolerance); a few long gaps beside replies that take seconds leave the load intact."""
     if in_flight_mean is None:
         return False
-    gap_share = (client_gap_in_flight or 0.0) / concurrency
-    if client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS and gap_share > CONCURRENCY_TOLERANCE:
+    gap = client_gap_in_flight or 0.0
+    if client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS and gap / concurrency > CONCURRENCY_TOLERANCE:
         return False
-    busy = in_flight_mean + (client_gap_in_flight or 0.0)
-    return abs(busy - concurrency) <= CONCURRENCY_TOLERANCE * concurrency
+    sides = [in_flight_mean] + ([littles_law] if littles_law is not None else [])
+    return all(abs(x + gap - concurrency) <= CONCURRENCY_TOLERANCE * concurrency for x in sides)
 
 
-def point_validity(s: dict) -> dict:
+def measured_requests_for(concurrency: int) -> int:
+    """The fewest measured requests with which a closed loop can hold its concurrency within the
+    tolerance: N requests of equal length at concurrency c keep N/(N + c - 1) of the slots busy
+    on average over their window (the first and last c - 1 share it with warm-up and cool-down)."""
+    return 0 if concurrency <= 1 else math.ceil((1 - CONCURRENCY_TOLERANCE) / CONCURRENCY_TOLERANCE * (concurrency - 1))
+
+
+def point_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
     """Did the client deliver the load the protocol asked for? (A point where it did not is the
-    client's number, not the engine's.)"""
+    client's number, not the engine's.) Judged over the measured requests only; an open-loop
+    point offered above the harness's ceiling measured at campaign start is invalid too."""
     if "concurrency" in s:
         held = s.get("in_flight_mean")
         out = {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
                "littles_law_concurrency": s.get("littles_law_concurrency")}
         if s.get("client_gap_in_flight") is not None:
             out |= {"client_gap_in_flight": s["client_gap_in_flight"], "client_gap_ms_p99": s.get("client_gap_ms_p99")}
-        return out | {"valid": concurrency_held(held, s["concurrency"], s.get("client_gap_in_flight"),
-                                                s.get("client_gap_ms_p99"))}
+        valid = concurrency_held(held, s["concurrency"], s.get("client_gap_in_flight"), s.get("client_gap_ms_p99"),
+                                 s.get("littles_law_concurrency"))
+        if not valid and s.get("requests") and s["requests"] < measured_requests_for(s["concurrency"]):
+            out["too_few_measured_requests"] = (f"{s['requests']} measured requests cannot hold concurrency "
+                                                f"{s['concurrency']} within {CONCURRENCY_TOLERANCE:.0%}; "
+                                                f"requests_per_point: {measured_requests_for(s['concurrency'])} can")
+        return out | {"valid": valid}
     lag = s.get("schedule_lag_ms_p99")
     out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
            "achieved_rate_rps": s.get("achieved_rate_rps"),
            "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
            "littles_law_concurrency": s.get("littles_law_concurrency")}
     out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
+    offered = s.get("scheduled_rate_rps") or s.get("rate")
+    if above_ceiling(offered, harness_ceiling):
+        out["above_harness_ceiling"] = (f"offered {offered:.3g} req/s, at or above "
+                                        f"{harness_ceiling['first_rate_not_held']:g} req/s, the first rate the "
+                                        "harness did not hold at campaign start")
+        out["valid"] = False
     return out
+
+
+def above_ceiling(rate_rps: float | None, ceiling: dict | None) -> bool | None:
+    """Whether an offered rate is beyond the harness's ceiling measured at campaign start
+    (harness.ceiling): at or above the first rate its ladder did not hold. False at or below the
+    highest rate held; None in between, or where no ceiling is known (none measured, or every rung
+    held, so the ceiling lies above the ladder's top)."""
+    if not rate_rps or not ceiling or ceiling.get("first_rate_not_held") is None:
+        return None
+    if rate_rps >= ceiling["first_rate_not_held"]:
+        return True
+    return False if rate_rps <= (ceiling.get("max_open_loop_rate_rps") or 0) else None
 
 
 def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
@@ -84,6 +120,12 @@ def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
         if rules.on_engine_restart and s.get("errors", {}).get("engine_died"):
             out.append({"point": name, "rule": "on_engine_restart",
                         "detail": f"the engine died during the point ({s['errors']['engine_died']} requests cut)"})
+        sentinels = s.get("sentinels") or {}
+        wrong = sentinels.get("answered_wrongly", sentinels.get("completed_but_wrong", 0))
+        judged = sentinels.get("answered", sentinels.get("completed", 0))
+        if judged and wrong / judged > rules.max_wrong_fraction:
+            out.append({"point": name, "rule": "max_wrong_fraction",
+                        "detail": f"{wrong}/{judged} sentinels answered wrongly (> {rules.max_wrong_fraction:.0%})"})
         if rules.on_invalid_load and not load_validity.get(name, {}).get("valid", True):
             v = load_validity[name]
             out.append({"point": name, "rule": "on_invalid_load", "detail": describe_validity(v)})

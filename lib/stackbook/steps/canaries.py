@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 
 from stackbook.evidence.files import update_results
-from stackbook.gate.canaries import load_suite, outcome, run_suite, verdict
+from stackbook.gate.canaries import load_suite, run_suite
+from stackbook.gate.verdict import failure_class, outcome, verdict
 
 
 def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
@@ -25,7 +26,8 @@ def arm_canaries(session, progress: bool = True) -> tuple[dict, pd.DataFrame]:
            "probe": probe}
     update_results(session.arm_dir, "canaries", out)
     table = pd.DataFrame([{"check": r["id"], "kind": r["kind"], "capability": r["capability"],
-                           "result": outcome(r), "output": (r.get("output") or "")[:80], "detail": r.get("detail")}
+                           "result": outcome(r), "failure": failure_class(r) or "",
+                           "output": (r.get("output") or "")[:80], "detail": r.get("detail")}
                           for r in results])
     return out, table
 

@@ -77,6 +77,10 @@ class ArmSession:
         except psutil.NoSuchProcess:
             return False
 
+    def harness_ceiling(self) -> dict | None:
+        """The harness ceiling the runner measured at campaign start (the run's manifest), if any."""
+        return (read_json(self.run_dir.manifest, {}) or {}).get("harness_ceiling")
+
     def describe(self) -> str:
         where = (f"endpoint `{self.adapter.base_url}`" if self.engine or self.started_here
                  else "no engine: arithmetic only")

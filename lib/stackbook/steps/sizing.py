@@ -122,12 +122,18 @@ def engine_accounting(s: dict) -> pd.DataFrame:
 
 
 def capacity_table(s: dict) -> pd.DataFrame:
+    """Predicted against realized, and each of the engine's own limits with its configured value:
+    realized concurrency is the smallest of them."""
     pred, real = s["predicted_capacity"], s["realized_capacity"]
     rows = []
     for key in ("kv_tokens", "max_concurrency"):
         pv, rv = pred.get(key), real.get(key)
         rows.append({"quantity": key, "predicted": pv, "realized (engine)": rv,
                      "realized / predicted": (rv / pv) if pv and rv else None})
+    for name, limit in (real.get("limits") or {}).items():
+        bound = " (binds)" if real.get("max_concurrency_bound_by") == name else ""
+        rows.append({"quantity": f"limit: {name}, {limit['unit']}{bound}", "configured": limit["configured"],
+                     "realized (engine)": limit["realized"], "source": limit["source"]})
     return pd.DataFrame(rows)
 
 

@@ -1,6 +1,8 @@
 """00_decide's rules: every answer changes the shortlist or its reasons, the managed endpoint needs
 low or spiky volume AND no ops, the fit plan's order (quantize, then cards, then a smaller model),
 the sharded rows, Little's law by hand, and the seed's silicon figures with their sources."""
+import math
+
 import pytest
 from stackbook import sizing
 from stackbook.analysis import decide
@@ -158,3 +160,41 @@ def test_catalog_carries_the_seeds_silicon_figures_with_sources():
     assert rows["NVIDIA B200"]["ms to read all memory"] == 22.5                          # 180 GB / 8 TB/s
     tpu = rows["Google TPU 8i"]
     assert tpu["memory GB"] is None and "no figures given" in tpu["source"]
+
+
+def test_the_worked_example_shortlists_the_managed_endpoint_its_arithmetic_favours():
+    """The notebook's defaults (the seed's worked example): 200 daily users put 0.69 requests in
+    flight on average against 36 live bf16 sequences on one A100 80 GB, and 3,000,000 tokens a day
+    cost 1.80 metered against 240.00 owned (one card at 2.50 an hour, 2 ops hours at 90). The
+    shortlist follows that arithmetic, as the seed does: owning would buy idle silicon."""
+    demand = decide.peak_demand(200, 10.0, 10, 50.0, working_hours=8.0, peak_to_average=3.0)
+    plan = decide.fit_plan(QWEN, "a100-80gb", 1, 8192, ["bf16", "fp8", "q4_k_m"], ARTIFACTS,
+                           needed_sequences=math.ceil(demand.peak_in_flight))
+    tokens = 200 * 1.0 * 10 * 1500
+    cost = decide.managed_vs_owned(tokens, 0.60, 2.50, cards=plan.chosen.cards, ops_hours_per_day=2.0,
+                                   engineer_hour_price=90.0)
+    assert (round(cost["managed_per_day"], 2), round(cost["owned_per_day"], 2)) == (1.80, 240.00)
+    arithmetic = decide.Arithmetic(tokens, cost["managed_per_day"], cost["owned_per_day"], demand.mean_in_flight,
+                                   plan.chosen.live_sequences)
+    assert round(demand.mean_in_flight, 2) == 0.69 and plan.chosen.live_sequences == 36
+    assert arithmetic.buys_idle_silicon
+    answers = decide.Answers(platform="nvidia", concurrent_users=demand.peak_sessions, shared_prefix=True,
+                             json_output=True, ops_engineers=0.5, volume="steady")
+    stacks = decide.shortlist(answers, arithmetic)
+    assert stacks[0]["stack"] == "managed endpoint"
+    assert stacks[0]["why"] == ("At 3,000,000 tokens a day the endpoint costs 1.80 against 240.00 owned (133 times "
+                                "less), and owned capacity would stand 98% idle (0.69 requests in flight on average "
+                                "against 36 live sequences): owning a card would be buying idle silicon")
+    volume = {r["answer"]: r["what it changes"] for r in decide.what_each_answer_changes(answers, arithmetic)}["volume"]
+    assert volume == "steady, but owned capacity would stand 98% idle at this volume"
+    assert "managed endpoint" not in {s["stack"] for s in decide.shortlist(answers)}  # the rule alone: steady
+
+
+def test_busy_owned_capacity_keeps_the_managed_endpoint_off_the_list():
+    """The same cost, but the owned cards would be busy (30 of 36 sequences in flight): no idle silicon."""
+    busy = decide.Arithmetic(3e6, 1.80, 240.0, 30.0, 36)
+    assert busy.managed_cheaper and not busy.buys_idle_silicon
+    answers = decide.Answers(platform="nvidia", concurrent_users=40, ops_engineers=0.5, volume="steady")
+    assert "managed endpoint" not in {s["stack"] for s in decide.shortlist(answers, busy)}
+    dearer = decide.Arithmetic(3e9, 1800.0, 240.0, 0.69, 36)  # idle, but the endpoint costs more
+    assert not dearer.buys_idle_silicon

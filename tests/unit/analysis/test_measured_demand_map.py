@@ -3,6 +3,7 @@ measured saturation throughput, MVA on centres, the next experiment, and 'not me
 recorded before the runtime evidence existed."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from stackbook.analysis.demand_map import (
     mva_on_centres,
     next_experiment_table,
     next_experiments,
+    open_response_ms,
     point_centres,
 )
 
@@ -34,7 +36,7 @@ def point(load, client, api, core, throughput, e2e, *, discarded=False, batch=No
             "cpu_seconds": {"client": client, "engine": {"api_server": api, "engine_core": core}},
             "requests_in_cpu_window": 12, "work_tokens": {"prompt_tokens": 1536, "generated_tokens": 768,
                                                           "source": "engine counters"},
-            "batch_size_mean": batch, "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
+            "batch_size_mean": batch, "engine_in_flight_mean": float(load), "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
                                                          "inference": 3020.0, "source": "engine histograms"}}
 
 
@@ -65,7 +67,8 @@ def test_bound_beside_measured_saturation():
     assert d.bound_rps == pytest.approx(0.5)                 # 1000 / 2000 ms
     assert d.measured_saturation_rps == 0.45 and d.saturation_point == "c4-r0"
     assert d.measured_over_bound == pytest.approx(0.9)       # the bottleneck's utilisation
-    assert "idle 10%" in d.why_not_closer and "3.2 requests at a time" in d.why_not_closer
+    assert "busy 90% of the point's CPU window, idle 10%" in d.why_not_closer
+    assert "3.2 requests at a time on average while 4.00 were in flight" in d.why_not_closer
     assert d.unattributed_ms == pytest.approx(120.0)         # 3200 - (30 + 50 + 3000) at the lightest load
     assert d.startup_s == 48.9
     row = bound_table({"vllm-cpu": d}).loc["vllm-cpu"]
@@ -149,7 +152,10 @@ def test_a_run_with_runtime_evidence_gets_a_map_per_arm(tmp_path, cold):
     assert [c.centre for c in vllm.centres] == ["client", "engine front end", "engine compute"]
     assert vllm.bound_rps == pytest.approx(1000 / (3000 / 8 ** 0.5))
     assert vllm.measured_over_bound == pytest.approx(vllm.measured_saturation_rps / vllm.bound_rps)
-    assert len(vllm.mva_check) == 8 and vllm.next_experiments[0]["centre"] == "engine compute"
+    assert len(vllm.mva_check) == 8
+    # c8's mean E2E (62 s) is far outside the SLO (1,500 + 100 x 63 ms): no candidate is offered, and it says so
+    assert vllm.next_experiments == [] and vllm.next_experiments_note.startswith(
+        "no candidate keeps the predicted mean E2E inside the SLO (7,800 ms) at concurrency 8")
     json.loads(vllm.model_dump_json())   # stored in analysis.json as data
     assert plots.measured_demand_bars(maps) is not None and plots.mva_centres_check(maps) is not None
 
@@ -179,3 +185,67 @@ def test_the_client_centre_has_one_core_per_client_process():
     two = {c.name: c for c in point_centres(point | {"client_processes": 2}, VLLM_ENGINE, VLLM_LOG)}["client"]
     assert (one.capacity, two.capacity) == (1.0, 2.0) and two.service_ms == one.service_ms
     assert two.adjusted_ms == one.adjusted_ms / 2 and "protocol.loadgen.processes" in two.why_m
+
+
+# Real points: the committed reference runs' sweep points and engine launch, copied (without the
+# engine's metric dumps) so the tests do not move when the runs are redone.
+REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "reference-demand-map-points.json").read_text())
+
+
+def reference_map(key: str):
+    ref = REFERENCE[key]
+    return measured_demand_map(key, ref["results"], ref["engine"], "", "accepted", None, ref["slo"])
+
+
+def test_the_bound_and_the_throughput_share_one_window_and_the_idle_sentence_its_busy_fractions():
+    """Quickstart llama-cpp c=4: the bound from the CPU window (13 requests / 15.59 s of readings)
+    beside the throughput over the same window (0.834 req/s, not the measured window's 0.669): the
+    ratio is llama-server's busy fraction, 0.993, and the text says busy, not 'idle 20%'."""
+    d = reference_map("quickstart/llama-cpp")
+    assert d.status == "measured" and d.point == "c4-r0"
+    assert d.measured_saturation_rps == pytest.approx(13 / 15.5912, rel=1e-6)
+    assert d.measured_over_bound == pytest.approx(0.993, abs=1e-3)
+    assert d.busy_fractions["engine compute"] == pytest.approx(0.993, abs=1e-3)
+    assert d.why_not_closer.startswith("At c4-r0 (concurrency 4) the engine compute centre was busy 99% of the "
+                                       "point's CPU window")
+    assert "idle" not in d.why_not_closer
+
+
+def test_a_map_whose_throughput_exceeds_its_bound_is_invalid_and_ranks_nothing():
+    """Workloads llama-cpp: the demands at rate 2 (its highest load) bound it at 0.646 req/s, yet
+    rate 1 ran 0.795 req/s over its own CPU window: 1.23x, beyond the 5% a single reading allows.
+    The lognormal lengths differ by point, so the demands of one do not hold at the other."""
+    d = reference_map("workloads/llama-cpp")
+    assert not d.measured and d.status.startswith(
+        "invalid: measured 0.795 req/s at rate1-r0 is 1.23x the bound 0.646 req/s, beyond its interval (±5%): "
+        "the demands measured at rate2-r0 do not hold at rate1-r0")
+    assert d.status.endswith("it ranks nothing") and d.next_experiments == []
+    assert d.busy_fractions["engine compute"] == pytest.approx(1.002, abs=1e-3)  # its own point: the bound holds
+
+
+def test_overlapping_cpu_seconds_are_named_when_a_process_outran_its_m():
+    """A process busy 1.5 cores against m = 1 over the same window: the map is invalid, and says
+    which assumption broke."""
+    p = point(4, 0.6, 1.2, 24.0, 0.45, 8000.0, batch=3.2) | {"cpu_window_s": 10.667}  # 12 requests: 1.125 req/s
+    d = measured_demand_map("x", {"sweep": {"points": {"c4-r0": p}, "load_validity": {}}}, VLLM_ENGINE, VLLM_LOG)
+    assert d.busy_fractions["engine compute"] == pytest.approx(2.25, abs=1e-3)
+    assert "overlapping CPU seconds: the engine compute process was busy 2.25 cores over the window against m = 1" \
+        in d.status and d.next_experiments == []
+
+
+def test_an_open_loop_arm_is_judged_at_its_offered_rate_not_as_a_count():
+    """Burstiness, constant arrivals at 1.7 req/s: the sentence reads the 0.57 requests in flight
+    (not '1.7 in flight'), and the next experiment is predicted at 1.7 req/s offered, not at N=1."""
+    d = reference_map("burstiness/constant")
+    assert d.status == "measured" and d.offered_load == "offered 1.7 req/s"
+    assert "busy 57% of the point's CPU window, idle 43%" in d.why_not_closer
+    assert "0.57 requests were in flight on average" in d.why_not_closer and "1.7 were in flight" not in d.why_not_closer
+    top = d.next_experiments[0]
+    assert top["centre"] == "engine compute" and top["at_load"] == "1.7 req/s offered"
+    assert "N=" not in top["expected_gain"]
+
+
+def test_the_open_network_response_by_hand():
+    # D/m 200 ms at 2 req/s: U = 0.4, R = 200 / 0.6 = 333.3 ms; with a 50 ms delay, 383.3 ms
+    assert open_response_ms([Layer("a", 1, 200.0)], 2.0, 50.0) == pytest.approx(383.333, rel=1e-5)
+    assert open_response_ms([Layer("a", 1, 200.0)], 5.0) == float("inf")   # saturated

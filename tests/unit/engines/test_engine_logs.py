@@ -53,12 +53,12 @@ TRT_LEGACY_USING = "[TensorRT-LLM][INFO] Using 10718 tokens in paged KV cache.\n
 def test_vllm_cpu_capacity():
     c = parse_vllm_capacity(VLLM_CPU_LOG)
     assert c["kv_pool"] == "CPU" and c["kv_tokens"] == 46_592
-    assert c["max_concurrency_context"] == 2048 and c["max_concurrency"] == 22.75
+    assert c["max_concurrency_context"] == 2048 and c["kv_max_concurrency"] == 22.75
 
 
 def test_vllm_gpu_capacity_with_ansi_colour():
     c = parse_vllm_capacity("\x1b[32m" + VLLM_GPU_LOG + "\x1b[0m")
-    assert c["kv_tokens"] == 2_042_016 and c["max_concurrency"] == 997.08 and c["kv_pool"] == "GPU"
+    assert c["kv_tokens"] == 2_042_016 and c["kv_max_concurrency"] == 997.08 and c["kv_pool"] == "GPU"
 
 
 def test_vllm_host_pool_label():

@@ -102,9 +102,14 @@ def test_capacity_statements():
 
 def test_realized_capacity_reads_the_prompt_cache_lines(artifacts, python):
     a = MlxAdapter(MlxEngine(kind="mlx", python=python), artifacts, Protocol(), "m")
-    assert a.realized_capacity() == {
+    got = a.realized_capacity()
+    assert {k: got[k] for k in ("source", "kv_pool", "decode_concurrency")} == {
         "source": "mlx_lm server log", "kv_pool": "none reported: mlx_lm allocates each sequence's KV as it grows",
         "decode_concurrency": "not reported by the engine (set by --decode-concurrency)"}
+    # No limit is reported, so no realized concurrency is claimed; the configured cap is shown.
+    assert "max_concurrency" not in got and got["limits"]["sequence_cap"] == {
+        "realized": None, "configured": 4, "unit": "sequences",
+        "source": "not reported by the engine (mlx_lm logs no --decode-concurrency)"}
     a.log_lines = ["2026-11-30 17:20:01,004 - INFO - Prompt Cache: 1 sequences, 0.00 GB\n",
                    "2026-11-30 17:20:05,122 - INFO - Prompt Cache: 3 sequences, 0.02 GB\n"]
     got = a.realized_capacity()

@@ -1,11 +1,13 @@
 """Each canary check asks in its own way and judges its own reply: what the request carries and
 the verdict on canned replies, without an engine."""
 import json
+from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter
 from stackbook.gate import canaries
-from stackbook.gate.canaries import Check, load_suite, run_check, verdict
+from stackbook.gate.canaries import Check, load_suite, run_check
+from stackbook.gate.verdict import failure_class, verdict
 from stackbook.loadgen.drivers import Target
 
 TARGET = Target("http://engine", "m", {"temperature": 0.7}, {"max_tokens": 99})
@@ -137,11 +139,17 @@ def test_the_gate_is_the_campaigns_and_out_of_scope_checks_do_not_gate(engine):
     assert (scoped["verdict"], scoped["gating_checks"], scoped["passed"]) == ("PASS", 1, 1)
     assert scoped["out_of_scope"] == {"weather": "no tools are sent", "echo": "replies are not judged"}
     assert scoped["checks"] == [
-        {"id": "paris", "kind": "contains", "capability": "chat", "gating": True, "outcome": "PASS"},
+        {"id": "paris", "kind": "contains", "capability": "chat", "gating": True, "outcome": "PASS",
+         "failure": None},
         {"id": "weather", "kind": "tool_call", "capability": "tool_calls", "gating": False,
-         "outcome": "FAIL (out of scope)"},
+         "outcome": "FAIL (out of scope)", "failure": "schema_or_tool_failure"},
         {"id": "echo", "kind": "contains", "capability": "instruction_following", "gating": False,
-         "outcome": "FAIL (out of scope)"}]
+         "outcome": "FAIL (out of scope)", "failure": "completed_but_wrong"}]
+    assert held["counts"]["gating"] == {"checks": 3, "failed": 2, "admission_rejected": 0, "length_truncated": 0,
+                                             "schema_or_tool_failure": 1, "completed_but_wrong": 1, "request_failed": 0}
+    assert scoped["counts"]["gating"]["failed"] == 0
+    assert (scoped["counts"]["out_of_scope"]["schema_or_tool_failure"],
+            scoped["counts"]["out_of_scope"]["completed_but_wrong"]) == (1, 1)
     with pytest.raises(ValueError, match=r"\['tools'\] is not a capability of suite 's'; its capabilities are "
                                          r"\['chat', 'instruction_following', 'tool_calls'\]"):
         canaries.run_suite(TARGET, suite, {"tools": "typo"})
@@ -177,3 +185,38 @@ def test_canaries_ask_greedily_in_the_engines_own_dialect(engine):
     run_check(without_seed, check(kind="contains", prompt="capital?", expect=["Paris"]))
     assert asked[0]["sampling"] == {"temperature": 0.0, "top_p": 1.0, "seed": 0}
     assert asked[1]["sampling"] == {"temperature": 0.0, "top_p": 1.0}  # no seed where the adapter sends none
+
+
+REAL = Path(__file__).parents[1] / "data" / "quickstart-reference-llama-cpp-canary-results.json"
+
+
+def test_every_check_of_a_real_arm_is_counted_gating_and_out_of_scope_apart():
+    """The quickstart reference llama-cpp canaries (copied from the committed run): the gate
+    passed, and the four out-of-scope checks that failed are counted by cause, the tool check among
+    them (llama-server wrote text to its bound instead of calling the named tool)."""
+    v = verdict(json.loads(REAL.read_text()))
+    assert v["verdict"] == "PASS"
+    assert v["counts"]["gating"] == {"checks": 7, "failed": 0, "admission_rejected": 0, "length_truncated": 0,
+                                     "schema_or_tool_failure": 0, "completed_but_wrong": 0, "request_failed": 0}
+    assert v["counts"]["out_of_scope"] == {"checks": 4, "failed": 4, "admission_rejected": 0, "length_truncated": 0,
+                                           "schema_or_tool_failure": 1, "completed_but_wrong": 3,
+                                           "request_failed": 0}
+    assert {c["id"]: c["failure"] for c in v["checks"] if c["failure"]}["tool-call-weather"] == "schema_or_tool_failure"
+
+
+def test_each_failure_has_one_class():
+    base = {"passed": False, "error_class": None, "finish_reason": "stop"}
+    assert failure_class(base | {"passed": True}) is None
+    assert failure_class(base | {"error_class": "admission_rejected"}) == "admission_rejected"
+    assert failure_class(base | {"finish_reason": "length"}) == "length_truncated"
+    assert failure_class(base | {"error_class": "schema_failure", "finish_reason": "length"}) == \
+        "schema_or_tool_failure"
+    assert failure_class(base | {"error_class": "timeout"}) == "request_failed"
+    assert failure_class(base) == "completed_but_wrong"
+
+
+def test_a_json_reply_cut_at_its_bound_is_truncation():
+    c = check(kind="json_schema", prompt="p", schema={"type": "object"})
+    cut = c.judge('{"name": "Ad', {"choices": [{"finish_reason": "length"}]})
+    assert (cut["passed"], cut["error_class"]) == (False, "length_truncated")
+    assert c.judge('{"name": "Ad', {"choices": [{"finish_reason": "stop"}]})["error_class"] == "schema_failure"

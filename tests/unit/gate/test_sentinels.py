@@ -18,12 +18,22 @@ def test_one_sentinel_per_eight_measured_requests_placed_among_them():
     suite, _ = load_suite("embedded-smollm2")
     checks = sentinel_checks(suite, SCOPE)
     prompts = [PromptSpec(i, [{"role": "user", "content": f"p{i}"}], 4) for i in range(2 + 16 + 3)]
-    mixed = mix_sentinels(prompts, checks, warmup=2, cooldown=3)
+    mixed = mix_sentinels(prompts, checks, warmup=2, cooldown=3, share=1 / 8)
     kinds = ["S" if p.sentinel else "w" if p.index < 2 else "c" if p.index >= 18 else "m" for p in mixed]
     assert "".join(kinds) == "ww" + "mmmmmmmmS" + "mmmmmmmmS" + "ccc"
     assert [p.sentinel for p in mixed if p.sentinel] == ["capital-of-france", "two-plus-two"]
     assert [p.index for p in mixed if p.sentinel] == [21, 22] and mixed[10].output_tokens == 16
-    assert len(mix_sentinels(prompts[:4], checks, warmup=1, cooldown=0)) == 5  # at least one per point
+    assert len(mix_sentinels(prompts[:4], checks, warmup=1, cooldown=0, share=1 / 8)) == 5  # at least one per point
+
+
+def test_the_sentinel_share_is_the_protocols():
+    from stackbook.config.protocol import Canaries
+    suite, _ = load_suite("embedded-smollm2")
+    checks = sentinel_checks(suite, SCOPE)
+    prompts = [PromptSpec(i, [{"role": "user", "content": f"p{i}"}], 4) for i in range(2 + 16 + 3)]
+    assert Canaries().sentinel_share == 1 / 8
+    assert sum(p.sentinel is not None for p in mix_sentinels(prompts, checks, 2, 3, share=1 / 4)) == 4
+    assert mix_sentinels(prompts, checks, 2, 3, share=0) == prompts  # none at 0
 
 
 def _rec(check, text, error="none"):
@@ -37,9 +47,14 @@ def test_sentinels_are_judged_after_the_point():
     checks = sentinel_checks(suite, SCOPE)
     out = judge_sentinels([_rec("capital-of-france", "The capital of France is Paris."),
                            _rec("two-plus-two", "2+2 is 5"),
-                           _rec("two-plus-two", "", error="timeout")], checks)
-    assert out == {"sent": 3, "completed": 2, "completed_but_wrong": 1,
-                   "wrong": [{"check": "two-plus-two", "output": "2+2 is 5"}]}
+                           _rec("two-plus-two", "", error="timeout"),
+                           # llama-server with a wrong RoPE base, babbling to the sentinel's bound:
+                           _rec("capital-of-france", "Cherche, I am here to help. Cherche, I am",
+                                error="length_truncated")], checks)
+    assert out == {"sent": 4, "completed": 2, "answered": 3, "answered_wrongly": 2, "completed_but_wrong": 1,
+                   "wrong": [{"check": "two-plus-two", "output": "2+2 is 5"},
+                             {"check": "capital-of-france", "output": "Cherche, I am here to help. Cherche, I am",
+                              "cut_at_bound": True}]}
 
 
 def test_a_sentinel_is_filed_apart_with_a_natural_end():

@@ -41,7 +41,10 @@ def test_point_summary_counts_failures_against_goodput():
     assert s["request_throughput_rps"] == pytest.approx(3 / 2.0)  # requests 0, 1 and the warm-up finished
     assert s["slo_attainment"] == pytest.approx(1 / 3)           # only request 0 met every bound
     assert s["goodput_rps"] == pytest.approx(3 / 2.0 / 3)
-    assert s["in_flight_mean"] == pytest.approx((0.5 + 1.0 + 1.5 + 0.1) / 2.0)
+    # The load check counts the measured requests only; the engine also held the warm-up.
+    assert s["in_flight_mean"] == pytest.approx((0.5 + 1.0 + 1.5) / 2.0)
+    assert s["engine_in_flight_mean"] == pytest.approx((0.5 + 1.0 + 1.5 + 0.1) / 2.0)
+    assert s["littles_law_concurrency"] == pytest.approx(2 / 2.0 * (0.5 + 1.0) / 2)  # two completed, E2E 0.5 and 1.0
     assert s["ttft_ms_p50"] == pytest.approx(500)            # median of 100 and 900
     assert s["length_not_honoured"] == 0
     # 95% CI half-width of the mean TTFT over two samples (100, 900): t(0.975, 1) x sd / sqrt(2)

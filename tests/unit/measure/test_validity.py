@@ -1,5 +1,6 @@
 """The load-validity thresholds: one lag limit and one rate tolerance for every judge."""
 import pytest
+from pathlib import Path
 from types import SimpleNamespace
 
 from stackbook.harness import fidelity
@@ -9,6 +10,7 @@ from stackbook.measure.validity import (
     CLIENT_CPU_NEAR_CORE,
     apply_discard_rules,
     client_cpu_warning,
+    measured_requests_for,
     point_validity,
     rate_held,
 )
@@ -101,3 +103,77 @@ def test_a_client_near_one_core_is_named_with_the_setting_that_spreads_it():
     msg = client_cpu_warning("rate800-r0", 0.93, 2)
     assert msg.startswith("point rate800-r0: the busiest client process used 93% of a CPU core")
     assert "protocol.loadgen.processes: 4 in the campaign (now 2)" in msg
+
+
+# Real records: the committed quickstart reference, llama-cpp arm, points c1 and c4 (8 measured
+# requests, 1 sentinel; warm-up 2), copied so the test does not move when the runs are redone.
+QUICKSTART = Path(__file__).parents[1] / "data" / "quickstart-reference-llama-cpp-c1-c4.jsonl"
+
+
+def _real_point(name: str) -> dict:
+    from stackbook.config.protocol import Slo
+    from stackbook.loadgen.records import read_records
+    from stackbook.measure.metrics import client_gaps, point_summary
+    records = [r for r in read_records(QUICKSTART) if r.point == name]
+    return point_summary(records, Slo()) | client_gaps(records) | {"concurrency": records[0].concurrency}
+
+
+def test_a_closed_loop_point_whose_measured_requests_did_not_hold_its_concurrency_is_invalid():
+    """Quickstart llama-cpp c=4: the engine held 4.00 requests (warm-up and cool-down at the
+    window's edges), but the measured ones were 2.73 in flight and Little's law over them says the
+    same: 32% short of 4, so the point is invalid, and the rule says how many requests would do."""
+    s = _real_point("c4-r0")
+    assert s["engine_in_flight_mean"] == pytest.approx(3.999, abs=1e-3)
+    assert s["in_flight_mean"] == pytest.approx(2.731, abs=1e-3)
+    assert s["littles_law_concurrency"] == pytest.approx(2.731, abs=1e-3)  # every one inside the window
+    v = point_validity(s)
+    assert v["valid"] is False
+    assert v["too_few_measured_requests"] == ("8 measured requests cannot hold concurrency 4 within 10%; "
+                                              "requests_per_point: 27 can")
+    assert measured_requests_for(4) == 27 and measured_requests_for(2) == 9 and measured_requests_for(1) == 0
+
+
+def test_a_closed_loop_point_that_held_its_concurrency_stands():
+    """Quickstart llama-cpp c=1: 0.999 in flight, Little's law 0.999."""
+    s = _real_point("c1-r0")
+    assert s["in_flight_mean"] == pytest.approx(0.999, abs=1e-3)
+    assert s["littles_law_concurrency"] == pytest.approx(0.999, abs=2e-3)
+    assert point_validity(s)["valid"] is True
+
+
+def test_littles_law_alone_off_by_more_than_the_tolerance_invalidates():
+    assert point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.9})["valid"]
+    assert not point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.5})["valid"]
+
+
+def _rules(**kw):
+    from stackbook.config.protocol import DiscardRules
+    return DiscardRules(**kw)
+
+
+def test_a_point_whose_sentinels_answered_wrongly_is_discarded():
+    """The reply llama-server gave the capital-of-France sentinel with a wrong RoPE base
+    (--rope-freq-base 1000): fluent, completed, wrong. The default rule (0) discards the point."""
+    from stackbook.gate.canaries import load_suite
+    from stackbook.gate.sentinels import judge_sentinels, sentinel_checks
+    from stackbook.loadgen.records import RequestRecord
+    suite, _ = load_suite("embedded-smollm2")
+    checks = sentinel_checks(suite, {"tool_calls": "t", "multi_turn": "m"})
+
+    def sentinel(check, text):
+        return RequestRecord(run_id="r", arm="a", point="c1-r0", phase="sentinel", sentinel=check, concurrency=1,
+                             request_index=0, scheduled_s=0, sent_s=0, end_s=1, sent_unix=0,
+                             prompt_tokens_client=1, output_tokens_requested=16, output_text=text)
+    judged = judge_sentinels([sentinel("capital-of-france", "Cherche, I am here to help."),
+                              sentinel("two-plus-two", "2 + 2 = 4")], checks)
+    points = {"c1-r0": {"requests": 8, "completed": 8, "sentinels": judged}}
+    assert apply_discard_rules(points, {}, _rules()) == [
+        {"point": "c1-r0", "rule": "max_wrong_fraction", "detail": "1/2 sentinels answered wrongly (> 0%)"}]
+    assert apply_discard_rules(points, {}, _rules(max_wrong_fraction=0.5)) == []  # a stated tolerance
+
+
+def test_a_point_whose_sentinels_answered_rightly_stands():
+    points = {"c1-r0": {"requests": 8, "completed": 8,
+                        "sentinels": {"sent": 1, "completed": 1, "completed_but_wrong": 0}},
+              "c2-r0": {"requests": 8, "completed": 8}}  # no sentinels: nothing to judge
+    assert apply_discard_rules(points, {}, _rules()) == []

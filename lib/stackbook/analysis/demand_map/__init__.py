@@ -1,0 +1,59 @@
+"""The demand map of a serving stack: D_k = V_k x S_k per centre, capacity-adjusted D_k / m_k, the
+throughput bound lambda <= min_k m_k / D_k and the bottleneck (the largest D_k / m_k).
+
+Two maps share one table format: the seed article's illustrative map over five *layers*
+(optimization domains, not independent resources: the teaching example), and the map measured
+from a run over *resource centres*, each measured interval owned by one centre (the client
+process, the engine's front end, the engine's compute), with demands from the utilisation law
+D_k = busy_k / completed requests. The arithmetic is pure; `measured_demand_maps` reads a run.
+"""
+from stackbook.analysis.demand_map.centres import (
+    FRONT_END_WHY_M,
+    SCHEDULER_WHY_M,
+    client_capacity,
+    compute_capacity,
+    point_centres,
+)
+from stackbook.analysis.demand_map.experiments import (
+    LEVERS,
+    closed_loop_points,
+    demand_ci,
+    mva_check,
+    mva_on_centres,
+    next_experiments,
+    open_response_ms,
+    unattributed_ms,
+)
+from stackbook.analysis.demand_map.layers import (
+    SEED_LAYERS,
+    Layer,
+    demand_map,
+    improve,
+    improvement_summary,
+    seed_example,
+)
+from stackbook.analysis.demand_map.measured import (
+    MAP_TOLERANCE,
+    ArmDemandMap,
+    CentreRow,
+    demand_maps_of,
+    measured_demand_map,
+    measured_demand_maps,
+    saturation,
+    why_not_closer,
+    window_throughput,
+)
+from stackbook.analysis.demand_map.tables import (
+    bound_table,
+    centres_table,
+    layers_table,
+    mva_check_table,
+    next_experiment_table,
+)
+
+__all__ = ["FRONT_END_WHY_M", "LEVERS", "MAP_TOLERANCE", "SCHEDULER_WHY_M", "SEED_LAYERS", "ArmDemandMap",
+           "CentreRow", "Layer", "bound_table", "centres_table", "client_capacity", "closed_loop_points",
+           "compute_capacity", "demand_ci", "demand_map", "demand_maps_of", "improve", "improvement_summary",
+           "layers_table", "measured_demand_map", "measured_demand_maps", "mva_check", "mva_check_table",
+           "mva_on_centres", "next_experiment_table", "next_experiments", "open_response_ms", "point_centres",
+           "saturation", "seed_example", "unattributed_ms", "why_not_closer", "window_throughput"]

