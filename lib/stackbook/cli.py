@@ -158,9 +158,12 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
     from stackbook import sizing
     from stackbook.model.geometry import geometry_for
 
+    step = "--model"  # the option an error belongs to, unless the error names its own
     try:
         g = geometry_for(model)
+        step = "--hardware"
         hw = sizing.accelerator(hardware)
+        step = None
         precision, artifact, precision_source = sizing.default_weights(g, weights, artifact_bytes)
         out = sizing.size_verdict(g, memory_bytes=hw.usable_bytes, context_tokens=context, weights_precision=precision,
                                   kv_precision=kv_dtype, state_precision=state_dtype, artifact_bytes=artifact,
@@ -178,7 +181,8 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
     except (KeyError, FileNotFoundError, ValueError, OverflowError) as err:
         message = str(err).strip("'\"")
         if as_json:
-            typer.echo(json.dumps({"error": message, "option": getattr(err, "option", None), "exit_code": 2}, indent=2))
+            typer.echo(json.dumps({"error": message, "option": getattr(err, "option", None) or step, "exit_code": 2},
+                                  indent=2))
             raise typer.Exit(2)
         _fail(message)
     code = 0 if out["fits"] else SIZE_DOES_NOT_FIT

@@ -22,6 +22,37 @@ def transformers_knows(model_type: str) -> bool:
     return model_type in CONFIG_MAPPING_NAMES and model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
+def normalized_config(cfg: dict, where: str = "config") -> dict:
+    """The config as the model's own config class reads it: its defaults filled in and the keys it
+    derives (layer_types above all) set; the dict unchanged where transformers does not know it."""
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str) or not transformers_knows(model_type):
+        return cfg
+    return {**cfg, **json.loads(_normalize(json.dumps(cfg, sort_keys=True, default=str), where))}
+
+
+@lru_cache(maxsize=64)
+def _normalize(cfg_json: str, where: str) -> str:
+    config = _config(cfg_json, where)
+    return json.dumps(config.to_dict(), default=str)
+
+
+def _config(cfg_json: str, where: str):
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    cfg = json.loads(cfg_json)
+    cfg.pop("quantization_config", None)  # the architecture, not a quantizer's packing
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    except Exception as err:  # transformers' own checks of a config: report them, whatever their class
+        raise DefinitionError(f"{where}: transformers' {config_name(cfg_json)} config class refuses this config: "
+                              f"{type(err).__name__}: {str(err)[:300]}; correct the field it names") from None
+
+
 def count_parameters(cfg: dict, where: str = "config") -> dict | None:
     """Total, active per token, embedding and head parameters of the causal LM transformers builds
     from `cfg`; None when transformers is absent or does not know the model type."""
@@ -34,16 +65,12 @@ def count_parameters(cfg: dict, where: str = "config") -> dict | None:
 @lru_cache(maxsize=32)
 def _count(cfg_json: str, where: str) -> tuple:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoModelForCausalLM
 
-    cfg = json.loads(cfg_json)
-    hf_logging.set_verbosity_error()
-    cfg.pop("quantization_config", None)  # count the architecture, not a quantizer's packing
+    config = _config(cfg_json, where)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
             with torch.device("meta"):
                 model = AutoModelForCausalLM.from_config(config)
     except Exception as err:  # transformers' own checks of a config: report them, whatever their class

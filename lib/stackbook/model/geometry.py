@@ -13,7 +13,7 @@ import yaml
 
 from stackbook.locations import DATA_DIR, symbolic
 from stackbook.model.checkpoint import indexed_bytes, safetensors_totals, shipped_precision
-from stackbook.model.definition import count_parameters
+from stackbook.model.definition import count_parameters, normalized_config
 from stackbook.model.schedule import FULL, LINEAR, MAMBA, SLIDING, mamba_state_elements, schedule_from_config
 
 # --------------------------------------------------------------------------- geometry
@@ -107,15 +107,18 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
         raise ValueError(f"{where}: text_config must be a JSON object of fields")
     heads = _whole(cfg, "num_attention_heads", where)
     hidden = _whole(cfg, "hidden_size", where)
-    pattern = cfg.get("hybrid_override_pattern")
+    vocab = _whole(cfg, "vocab_size", where)
+    pattern = cfg.get("hybrid_override_pattern") or cfg.get("layers_block_type")
     layers = _whole(cfg, "num_hidden_layers", where,
-                    default=len(pattern) if isinstance(pattern, str) and pattern else None)
+                    default=len(pattern) if isinstance(pattern, (str, list)) and pattern else None)
+    # A config counted here is read as its own config class reads it (defaults, derived layer_types);
+    # the fields above stay the file's own. A catalog entry, counted already, is read as written.
+    raw, cfg = cfg, normalized_config(cfg, where) if num_parameters is None and count else cfg
     kv_heads = _whole(cfg, "num_key_value_heads", where, default=heads)
     if heads % kv_heads:
         raise ValueError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}; "
                          "each KV head serves a whole group of query heads")
     head_dim = _whole(cfg, "head_dim", where, default=max(1, hidden // heads))
-    vocab = _whole(cfg, "vocab_size", where)
     max_context = _whole(cfg, "max_position_embeddings", where, minimum=0, default=0)
     sched = schedule_from_config(cfg, layers, where)
     if len(sched.mixers) != layers:
@@ -129,7 +132,7 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
     experts = _whole(cfg, "num_experts", where, 0, 0) or _whole(cfg, "n_routed_experts", where, 0, 0) or \
         _whole(cfg, "num_local_experts", where, 0, 0) or None
     if num_parameters is None and count:
-        num_parameters, active_parameters, parameters_source = _count(cfg, where, mamba)
+        num_parameters, active_parameters, parameters_source = _count(raw, where, mamba)
     state_key = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype") or ""
     return ModelGeometry(
         name=name or cfg.get("_name_or_path") or "model",

@@ -63,8 +63,9 @@ def _refuse_foreign_keys(cfg: dict, model_type: str, where: str) -> None:
                 f"{where}: model type {model_type!r} has {key!r}, which the layer schedule does not read, so "
                 f"what its layers keep per sequence is unknown; supported layer styles: layer_types, sliding_window "
                 f"(every layer, alternating, sliding_window_pattern), Jamba (attn_layer_period/offset), "
-                f"Nemotron-H (hybrid_override_pattern), Gated DeltaNet (linear_* keys). Give --artifact-bytes and "
-                f"--pool-gib from the engine's own log instead")
+                f"Nemotron-H (hybrid_override_pattern), Gated DeltaNet (linear_* keys). stackbook cannot size this "
+                f"architecture: read its capacity from the engine's own log (vLLM: 'Maximum concurrency for N "
+                f"tokens per request')")
 
 
 def _moe_ffns(cfg: dict, layers: int) -> list:

@@ -32,8 +32,8 @@ def weight_bytes(num_parameters: int, precision: str = "bf16", artifact_bytes: i
         return int(artifact_bytes)
     if precision not in BITS_PER_WEIGHT:
         close = difflib.get_close_matches(precision, BITS_PER_WEIGHT, n=3)
-        raise ValueError(f"unknown weight precision {precision!r}; did you mean {close}? "
-                         f"Known: {sorted(BITS_PER_WEIGHT)}")
+        raise ValueError(f"unknown weight precision {precision!r}" + (f"; did you mean {close}?" if close else "")
+                         + f"; known: {sorted(BITS_PER_WEIGHT)}")
     return math.ceil(num_parameters * BITS_PER_WEIGHT[precision] / 8)
 
 
@@ -179,7 +179,8 @@ def tensor_parallel_problem(g, tensor_parallel: int) -> str | None:
 
 
 def check_request(g, *, context_tokens, tensor_parallel, pool_bytes=None, workspace_bytes=0.0,
-                  activations_bytes=0.0, artifact_bytes=None, memory_bytes=None) -> None:
+                  activations_bytes=0.0, artifact_bytes=None, memory_bytes=None, kv_precision=None,
+                  state_precision=None, weights_precision=None) -> None:
     """Refuse, by option and with a fix, what the arithmetic cannot size."""
     _whole_at_least("--context", context_tokens, 1, "give the tokens per sequence, e.g. --context 8192")
     if g.max_context and context_tokens > g.max_context:
@@ -190,12 +191,19 @@ def check_request(g, *, context_tokens, tensor_parallel, pool_bytes=None, worksp
     if why:
         fits = [d for d in TENSOR_PARALLEL_DEGREES if tensor_parallel_problem(g, d) is None]
         raise SizingInputError("--tp", f"--tp {tensor_parallel}: {why}; use one of {fits}")
-    for option, v in (("--pool-gib", pool_bytes), ("--artifact-bytes", artifact_bytes)):
+    for option, v, unit in (("--pool-gib", pool_bytes, GiB), ("--artifact-bytes", artifact_bytes, 1)):
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise SizingInputError(option, f"{option} {v!r}: must be a positive size; leave it out to derive it")
+            raise SizingInputError(option, f"{option} {v / unit:g}: must be a positive size; leave it out to derive it")
     for option, v in (("--workspace-gib", workspace_bytes), ("--activations-gib", activations_bytes)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise SizingInputError(option, f"{option} {v!r}: must be zero or more")
+            raise SizingInputError(option, f"{option} {v / GiB:g}: must be zero GiB or more")
+    for option, name in (("--kv-dtype", kv_precision), ("--state-dtype", state_precision)):
+        if name is not None and name != "none" and name not in BYTES_PER_ELEMENT:
+            raise SizingInputError(option, f"{option} {name!r}: unknown precision; use one of {sorted(BYTES_PER_ELEMENT)}")
+    if weights_precision is not None and weights_precision not in BITS_PER_WEIGHT:
+        close = difflib.get_close_matches(weights_precision, BITS_PER_WEIGHT, n=3)
+        raise SizingInputError("--weights", f"--weights {weights_precision!r}: unknown weight precision"
+                               + (f"; did you mean {close}?" if close else "") + f"; known: {sorted(BITS_PER_WEIGHT)}")
     if pool_bytes is not None and memory_bytes is not None and pool_bytes > memory_bytes:
         raise SizingInputError("--pool-gib", f"a cache pool of {pool_bytes / GiB:.2f} GiB is larger than the device's "
                                              f"{memory_bytes / GiB:.2f} GiB; give the pool the engine reports")
@@ -225,7 +233,8 @@ def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision
                                "weights, a catalog name, or --artifact-bytes")
     check_request(g, context_tokens=context_tokens, tensor_parallel=tensor_parallel, pool_bytes=pool_bytes,
                   workspace_bytes=workspace_bytes, activations_bytes=activations_bytes,
-                  artifact_bytes=artifact_bytes, memory_bytes=memory_bytes)
+                  artifact_bytes=artifact_bytes, memory_bytes=memory_bytes, kv_precision=kv_precision,
+                  state_precision=state_precision, weights_precision=weights_precision)
     weights = weight_bytes(g.num_parameters or 0, weights_precision, artifact_bytes) / tensor_parallel
     kv_tok = model_kv_bytes_per_token(g, kv_precision, tensor_parallel)
     kv_seq = model_kv_bytes_per_sequence(g, context_tokens, kv_precision, tensor_parallel)
