@@ -255,7 +255,7 @@ def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision
         "state_precision": resolve_state_precision(g, state_precision) if g.is_hybrid else None,
         "weights_bytes": int(weights), "kv_bytes_per_token": kv_tok, "kv_bytes_per_sequence": kv_seq,
         "state_bytes_per_sequence": state, "bytes_per_sequence": per_seq,
-        "cache_pool_bytes": int(pool), "cache_pool_source": pool_source, "max_live_sequences": live,
+        "cache_pool_bytes": int(max(pool, 0)), "cache_pool_source": pool_source, "max_live_sequences": live,
         "fits": fits, "shortfall_bytes": 0 if fits else int(math.ceil(max(per_seq - pool, weights + per_seq - memory_bytes))),
         "memory_bytes": memory_bytes,
     }
