@@ -221,6 +221,13 @@ def geometry_from_gguf(path: str | os.PathLike) -> ModelGeometry:
         return val.tolist()[0] if hasattr(val, "tolist") else val
 
     arch = field("general.architecture")
+    # GGUF metadata gives one layer kind; a model whose layers differ is sized from its config.json.
+    mixed = sorted(k for k in r.fields if k.startswith((f"{arch}.ssm.", f"{arch}.attention.sliding_window",
+                                                        f"{arch}.full_attention_interval")))
+    if mixed:
+        raise ValueError(f"{symbolic(path)}: GGUF architecture {arch!r} has {mixed[0]!r}: its layers are not all "
+                         "full attention, which GGUF sizing assumes; give the model's config.json (or its Hugging "
+                         "Face directory) instead")
     heads = int(field(f"{arch}.attention.head_count"))
     hidden = int(field(f"{arch}.embedding_length"))
     kv_heads = int(field(f"{arch}.attention.head_count_kv", heads))

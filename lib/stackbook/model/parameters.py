@@ -1,5 +1,5 @@
-"""The parameter count of a decoder from its config.json alone: what a user has before
-downloading weights. Counted part by part (embeddings tied or not, attention including MLA and
+"""An estimate of a decoder's parameters from its config.json alone, for an architecture
+transformers does not define (stackbook.model.definition counts the rest exactly). Counted part by part (embeddings tied or not, attention including MLA and
 gated queries, Gated DeltaNet layers, dense and expert MLPs, norms), so each part can be checked."""
 from __future__ import annotations
 

@@ -126,3 +126,37 @@ def test_each_quantization_method_sets_its_precision(q, precision):
 def test_a_window_layer_holds_the_whole_context_below_the_window(tmp_path):
     _, out, _ = sized(tmp_path, "mistral", {"sliding_window": 4096}, "--context", "1000")
     assert out["kv_bytes_per_sequence"] == 1000 * 131_072      # min(1000, 4096) tokens on every layer
+
+
+def _safetensors(path, tensors: dict):
+    """A safetensors file whose header lists `tensors` (name: (dtype, shape)); data zeros."""
+    import struct
+    sizes = {"BF16": 2, "F8_E4M3": 1, "F32": 4}
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = sizes[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(offset))
+
+
+def test_a_model_directory_is_sized_at_its_checkpoint_bytes_as_shipped(tmp_path):
+    kwargs = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=1000, max_position_embeddings=4096,
+                  quantization_config={"quant_method": "fp8"})
+    config = transformers.AutoConfig.for_model("llama", **kwargs)
+    d = tmp_path / "fp8-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config.to_dict(), default=str))
+    # fp8 projections with fp32 scales, bf16 embeddings: 64 x 128 x 1 + 2 x 4 + 1000 x 64 x 2 bytes
+    _safetensors(d / "model.safetensors", {"model.layers.0.mlp.up_proj.weight": ("F8_E4M3", (128, 64)),
+                                           "model.layers.0.mlp.up_proj.weight_scale_inv": ("F32", (2,)),
+                                           "model.embed_tokens.weight": ("BF16", (1000, 64))})
+    r = CliRunner().invoke(app, ["size", "--model", str(d), "--hardware", "a100-80gb", "--context", "4096", "--json"])
+    out = json.loads(r.stdout)
+    assert out["weights_bytes"] == 128 * 64 + 2 * 4 + 1000 * 64 * 2
+    assert out["weights_precision"] == "fp8" and "safetensors bytes" in out["weights_precision_source"]
+    assert out["parameters_total"] == reference_count(config)      # the definition's count, not the file's
