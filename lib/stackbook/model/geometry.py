@@ -133,6 +133,7 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
         _whole(cfg, "num_local_experts", where, 0, 0) or None
     if num_parameters is None and count:
         num_parameters, active_parameters, parameters_source = _count(raw, where, mamba)
+    mla_rank = _whole(cfg, "kv_lora_rank", where) if cfg.get("kv_lora_rank") is not None else None
     state_key = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype") or ""
     return ModelGeometry(
         name=name or cfg.get("_name_or_path") or "model",
@@ -146,7 +147,7 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
         linear_conv_kernel=_whole(cfg, "linear_conv_kernel_dim", where, default=4) if linear else 0,
         mamba_layers=mamba, mamba_ssm_elements=ssm, mamba_conv_elements=conv,
         state_dtype=DTYPE_NAMES.get(str(state_key)) if linear or mamba else None,
-        kv_lora_rank=cfg.get("kv_lora_rank"), qk_rope_head_dim=cfg.get("qk_rope_head_dim"),
+        kv_lora_rank=mla_rank, qk_rope_head_dim=_whole(cfg, "qk_rope_head_dim", where, 0) if mla_rank else None,
         num_experts=experts, experts_per_token=cfg.get("num_experts_per_tok"),
         layer_counts=sched.counts(), parameters_source=parameters_source or source,
         shipped_precision=prec, precision_source=prec_source, checkpoint_bytes=checkpoint_bytes,
