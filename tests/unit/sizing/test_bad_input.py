@@ -63,7 +63,7 @@ def test_a_bad_config_file_is_refused_with_its_name_and_field(tmp_path, text, wo
     assert r.exit_code == 2, r.stdout
     err = json.loads(r.stdout)
     assert words in err["error"] and "config.json" in err["error"], err["error"]
-    plain = size("--model", path)
+    plain = size("--model", path, "--hardware", "a100-80gb")
     assert plain.exit_code == 2 and words in plain.stderr and "Traceback" not in plain.output
 
 

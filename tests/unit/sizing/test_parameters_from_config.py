@@ -1,10 +1,11 @@
 """The parameter count from a bare config.json, against published counts, and `size --json` for
 every verdict, "does not fit" included."""
 import json
-import subprocess
-import sys
 
 import pytest
+from typer.testing import CliRunner
+
+from stackbook.cli import app
 from stackbook.model.geometry import geometry_for, model_catalog
 from stackbook.model.parameters import parameters_from_config
 
@@ -46,8 +47,8 @@ def test_a_bare_config_json_is_counted_by_transformers_definition(tmp_path):
 
 
 def _size(*args, code=0):
-    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "size", *args, "--json"], capture_output=True, text=True)
-    assert r.returncode == code, r.stderr
+    r = CliRunner().invoke(app, ["size", *args, "--json"])
+    assert r.exit_code == code, r.output
     return json.loads(r.stdout)
 
 
