@@ -56,6 +56,7 @@ class ModelGeometry:
     experts_per_token: int | None = None
     layer_counts: dict = field(default_factory=dict, hash=False, compare=False)
     parameters_source: str = ""
+    parameter_parts: dict = field(default_factory=dict, hash=False, compare=False)  # embeddings, head, experts
     shipped_precision: str | None = None         # from quantization_config
     precision_source: str = ""
     checkpoint_bytes: int | None = None          # the safetensors as shipped
@@ -132,7 +133,9 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
     experts = _whole(cfg, "num_experts", where, 0, 0) or _whole(cfg, "n_routed_experts", where, 0, 0) or \
         _whole(cfg, "num_local_experts", where, 0, 0) or None
     if num_parameters is None and count:
-        num_parameters, active_parameters, parameters_source = _count(raw, where, mamba)
+        num_parameters, active_parameters, parameters_source, parts = _count(raw, where, mamba)
+    else:
+        parts = {}
     mla_rank = _whole(cfg, "kv_lora_rank", where) if cfg.get("kv_lora_rank") is not None else None
     state_key = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype") or ""
     return ModelGeometry(
@@ -149,18 +152,19 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
         state_dtype=DTYPE_NAMES.get(str(state_key)) if linear or mamba else None,
         kv_lora_rank=mla_rank, qk_rope_head_dim=_whole(cfg, "qk_rope_head_dim", where, 0) if mla_rank else None,
         num_experts=experts, experts_per_token=cfg.get("num_experts_per_tok"),
-        layer_counts=sched.counts(), parameters_source=parameters_source or source,
+        layer_counts=sched.counts(), parameters_source=parameters_source or source, parameter_parts=parts,
         shipped_precision=prec, precision_source=prec_source, checkpoint_bytes=checkpoint_bytes,
         source=source,
     )
 
 
-def _count(cfg: dict, where: str, mamba_layers: int) -> tuple[int, int | None, str]:
-    """(total, active or None, how) from transformers' definition, else the config estimate."""
+def _count(cfg: dict, where: str, mamba_layers: int) -> tuple[int, int | None, str, dict]:
+    """(total, active or None, how, parts) from transformers' definition, else the config estimate."""
     counted = count_parameters(cfg, where)
     if counted is not None:
         active = counted["active"] if counted["active"] != counted["total"] else None
-        return counted["total"], active, counted["source"]
+        parts = {k: counted[k] for k in ("embeddings", "lm_head", "tied_head", "expert_mlp")}
+        return counted["total"], active, counted["source"], parts
     if mamba_layers:
         raise ValueError(f"{where}: counting a Mamba hybrid's parameters needs transformers' definition of "
                          f"{cfg.get('model_type')!r} (pip install transformers), or give --artifact-bytes")
@@ -171,7 +175,8 @@ def _count(cfg: dict, where: str, mamba_layers: int) -> tuple[int, int | None, s
         raise KeyError(f"{where}: transformers does not know model type {cfg.get('model_type')!r} and the config has "
                        f"no {err}, which estimating the parameters from its geometry needs; add it") from None
     active = est["active"] if est["active"] != est["total"] else None
-    return est["total"], active, "estimate from the config's geometry (transformers does not know this architecture)"
+    return (est["total"], active, "estimate from the config's geometry (transformers does not know this architecture)",
+            est["parts"])
 
 
 def geometry_from_hf_config(path: str | os.PathLike) -> ModelGeometry:

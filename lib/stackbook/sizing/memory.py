@@ -250,7 +250,8 @@ def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision
     out = {
         "model": g.name, "context": context_tokens, "tensor_parallel": tensor_parallel,
         "parameters_total": g.num_parameters, "parameters_active": g.active_parameters or g.num_parameters,
-        "parameters_source": g.parameters_source or g.source, "layer_schedule": dict(g.layer_counts),
+        "parameters_source": g.parameters_source or g.source, "parameters_by_part": dict(g.parameter_parts),
+        "layer_schedule": dict(g.layer_counts),
         "weights_precision": weights_precision, "kv_precision": kv_precision,
         "state_precision": resolve_state_precision(g, state_precision) if g.is_hybrid else None,
         "weights_bytes": int(weights), "kv_bytes_per_token": kv_tok, "kv_bytes_per_sequence": kv_seq,

@@ -98,11 +98,14 @@ def test_active_parameters_follow_the_router_top_k(tmp_path):
     # Mixtral: 2 of 8 experts a token; experts are 32 layers x 8 x 3 x 4096 x 14336 parameters
     experts = 32 * 8 * 3 * 4096 * 14336
     assert out["parameters_total"] - out["parameters_active"] == experts * 6 // 8
+    assert out["parameters_by_part"]["expert_mlp"] == experts
 
 
 def test_gemma2_ties_its_head_and_counts_its_four_norms(tmp_path):
     config, out, _ = sized(tmp_path, "gemma2", {})
     assert config.tie_word_embeddings and out["parameters_total"] == reference_count(config) == 2_614_341_888
+    parts = out["parameters_by_part"]     # one 256,000 x 2,304 embedding, read again as the head
+    assert parts["tied_head"] is True and parts["lm_head"] == 0 and parts["embeddings"] == 256_000 * 2304
 
 
 def test_the_shipped_fp8_precision_is_the_default_and_weights_still_overrides(tmp_path):
