@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperCommand
+
+try:  # typer vendors its own click
+    from typer._click.exceptions import UsageError
+except ImportError:  # an older typer on click itself
+    from click import UsageError
 
 from stackbook.config.errors import CampaignError
 
@@ -138,7 +144,38 @@ def _engine_accounting(kind: str, fields: list[str], g, verdict: dict, hw, conte
 SIZE_DOES_NOT_FIT = 3  # exit code of `stackbook size` when weights and one sequence do not fit
 
 
-@app.command()
+class JsonUsageErrors(TyperCommand):
+    """A command whose usage errors (a value that is not a number, a missing option) come as a
+    JSON object on stdout too when --json is among its arguments."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        json_wanted = "--json" in args
+        try:
+            ctx = super().make_context(info_name, list(args), parent=parent, **extra)
+        except UsageError as err:
+            if not json_wanted:
+                raise
+            _usage_error_json(err)
+        ctx.meta["json_usage_errors"] = json_wanted
+        return ctx
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as err:
+            if not ctx.meta.get("json_usage_errors"):
+                raise
+            _usage_error_json(err)
+
+
+def _usage_error_json(err: UsageError) -> None:
+    param = getattr(err, "param", None)
+    option = param.opts[0] if param is not None and param.opts else getattr(err, "option_name", None)
+    typer.echo(json.dumps({"error": err.format_message(), "option": option, "exit_code": 2}, indent=2))
+    raise typer.Exit(2)
+
+
+@app.command(cls=JsonUsageErrors)
 def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) or a path to config.json, a model directory or a .gguf"),
          hardware: str = typer.Option("this-cpu", help="an accelerator from the catalog (e.g. a100-80gb), or this-cpu"),
          context: int = typer.Option(8192, help="tokens per sequence"),

@@ -96,10 +96,12 @@ def _whole(cfg: dict, key: str, where: str, minimum: int = 1, default=None):
 
 def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_parameters: int | None = None,
                          active_parameters: int | None = None, source: str = "", count: bool = True,
-                         checkpoint_bytes: int | None = None, parameters_source: str = "") -> ModelGeometry:
+                         checkpoint_bytes: int | None = None, parameters_source: str = "",
+                         checkpoint_parameters: dict | None = None) -> ModelGeometry:
     """Geometry from a Hugging Face config dictionary (text_config of a multimodal model too).
     Without a given count, the parameters are counted from transformers' own definition of the
-    architecture, else estimated from the config (and labelled so)."""
+    architecture, else taken from the checkpoint's tensors (`checkpoint_parameters`: parameters and
+    source), else estimated from the config (and labelled so)."""
     if not isinstance(cfg, dict):
         raise ValueError(f"{where}: a config must be a JSON object of fields, not a {type(cfg).__name__}")
     outer = cfg
@@ -132,11 +134,11 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
     prec, prec_source = shipped_precision(outer if "quantization_config" in outer else cfg, where)
     experts = _whole(cfg, "num_experts", where, 0, 0) or _whole(cfg, "n_routed_experts", where, 0, 0) or \
         _whole(cfg, "num_local_experts", where, 0, 0) or None
+    mla_rank = _whole(cfg, "kv_lora_rank", where) if cfg.get("kv_lora_rank") is not None else None
     if num_parameters is None and count:
-        num_parameters, active_parameters, parameters_source, parts = _count(raw, where, mamba)
+        num_parameters, active_parameters, parameters_source, parts = _count(raw, where, mamba, checkpoint_parameters)
     else:
         parts = {}
-    mla_rank = _whole(cfg, "kv_lora_rank", where) if cfg.get("kv_lora_rank") is not None else None
     state_key = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype") or ""
     return ModelGeometry(
         name=name or cfg.get("_name_or_path") or "model",
@@ -158,13 +160,16 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
     )
 
 
-def _count(cfg: dict, where: str, mamba_layers: int) -> tuple[int, int | None, str, dict]:
-    """(total, active or None, how, parts) from transformers' definition, else the config estimate."""
+def _count(cfg: dict, where: str, mamba_layers: int, checkpoint: dict | None) -> tuple[int, int | None, str, dict]:
+    """(total, active or None, how, parts) from transformers' definition, else the checkpoint's
+    tensors, else the config estimate."""
     counted = count_parameters(cfg, where)
     if counted is not None:
         active = counted["active"] if counted["active"] != counted["total"] else None
         parts = {k: counted[k] for k in ("embeddings", "lm_head", "tied_head", "expert_mlp")}
         return counted["total"], active, counted["source"], parts
+    if checkpoint:
+        return checkpoint["parameters"], None, checkpoint["source"], {}
     if mamba_layers:
         raise ValueError(f"{where}: counting a Mamba hybrid's parameters needs transformers' definition of "
                          f"{cfg.get('model_type')!r} (pip install transformers), or give --artifact-bytes")
@@ -195,16 +200,9 @@ def geometry_from_hf_config(path: str | os.PathLike) -> ModelGeometry:
     if not isinstance(cfg, dict):
         raise ValueError(f"{symbolic(p)}: a config must be a JSON object of fields, not a {type(cfg).__name__}")
     shipped = safetensors_totals(p.parent)
-    text = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config", cfg), dict) else cfg
-    counted = count_parameters(text, symbolic(p)) if isinstance(text.get("model_type"), str) else None
-    n_params = active = None
-    how = ""
-    if counted is None and shipped is not None:
-        n_params, how = shipped["parameters"], shipped["source"]
     checkpoint = shipped["bytes"] if shipped else indexed_bytes(p.parent)
-    return geometry_from_config(cfg, name=p.parent.name, where=symbolic(p), num_parameters=n_params,
-                                active_parameters=active, source=symbolic(p), checkpoint_bytes=checkpoint,
-                                parameters_source=how)
+    return geometry_from_config(cfg, name=p.parent.name, where=symbolic(p), source=symbolic(p),
+                                checkpoint_bytes=checkpoint, checkpoint_parameters=shipped)
 
 
 def geometry_from_gguf(path: str | os.PathLike) -> ModelGeometry:

@@ -39,6 +39,8 @@ LLAMA = {"model_type": "llama", "num_attention_heads": 8, "num_key_value_heads":
     (["--weights", "q9"], "--weights", "known:"),
     (["--kv-dtype", "fp7"], "--kv-dtype", "use one of"),
     (["--hardware", "a100"], "--hardware", "close matches"),
+    (["--context", "8k"], "--context", "should be a valid integer"),
+    (["--no-such-option"], "--no-such-option", "No such option"),
 ])
 def test_each_bad_option_is_refused_by_name_as_json(args, option, words):
     r = size("--model", "llama-3.1-8b", "--hardware", "a100-80gb", *args, "--json")
@@ -129,7 +131,9 @@ OPTIONS = st.lists(st.one_of(
               st.sampled_from(["-5", "0", "1e-9", "nan", "inf", "2", "1e30"])),
     st.tuples(st.just("--weights"), st.sampled_from(["bf16", "fp8", "int4", "q4_k_m", "junk"])),
     st.tuples(st.just("--artifact-bytes"), st.sampled_from(["-1", "0", "1000", "99999999999999999999"])),
-    st.tuples(st.just("--hardware"), st.sampled_from(["a100-80gb", "rtx-4090", "h100"]))), max_size=4)
+    st.tuples(st.just("--hardware"), st.sampled_from(["a100-80gb", "rtx-4090", "h100"])),
+    st.tuples(st.sampled_from(["--context", "--tp", "--pool-gib"]), st.sampled_from(["8k", "", "1,000", "0x10"]))),
+    max_size=4)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
