@@ -163,3 +163,25 @@ def test_a_model_directory_is_sized_at_its_checkpoint_bytes_as_shipped(tmp_path)
     assert out["weights_bytes"] == 128 * 64 + 2 * 4 + 1000 * 64 * 2
     assert out["weights_precision"] == "fp8" and "safetensors bytes" in out["weights_precision_source"]
     assert out["parameters_total"] == reference_count(config)      # the definition's count, not the file's
+
+
+@pytest.mark.parametrize("model_type, kwargs", [
+    ("gemma2", {}), ("gemma3_text", {"sliding_window_pattern": 6}), ("cohere2", {"sliding_window_pattern": 4}),
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 20}),
+    ("qwen2", {}), ("qwen3_next", {})])
+def test_the_schedule_read_from_a_bare_config_matches_the_layer_types_transformers_derives(model_type, kwargs):
+    """A config as written (no layer_types, as older config.json files are) gives the schedule the
+    model's own config class derives."""
+    from stackbook.model.schedule import schedule_from_config
+    config = transformers.AutoConfig.for_model(model_type, **kwargs)
+    bare = {**{k: v for k, v in config.to_dict().items() if k != "layer_types"}, **kwargs}  # the file's own keys
+    if model_type == "qwen3_next":
+        bare["full_attention_interval"] = 4       # early Qwen3-Next configs said it so
+    assert list(schedule_from_config(bare, config.num_hidden_layers).mixers) == config.layer_types
+
+
+def test_phi3_keeps_its_window_on_every_layer(tmp_path):
+    _, out, _ = sized(tmp_path, "phi3", {"sliding_window": 2047, "max_position_embeddings": 4096}, "--context", "4096")
+    # 32 layers x min(4096, 2047) tokens x 2 x 32 KV heads x 96 dims x 2 B
+    assert out["layer_schedule"]["sliding_attention"] == 32
+    assert out["kv_bytes_per_sequence"] == 32 * 2047 * 2 * 32 * 96 * 2
