@@ -73,4 +73,5 @@ def shipped_precision(cfg: dict, where: str = "config") -> tuple[str | None, str
         raise ValueError(f"{where}: quantization_config quant_method {method or None!r} (bits {bits!r}) is not one the "
                          "sizing reads (fp8, mxfp4, awq or gptq with bits 4 or 8, bitsandbytes 4/8-bit); give --weights "
                          "or --artifact-bytes")
-    return prec, f"quantization_config {method}: {prec} weights (quantized layers; the exact bytes are the checkpoint's)"
+    return prec, (f"quantization_config {method}: every parameter at {prec} (the layers it leaves unquantized make "
+                  "the checkpoint somewhat larger; a model directory's safetensors give its exact bytes)")

@@ -33,8 +33,8 @@ def test_the_parts_add_up_as_the_notes_break_them_down():
     assert mla["active"] == pytest.approx(37e9, rel=0.02)                     # 37 B active of 671 B
 
 
-def _bare_config(tmp_path, model):
-    d = tmp_path / model
+def _bare_config(tmp_path, model, tag=""):
+    d = tmp_path / (model + tag)
     d.mkdir()
     (d / "config.json").write_text(json.dumps(model_catalog()[model]["config"]))
     return d / "config.json"
@@ -56,13 +56,17 @@ def test_a_model_that_does_not_fit_exits_3_with_the_shortfall_and_its_kv(tmp_pat
     out = _size("--model", str(_bare_config(tmp_path, "deepseek-v3")), "--hardware", "h100-sxm", "--context", "4096",
                 code=3)
     assert out["fits"] is False and out["parameters_total"] == 671_026_404_352   # transformers' own count
-    assert out["weights_bytes"] == 2 * 671_026_404_352
+    assert out["weights_precision"] == "fp8" and out["weights_bytes"] == 671_026_404_352  # as shipped, 1 B each
     # 61 MLA layers x (512 latent + 64 rope) x 2 bytes = 70,272 per token; x 4096 tokens.
     assert out["kv_bytes_per_token"] == 70_272 and out["kv_bytes_per_sequence"] == 4096 * 70_272
     # one sequence and the weights against 80e9 bytes less 1 GiB of workspace and activations
-    assert out["shortfall_bytes"] == 2 * 671_026_404_352 + 4096 * 70_272 + 2**30 - 80_000_000_000
-    assert out["cards_needed"] == out["smallest_tensor_parallel_that_fits"] == 32
+    assert out["shortfall_bytes"] == 671_026_404_352 + 4096 * 70_272 + 2**30 - 80_000_000_000
+    assert out["cards_needed"] == out["smallest_tensor_parallel_that_fits"] == 16
+    # per card: 80e9 - 671.0e9 / 16 - 1 GiB = 36.99e9 bytes, the latent replicated on each: 128 of 288 MB
     assert out["max_live_sequences_at_cards_needed"] == 128
+    bf16 = _size("--model", str(_bare_config(tmp_path, "deepseek-v3", "bf16")), "--hardware", "h100-sxm",
+                 "--context", "4096", "--weights", "bf16", code=3)
+    assert bf16["weights_bytes"] == 2 * 671_026_404_352 and bf16["cards_needed"] == 32
     small = _size("--model", "qwen3.8-27b", "--hardware", "rtx-4090", code=3)  # a verdict, not a refusal
     assert small["fits"] is False and small["cards_needed"] == 4
     fits = _size("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "4096")
