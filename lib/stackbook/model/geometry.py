@@ -105,7 +105,7 @@ def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_p
     if not isinstance(cfg, dict):
         raise ValueError(f"{where}: a config must be a JSON object of fields, not a {type(cfg).__name__}")
     outer = cfg
-    cfg = cfg.get("text_config", cfg)
+    cfg = cfg["text_config"] if cfg.get("text_config") is not None else cfg
     if not isinstance(cfg, dict):
         raise ValueError(f"{where}: text_config must be a JSON object of fields")
     heads = _whole(cfg, "num_attention_heads", where)

@@ -68,15 +68,20 @@ def _refuse_foreign_keys(cfg: dict, model_type: str, where: str) -> None:
                 f"tokens per request')")
 
 
-def _moe_ffns(cfg: dict, layers: int) -> list:
+def _moe_ffns(cfg: dict, layers: int, where: str) -> list:
     """Which layers route to experts, by the keys MoE families use."""
     experts = cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("num_local_experts")
     if not experts:
         return [DENSE] * layers
     first_dense = cfg.get("first_k_dense_replace") or 0
-    step = cfg.get("decoder_sparse_step") or 1
-    dense_only = set(cfg.get("mlp_only_layers") or [])
-    return [MOE if i >= first_dense and (i + 1) % step == 0 and i not in dense_only else DENSE
+    step = cfg.get("decoder_sparse_step") or 1        # Qwen MoE: every step-th layer
+    freq = cfg.get("moe_layer_freq") or 1              # DeepSeek: layer index divisible by it
+    only = cfg.get("mlp_only_layers") or []
+    dense_only = {v for v in only if isinstance(v, int)} if isinstance(only, list) else set()
+    if not all(isinstance(v, int) and v >= 0 for v in (first_dense, step, freq)) or not step or not freq:
+        raise ScheduleError(f"{where}: first_k_dense_replace, decoder_sparse_step and moe_layer_freq must be whole numbers "
+                            f"(the last two at least 1); they are {first_dense!r}, {step!r}, {freq!r}")
+    return [MOE if i >= first_dense and (i + 1) % step == 0 and i % freq == 0 and i not in dense_only else DENSE
             for i in range(layers)]
 
 
@@ -134,7 +139,7 @@ def schedule_from_config(cfg: dict, layers: int, where: str = "config") -> Layer
     if SLIDING in mixers and not (isinstance(cfg.get("sliding_window"), int) and cfg["sliding_window"] > 0):
         raise ScheduleError(f"{where}: sliding layers need sliding_window, a positive whole number of tokens; "
                             f"it is {cfg.get('sliding_window')!r}")
-    return LayerSchedule(tuple(mixers), tuple(_moe_ffns(cfg, layers)), source)
+    return LayerSchedule(tuple(mixers), tuple(_moe_ffns(cfg, layers, where)), source)
 
 
 def _nemotron_h(cfg: dict, where: str) -> LayerSchedule:

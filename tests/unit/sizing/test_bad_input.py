@@ -87,7 +87,8 @@ SMALL = st.one_of(st.integers(1, 64), ANY_VALUE)
 FIELDS = ["num_attention_heads", "num_key_value_heads", "hidden_size", "num_hidden_layers", "vocab_size",
           "intermediate_size", "head_dim", "max_position_embeddings", "sliding_window", "layer_types",
           "attn_layer_period", "attn_layer_offset", "hybrid_override_pattern", "num_experts",
-          "num_experts_per_tok", "mamba_d_state", "linear_num_value_heads", "quantization_config", "kv_lora_rank"]
+          "num_experts_per_tok", "mamba_d_state", "linear_num_value_heads", "quantization_config", "kv_lora_rank",
+          "first_k_dense_replace", "decoder_sparse_step", "moe_layer_freq", "mlp_only_layers", "text_config"]
 
 
 SMALL_BASES = [  # small valid configs of each layer style, so perturbed fields reach the deeper checks
