@@ -185,3 +185,16 @@ def test_phi3_keeps_its_window_on_every_layer(tmp_path):
     # 32 layers x min(4096, 2047) tokens x 2 x 32 KV heads x 96 dims x 2 B
     assert out["layer_schedule"]["sliding_attention"] == 32
     assert out["kv_bytes_per_sequence"] == 32 * 2047 * 2 * 32 * 96 * 2
+
+
+def test_a_directory_with_only_the_safetensors_index_is_sized_at_its_total_size(tmp_path):
+    config = transformers.AutoConfig.for_model("llama", **LLAMA_31_8B)
+    d = tmp_path / "index-only"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config.to_dict(), default=str))
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_060_522_496},
+                                                               "weight_map": {}}))
+    r = CliRunner().invoke(app, ["size", "--model", str(d), "--hardware", "a100-80gb", "--json"])
+    out = json.loads(r.stdout)
+    assert out["weights_bytes"] == 16_060_522_496 == 2 * 8_030_261_248   # Llama 3.1 8B's bf16 shards
+    assert out["parameters_total"] == 8_030_261_248
