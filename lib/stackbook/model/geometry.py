@@ -5,13 +5,16 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
 from stackbook.locations import DATA_DIR, symbolic
+from stackbook.model.checkpoint import indexed_bytes, safetensors_totals, shipped_precision
+from stackbook.model.definition import count_parameters, normalized_config
+from stackbook.model.schedule import FULL, LINEAR, MAMBA, SLIDING, mamba_state_elements, schedule_from_config
 
 # --------------------------------------------------------------------------- geometry
 
@@ -19,9 +22,9 @@ from stackbook.locations import DATA_DIR, symbolic
 class ModelGeometry:
     """What the memory arithmetic needs to know about a decoder.
 
-    Layers are of three kinds: full attention (KV grows with the context), sliding-window
-    attention (KV capped at the window) and linear attention / Gated DeltaNet (a fixed
-    recurrent state per sequence, no KV). MLA keeps one compressed latent per token and layer.
+    Layers are of four kinds (the layer schedule): full attention (KV grows with the context),
+    sliding-window attention (KV capped at the window), linear attention / Gated DeltaNet and Mamba
+    (a fixed recurrent state per sequence, no KV). MLA keeps one compressed latent per token and layer.
     """
     name: str
     architecture: str
@@ -43,11 +46,20 @@ class ModelGeometry:
     linear_key_head_dim: int = 0
     linear_value_head_dim: int = 0
     linear_conv_kernel: int = 0
+    mamba_layers: int = 0
+    mamba_ssm_elements: int = 0                  # per Mamba layer and sequence
+    mamba_conv_elements: int = 0
     state_dtype: str | None = None               # the config's own choice (mamba_ssm_dtype)
     kv_lora_rank: int | None = None              # MLA
     qk_rope_head_dim: int | None = None
     num_experts: int | None = None
     experts_per_token: int | None = None
+    layer_counts: dict = field(default_factory=dict, hash=False, compare=False)
+    parameters_source: str = ""
+    parameter_parts: dict = field(default_factory=dict, hash=False, compare=False)  # embeddings, head, experts
+    shipped_precision: str | None = None         # from quantization_config
+    precision_source: str = ""
+    checkpoint_bytes: int | None = None          # the safetensors as shipped
     source: str = ""
 
     @property
@@ -55,110 +67,142 @@ class ModelGeometry:
         return self.num_layers if self.full_attention_layers is None else self.full_attention_layers
 
     @property
+    def state_layers(self) -> int:
+        return self.linear_layers + self.mamba_layers
+
+    @property
     def is_hybrid(self) -> bool:
-        return self.linear_layers > 0
+        return self.state_layers > 0
 
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
 
-def _layer_counts(cfg: dict, layers: int) -> tuple[int, int, int]:
-    """(full attention, sliding window, linear attention) layer counts."""
-    types = cfg.get("layer_types")
-    if types:
-        full = sum(t in ("full_attention", "attention") for t in types)
-        sliding = sum(t in ("sliding_attention", "sliding_window_attention") for t in types)
-        linear = sum(t in ("linear_attention", "mamba", "gated_deltanet") for t in types)
-        return full, sliding, linear
-    interval = cfg.get("full_attention_interval")
-    if interval and "linear_num_value_heads" in cfg:
-        full = layers // interval
-        return full, 0, layers - full
-    return layers, 0, 0
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _whole(cfg: dict, key: str, where: str, minimum: int = 1, default=None):
+    """A config field that must be a whole number of at least `minimum`, named when it is not."""
+    if key not in cfg or cfg[key] is None:
+        if default is not None:
+            return default
+        raise KeyError(f"{where}: config has no {key!r}, which the sizing arithmetic needs; add it to the config")
+    v = cfg[key]
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ValueError(f"{where}: config field {key!r} is {v!r}; it must be a whole number of at least {minimum}")
+    return v
 
 
 def geometry_from_config(cfg: dict, name: str = "", where: str = "config", num_parameters: int | None = None,
-                         active_parameters: int | None = None, source: str = "") -> ModelGeometry:
-    """Geometry from a Hugging Face config dictionary (text_config of a multimodal model too)."""
-    cfg = cfg.get("text_config", cfg)
-
-    def need(key: str):
-        if key not in cfg:
-            raise KeyError(f"{where}: config has no {key!r}, which the sizing arithmetic needs; add it to the config")
-        return cfg[key]
-
-    heads = need("num_attention_heads")
-    hidden = need("hidden_size")
-    layers = need("num_hidden_layers")
-    full, sliding, linear = _layer_counts(cfg, layers)
+                         active_parameters: int | None = None, source: str = "", count: bool = True,
+                         checkpoint_bytes: int | None = None, parameters_source: str = "",
+                         checkpoint_parameters: dict | None = None) -> ModelGeometry:
+    """Geometry from a Hugging Face config dictionary (text_config of a multimodal model too).
+    Without a given count, the parameters are counted from transformers' own definition of the
+    architecture, else taken from the checkpoint's tensors (`checkpoint_parameters`: parameters and
+    source), else estimated from the config (and labelled so)."""
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{where}: a config must be a JSON object of fields, not a {type(cfg).__name__}")
+    outer = cfg
+    cfg = cfg["text_config"] if cfg.get("text_config") is not None else cfg
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{where}: text_config must be a JSON object of fields")
+    heads = _whole(cfg, "num_attention_heads", where)
+    hidden = _whole(cfg, "hidden_size", where)
+    vocab = _whole(cfg, "vocab_size", where)
+    pattern = cfg.get("hybrid_override_pattern") or cfg.get("layers_block_type")
+    layers = _whole(cfg, "num_hidden_layers", where,
+                    default=len(pattern) if isinstance(pattern, (str, list)) and pattern else None)
+    # A config counted here is read as its own config class reads it (defaults, derived layer_types);
+    # the fields above stay the file's own. A catalog entry, counted already, is read as written.
+    raw, cfg = cfg, normalized_config(cfg, where) if num_parameters is None and count else cfg
+    kv_heads = _whole(cfg, "num_key_value_heads", where, default=heads)
+    if heads % kv_heads:
+        raise ValueError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}; "
+                         "each KV head serves a whole group of query heads")
+    head_dim = _whole(cfg, "head_dim", where, default=max(1, hidden // heads))
+    max_context = _whole(cfg, "max_position_embeddings", where, minimum=0, default=0)
+    sched = schedule_from_config(cfg, layers, where)
+    if len(sched.mixers) != layers:
+        raise ValueError(f"{where}: the layer pattern ({sched.source}) has {len(sched.mixers)} layers but "
+                         f"num_hidden_layers is {layers}; make them agree")
+    linear, mamba = sched.count(LINEAR), sched.count(MAMBA)
+    ssm, conv = mamba_state_elements(cfg, where) if mamba else (0, 0)
+    linear_fields = {k: _whole(cfg, k, where) if linear else 0 for k in
+                     ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")}
+    prec, prec_source = shipped_precision(outer if "quantization_config" in outer else cfg, where)
+    experts = _whole(cfg, "num_experts", where, 0, 0) or _whole(cfg, "n_routed_experts", where, 0, 0) or \
+        _whole(cfg, "num_local_experts", where, 0, 0) or None
+    mla_rank = _whole(cfg, "kv_lora_rank", where) if cfg.get("kv_lora_rank") is not None else None
+    if num_parameters is None and count:
+        num_parameters, active_parameters, parameters_source, parts = _count(raw, where, mamba, checkpoint_parameters)
+    else:
+        parts = {}
+    state_key = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype") or ""
     return ModelGeometry(
         name=name or cfg.get("_name_or_path") or "model",
-        architecture=(cfg.get("architectures") or [cfg.get("model_type", "unknown")])[0],
-        num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-        num_kv_heads=cfg.get("num_key_value_heads", heads),
-        head_dim=cfg.get("head_dim") or hidden // heads,
-        vocab_size=need("vocab_size"),
-        max_context=cfg.get("max_position_embeddings", 0),
+        architecture=(outer.get("architectures") or [cfg.get("model_type", "unknown")])[0],
+        num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv_heads,
+        head_dim=head_dim, vocab_size=vocab, max_context=max_context,
         num_parameters=num_parameters, active_parameters=active_parameters,
-        full_attention_layers=full, sliding_layers=sliding,
-        sliding_window=cfg.get("sliding_window") if sliding else None,
-        linear_layers=linear,
-        linear_num_key_heads=cfg.get("linear_num_key_heads", 0),
-        linear_num_value_heads=cfg.get("linear_num_value_heads", 0),
-        linear_key_head_dim=cfg.get("linear_key_head_dim", 0),
-        linear_value_head_dim=cfg.get("linear_value_head_dim", 0),
-        linear_conv_kernel=cfg.get("linear_conv_kernel_dim", 0),
-        state_dtype={"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(cfg.get("mamba_ssm_dtype", ""))
-        if linear else None,
-        kv_lora_rank=cfg.get("kv_lora_rank"), qk_rope_head_dim=cfg.get("qk_rope_head_dim"),
-        num_experts=cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("num_local_experts"),
-        experts_per_token=cfg.get("num_experts_per_tok"),
+        full_attention_layers=sched.count(FULL), sliding_layers=sched.count(SLIDING),
+        sliding_window=cfg.get("sliding_window") if sched.count(SLIDING) else None,
+        linear_layers=linear, **linear_fields,
+        linear_conv_kernel=_whole(cfg, "linear_conv_kernel_dim", where, default=4) if linear else 0,
+        mamba_layers=mamba, mamba_ssm_elements=ssm, mamba_conv_elements=conv,
+        state_dtype=DTYPE_NAMES.get(str(state_key)) if linear or mamba else None,
+        kv_lora_rank=mla_rank, qk_rope_head_dim=_whole(cfg, "qk_rope_head_dim", where, 0) if mla_rank else None,
+        num_experts=experts, experts_per_token=cfg.get("num_experts_per_tok"),
+        layer_counts=sched.counts(), parameters_source=parameters_source or source, parameter_parts=parts,
+        shipped_precision=prec, precision_source=prec_source, checkpoint_bytes=checkpoint_bytes,
         source=source,
     )
 
 
+def _count(cfg: dict, where: str, mamba_layers: int, checkpoint: dict | None) -> tuple[int, int | None, str, dict]:
+    """(total, active or None, how, parts) from transformers' definition, else the checkpoint's
+    tensors, else the config estimate."""
+    counted = count_parameters(cfg, where)
+    if counted is not None:
+        active = counted["active"] if counted["active"] != counted["total"] else None
+        parts = {k: counted[k] for k in ("embeddings", "lm_head", "tied_head", "expert_mlp")}
+        return counted["total"], active, counted["source"], parts
+    if checkpoint:
+        return checkpoint["parameters"], None, checkpoint["source"], {}
+    if mamba_layers:
+        raise ValueError(f"{where}: counting a Mamba hybrid's parameters needs transformers' definition of "
+                         f"{cfg.get('model_type')!r} (pip install transformers), or give --artifact-bytes")
+    from stackbook.model.parameters import parameters_from_config
+    try:
+        est = parameters_from_config(cfg)
+    except KeyError as err:
+        raise KeyError(f"{where}: transformers does not know model type {cfg.get('model_type')!r} and the config has "
+                       f"no {err}, which estimating the parameters from its geometry needs; add it") from None
+    active = est["active"] if est["active"] != est["total"] else None
+    return (est["total"], active, "estimate from the config's geometry (transformers does not know this architecture)",
+            est["parts"])
+
+
 def geometry_from_hf_config(path: str | os.PathLike) -> ModelGeometry:
     """Read a Hugging Face config.json (a file or its directory). The parameter count comes from
-    the safetensors headers beside it when they are there."""
+    transformers' definition, else the safetensors headers beside it, else the config estimate;
+    the checkpoint's exact bytes from those headers (or its index)."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     if not p.exists():
         raise FileNotFoundError(f"{symbolic(p)} does not exist; give a config.json, a model directory or a .gguf")
-    n_params = _safetensors_parameters(p.parent)
-    cfg = json.loads(p.read_text())
-    active, source = None, symbolic(p)
-    if n_params is None:  # a bare config.json: count the parameters from its geometry
-        from stackbook.model.parameters import parameters_from_config
-        try:
-            counted = parameters_from_config(cfg)
-        except KeyError as err:
-            raise KeyError(f"{symbolic(p)}: no weights beside it and the config has no {err}, which counting "
-                           "the parameters from its geometry needs; add it, or give --artifact-bytes") from None
-        n_params, source = counted["total"], f"{symbolic(p)} (parameters counted from the geometry, no weights)"
-        active = counted["active"] if counted["active"] != counted["total"] else None
-    return geometry_from_config(cfg, name=p.parent.name, where=symbolic(p),
-                                num_parameters=n_params, active_parameters=active, source=source)
-
-
-def _safetensors_parameters(directory: Path) -> int | None:
-    """Count parameters from safetensors headers (8-byte length + JSON), without loading weights."""
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        return None
-    total = 0
-    for f in files:
-        with open(f, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            header = json.loads(fh.read(n))
-        for key, t in header.items():
-            if key != "__metadata__":
-                count = 1
-                for d in t["shape"]:
-                    count *= d
-                total += count
-    return total
+    try:
+        cfg = json.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{symbolic(p)} is not valid JSON ({err}); give the model's config.json") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{symbolic(p)}: a config must be a JSON object of fields, not a {type(cfg).__name__}")
+    shipped = safetensors_totals(p.parent)
+    checkpoint = shipped["bytes"] if shipped else indexed_bytes(p.parent)
+    return geometry_from_config(cfg, name=p.parent.name, where=symbolic(p), source=symbolic(p),
+                                checkpoint_bytes=checkpoint, checkpoint_parameters=shipped)
 
 
 def geometry_from_gguf(path: str | os.PathLike) -> ModelGeometry:
@@ -181,6 +225,13 @@ def geometry_from_gguf(path: str | os.PathLike) -> ModelGeometry:
         return val.tolist()[0] if hasattr(val, "tolist") else val
 
     arch = field("general.architecture")
+    # GGUF metadata gives one layer kind; a model whose layers differ is sized from its config.json.
+    mixed = sorted(k for k in r.fields if k.startswith((f"{arch}.ssm.", f"{arch}.attention.sliding_window",
+                                                        f"{arch}.full_attention_interval")))
+    if mixed:
+        raise ValueError(f"{symbolic(path)}: GGUF architecture {arch!r} has {mixed[0]!r}: its layers are not all "
+                         "full attention, which GGUF sizing assumes; give the model's config.json (or its Hugging "
+                         "Face directory) instead")
     heads = int(field(f"{arch}.attention.head_count"))
     hidden = int(field(f"{arch}.embedding_length"))
     kv_heads = int(field(f"{arch}.attention.head_count_kv", heads))

@@ -1,5 +1,5 @@
-"""The parameter count of a decoder from its config.json alone: what a user has before
-downloading weights. Counted part by part (embeddings tied or not, attention including MLA and
+"""An estimate of a decoder's parameters from its config.json alone, for an architecture
+transformers does not define (stackbook.model.definition counts the rest exactly). Counted part by part (embeddings tied or not, attention including MLA and
 gated queries, Gated DeltaNet layers, dense and expert MLPs, norms), so each part can be checked."""
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ def parameters_from_config(cfg: dict) -> dict:
     """Total and active parameters, and the parts they add up from, for a Hugging Face config."""
     cfg = cfg.get("text_config", cfg)
     h, layers, vocab = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-    from stackbook.model.geometry import _layer_counts
-    full, sliding, linear = _layer_counts(cfg, layers)
+    from stackbook.model.schedule import FULL, LINEAR, SLIDING, schedule_from_config
+    sched = schedule_from_config(cfg, layers)
+    full, sliding, linear = sched.count(FULL), sched.count(SLIDING), sched.count(LINEAR)
     embeddings = vocab * h
     head = 0 if cfg.get("tie_word_embeddings", False) else vocab * h
     attention = (full + sliding) * _attention(cfg, h)

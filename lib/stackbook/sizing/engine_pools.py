@@ -25,9 +25,9 @@ def vllm_kv_accounting(g, available_kv_bytes: float, max_model_len: int, kv_prec
         state_page = state_bytes_per_layer(g, state_precision)
         block = 16 * math.ceil(state_page / (16 * attn_page_1tok))
         page = block * attn_page_1tok
-        group_size = min(g.kv_layers, g.linear_layers)
+        group_size = min(g.kv_layers, g.state_layers)
         attn_groups = math.ceil(g.kv_layers / group_size)
-        state_groups = math.ceil(g.linear_layers / group_size)
+        state_groups = math.ceil(g.state_layers / group_size)
         out.update(attention_block_tokens=block, page_bytes=page, state_page_bytes=state_page,
                    state_page_padding_pct=round(100 * (page / state_page - 1), 2))
     else:

@@ -22,10 +22,19 @@ class Accelerator:
     bandwidth: float | None
     bf16_tflops: float | None
     source: str
-    usable_bytes: float | None = None
     platform: str = "other"
     max_cards: int = 1
     sizing_target: bool = True
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.memory_bytes * USABLE_FRACTION
+
+
+# The catalog's memory is the datasheet's, in bytes (its GB x 1e9), and all of it is offered to the
+# arithmetic: what a runtime keeps back (CUDA context, allocator, the engine's own utilization
+# fraction) is workspace, activations and the engine's accounting, stated where they are subtracted.
+USABLE_FRACTION = 1.0
 
 
 @lru_cache(maxsize=1)

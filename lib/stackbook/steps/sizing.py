@@ -73,6 +73,7 @@ def arm_sizing(session) -> dict:
         "geometry": {"name": g.name, "architecture": g.architecture, "parameters": g.num_parameters,
                      "layers": g.num_layers, "full_attention_layers": g.kv_layers,
                      "sliding_window_layers": g.sliding_layers, "linear_attention_layers": g.linear_layers,
+                     "mamba_layers": g.mamba_layers, "layer_schedule": dict(g.layer_counts),
                      "kv_heads": g.num_kv_heads, "head_dim": g.head_dim, "mla": g.is_mla,
                      "experts": g.num_experts, "trained_context": g.max_context, "source": g.source},
         "hardware": {"name": hw.name, "memory_bytes": hw.memory_bytes, "bandwidth_bytes_s": hw.bandwidth,

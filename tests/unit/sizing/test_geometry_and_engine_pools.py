@@ -133,7 +133,7 @@ def test_cli_size_reproduces_the_seed():
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "qwen3.8-27b", "--hardware", "a100"], "close matches"),
-    (["--model", "qwen3.8-27b", "--context", "300000", "--hardware", "h200"], "exceeds qwen3.8-27b's maximum 262,144"),
+    (["--model", "qwen3.8-27b", "--context", "300000", "--hardware", "h200"], "exceeds qwen3.8-27b's maximum of 262,144"),
     (["--model", "qwen3.8-27b", "--hardware", "rtx-4090", "--pool-gib", "40"], "larger than the device"),
 ])
 def test_cli_size_refuses_impossible_requests(args, message):

@@ -1,10 +1,11 @@
 """The parameter count from a bare config.json, against published counts, and `size --json` for
 every verdict, "does not fit" included."""
 import json
-import subprocess
-import sys
 
 import pytest
+from typer.testing import CliRunner
+
+from stackbook.cli import app
 from stackbook.model.geometry import geometry_for, model_catalog
 from stackbook.model.parameters import parameters_from_config
 
@@ -32,31 +33,41 @@ def test_the_parts_add_up_as_the_notes_break_them_down():
     assert mla["active"] == pytest.approx(37e9, rel=0.02)                     # 37 B active of 671 B
 
 
-def _bare_config(tmp_path, model):
-    d = tmp_path / model
+def _bare_config(tmp_path, model, tag=""):
+    d = tmp_path / (model + tag)
     d.mkdir()
     (d / "config.json").write_text(json.dumps(model_catalog()[model]["config"]))
     return d / "config.json"
 
 
-def test_a_bare_config_json_is_sized_without_weights(tmp_path):
+def test_a_bare_config_json_is_counted_by_transformers_definition(tmp_path):
     g = geometry_for(_bare_config(tmp_path, "llama-3.1-8b"))
-    assert g.num_parameters == 8_030_261_248
-    assert "parameters counted from the geometry, no weights" in g.source
+    assert g.num_parameters == 8_030_261_248                                  # the published count, exactly
+    assert "LlamaForCausalLM built on the meta device" in g.parameters_source
 
 
-def _size(*args):
-    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "size", *args, "--json"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+def _size(*args, code=0):
+    r = CliRunner().invoke(app, ["size", *args, "--json"])
+    assert r.exit_code == code, r.output
     return json.loads(r.stdout)
 
 
-def test_size_json_for_a_model_that_does_not_fit_names_the_smallest_tp(tmp_path):
-    out = _size("--model", str(_bare_config(tmp_path, "deepseek-v3")), "--hardware", "h100-sxm", "--context", "4096")
-    assert out["fits"] is False and out["weights_bytes"] == 2 * 671_026_419_200
-    assert "nothing is left for the cache" in out["reason"]
-    assert out["smallest_tensor_parallel_that_fits"] == 32
-    small = _size("--model", "qwen3.8-27b", "--hardware", "rtx-4090")    # a verdict now, not a refusal
-    assert small["fits"] is False and small["smallest_tensor_parallel_that_fits"] == 4
+def test_a_model_that_does_not_fit_exits_3_with_the_shortfall_and_its_kv(tmp_path):
+    out = _size("--model", str(_bare_config(tmp_path, "deepseek-v3")), "--hardware", "h100-sxm", "--context", "4096",
+                code=3)
+    assert out["fits"] is False and out["parameters_total"] == 671_026_404_352   # transformers' own count
+    assert out["weights_precision"] == "fp8" and out["weights_bytes"] == 671_026_404_352  # as shipped, 1 B each
+    # 61 MLA layers x (512 latent + 64 rope) x 2 bytes = 70,272 per token; x 4096 tokens.
+    assert out["kv_bytes_per_token"] == 70_272 and out["kv_bytes_per_sequence"] == 4096 * 70_272
+    # one sequence and the weights against 80e9 bytes less 1 GiB of workspace and activations
+    assert out["shortfall_bytes"] == 671_026_404_352 + 4096 * 70_272 + 2**30 - 80_000_000_000
+    assert out["cards_needed"] == out["smallest_tensor_parallel_that_fits"] == 16
+    # per card: 80e9 - 671.0e9 / 16 - 1 GiB = 36.99e9 bytes, the latent replicated on each: 128 of 288 MB
+    assert out["max_live_sequences_at_cards_needed"] == 128
+    bf16 = _size("--model", str(_bare_config(tmp_path, "deepseek-v3", "bf16")), "--hardware", "h100-sxm",
+                 "--context", "4096", "--weights", "bf16", code=3)
+    assert bf16["weights_bytes"] == 2 * 671_026_404_352 and bf16["cards_needed"] == 32
+    small = _size("--model", "qwen3.8-27b", "--hardware", "rtx-4090", code=3)  # a verdict, not a refusal
+    assert small["fits"] is False and small["cards_needed"] == 4
     fits = _size("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--context", "4096")
-    assert fits["fits"] is True and fits["smallest_tensor_parallel_that_fits"] == 1
+    assert fits["fits"] is True and fits["cards_needed"] == 1 and fits["shortfall_bytes"] == 0
