@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import threading
@@ -20,9 +21,26 @@ import time
 import uvloop
 
 from stackbook.harness.pacing import Pacing, PacedSender
+from stackbook.loadgen import stamped_socket
 
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class _Stamped(asyncio.StreamReaderProtocol):
+    """Notes when each request's first bytes reach the server, before any parsing: a paced
+    stream's truth starts there, however busy the server is with the other streams' requests."""
+    arrived: float | None = None          # the first bytes of the request being read
+    request_arrived: float | None = None  # those of the request now answered
+
+    def data_received(self, data: bytes) -> None:
+        self.received(data, time.perf_counter())
+
+    def received(self, data: bytes, at: float) -> None:
+        """Bytes that reached the host at `at` (the kernel's time, on a stamped socket)."""
+        if self.arrived is None:
+            self.arrived = at
+        super().data_received(data)
 
 
 class CalibrationServer:
@@ -56,6 +74,9 @@ class CalibrationServer:
                     k, _, v = h.decode("latin-1").partition(":")
                     headers[k.strip().lower()] = v.strip()
                 body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                proto = writer.transport.get_protocol()
+                if isinstance(proto, _Stamped):  # whatever arrives from now on is the next request
+                    proto.request_arrived, proto.arrived = proto.arrived, None
                 keep = await self._route(method, path, headers, body, writer)
                 if not keep:
                     return
@@ -107,7 +128,7 @@ class CalibrationServer:
         return True
 
     async def _chat(self, req: dict, writer) -> bool:
-        arrival = time.perf_counter()
+        arrival = getattr(writer.transport.get_protocol(), "request_arrived", None) or time.perf_counter()
         self.arrivals.append(time.monotonic())
         self.requests += 1
         self.running += 1
@@ -177,15 +198,20 @@ class CalibrationServer:
         await writer.drain()
         return True
 
+    @functools.lru_cache(maxsize=4)
+    def _token_chunk(self, created: int, model: str) -> bytes:
+        """One streamed token, built once a second (its `created`), not once per stream."""
+        return _chunk(b"data: " + json.dumps(
+            {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+             "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}).encode() + b"\n\n")
+
     async def _paced_answer(self, req: dict, writer, arrival: float) -> bool:
         """A stream whose events go out at the pacing's deadlines; the last one carries the end."""
         if self._paced is None:
             self._paced = PacedSender(self.pacing)
         n = max(1, int(req.get("max_tokens") or req.get("max_completion_tokens") or 16))
         created, model = int(time.time()), req.get("model")
-        token = _chunk(b"data: " + json.dumps(
-            {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
-             "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}).encode() + b"\n\n")
+        token = self._token_chunk(created, model)
         tail = [{"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
                  "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}]
         if (req.get("stream_options") or {}).get("include_usage"):
@@ -203,10 +229,19 @@ class CalibrationServer:
         await writer.drain()
         return ok
 
+    async def _listen(self) -> None:
+        def protocol():
+            return _Stamped(asyncio.StreamReader(limit=2**16), self._handle)
+        if self.pacing and stamped_socket.AVAILABLE:
+            # Paced: each request's arrival is the kernel's receive time of its first bytes.
+            self._server = stamped_socket.StampedListener(self.host, self.port, protocol)
+        else:
+            self._server = await asyncio.get_running_loop().create_server(protocol, self.host, self.port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+
     # -- lifecycle --------------------------------------------------------------------------
     async def serve(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        await self._listen()
         async with self._server:
             await self._server.serve_forever()
 
@@ -219,8 +254,7 @@ class CalibrationServer:
             asyncio.set_event_loop(self._loop)
 
             async def main():
-                self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
-                self.port = self._server.sockets[0].getsockname()[1]
+                await self._listen()
                 ready.set()
                 await self._server.serve_forever()
             try:

@@ -49,6 +49,9 @@ class Pacing(BaseModel):
 
     def deadlines(self, arrival: float, n: int, rng: random.Random) -> list[float]:
         """When each of a stream's n events is due (perf_counter seconds)."""
+        if self.jitter == "none" or self.jitter_ms == 0:
+            first, gap = arrival + self.ttft_ms / 1000, self.gap_ms / 1000
+            return [first + i * gap for i in range(n)]
         out, at = [], arrival + max(0.0, self.ttft_ms + self.draw(rng)) / 1000
         for _ in range(n):
             out.append(at)

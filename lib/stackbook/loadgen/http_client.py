@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 import time
 import urllib.request
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from stackbook import __version__
+from stackbook.loadgen import stamped_socket
 
 USER_AGENT = f"stackbook/{__version__}"
 # Sent on every request: who is asking, and no compression (a compressed stream would be
@@ -175,7 +177,11 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.now = time.perf_counter()
+        self.received(data, time.perf_counter())
+
+    def received(self, data: bytes, at: float) -> None:
+        """Bytes that reached this host at `at` (the kernel's time where the socket gives it)."""
+        self.now = at
         ex = self.exchange
         if ex is None:
             return
@@ -268,6 +274,7 @@ class StreamClient:
                       f"Accept: text/event-stream\r\n{extra}")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
+        self._addresses: list | None = None  # the server's addresses, resolved once
 
     def _release(self, conn: _Connection) -> None:
         conn.reused = True
@@ -282,7 +289,13 @@ class StreamClient:
 
     async def _new_connection(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.tls)
+        if self.tls is None and stamped_socket.AVAILABLE:
+            # Read by the client itself, each read stamped with the kernel's arrival time.
+            if self._addresses is None:
+                self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            conn = await stamped_socket.open_stamped(self._addresses, lambda: _Connection(self))
+        else:
+            _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.tls)
         self._all.add(conn)
         return conn
 
