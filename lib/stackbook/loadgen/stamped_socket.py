@@ -6,7 +6,8 @@ records being built) and for a core (a busy host) is milliseconds. Here each soc
 `recvmsg` and SO_TIMESTAMPNS, so a read comes with the time the kernel received its last
 segment, however late the loop reads it; that time is moved onto the `time.perf_counter()`
 clock the rest of the client uses. Linux only, and not under TLS (the transport's own reading
-is used there, stamped on arrival in the loop).
+is used there, stamped on arrival in the loop). The kernel turns stamping on a moment after the
+first socket asks for it; a read without a stamp keeps the time the loop read it.
 """
 from __future__ import annotations
 
