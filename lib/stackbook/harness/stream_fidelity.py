@@ -93,8 +93,11 @@ def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stre
     first = [(start + r.chunk_times_s[0] - t["sent"][0]) * 1000 for r, t in pairs if r.chunk_times_s]
     delivery = [(t["arrival"] - (start + r.sent_s)) * 1000 for r, t in pairs]
     truth = truth_summary([t for _, t in pairs])
+    own = [(x, truth_of(t)) for x, (_, t) in zip(m, pairs)]  # each request against its own truth
+    paired = {**_pcts((x["ttft_ms"] - t["ttft_ms"] for x, t in own), "ttft_error_ms"),
+              **_pcts((x["tpot_ms"] - t["tpot_ms"] for x, t in own if x["tpot_ms"] and t["tpot_ms"]), "tpot_error_ms")}
     return {"requests": len(pairs), "client": client, "truth": truth,
-            "error_ms": {k: _diff(client.get(k), truth.get(k)) for k in client},
+            "error_ms": {k: _diff(client.get(k), truth.get(k)) for k in client}, "per_request": paired,
             **_pcts(receive, "receive_delay_ms"), "receive_delay_ms_max": round(max(receive), 3) if receive else None,
             **_pcts(first, "first_receive_delay_ms"), **_pcts(delivery, "delivery_delay_ms")}
 
