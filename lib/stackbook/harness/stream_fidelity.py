@@ -57,7 +57,7 @@ def paced_log(url: str) -> dict[str, dict]:
     return {d["key"]: d for d in httpx.get(url + "/paced", timeout=60).json()}
 
 
-def _pcts(values, key: str) -> dict:
+def percentiles(values, key: str) -> dict:
     v = np.asarray(list(values), float)
     if v.size == 0:
         return {f"{key}_p50": None, f"{key}_p99": None}
@@ -75,9 +75,9 @@ def truth_of(stream: dict) -> dict:
 
 def truth_summary(streams: list[dict]) -> dict:
     t = [truth_of(s) for s in streams]
-    return {**_pcts((x["ttft_ms"] for x in t), "ttft_ms"), **_pcts((x["tpot_ms"] for x in t if x["tpot_ms"]), "tpot_ms"),
-            **_pcts((g for x in t for g in x["itl_ms"]), "itl_ms"),
-            **_pcts((g for x in t for g in x["lateness_ms"]), "server_lateness_ms")}
+    return {**percentiles((x["ttft_ms"] for x in t), "ttft_ms"), **percentiles((x["tpot_ms"] for x in t if x["tpot_ms"]), "tpot_ms"),
+            **percentiles((g for x in t for g in x["itl_ms"]), "itl_ms"),
+            **percentiles((g for x in t for g in x["lateness_ms"]), "server_lateness_ms")}
 
 
 def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stream {r.request_index}") -> dict:
@@ -87,19 +87,19 @@ def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stre
     the client's write: the wire and the server's own wait to read it), in ms."""
     pairs = [(r, log[key(r)]) for r in records if r.phase == "measure" and r.ok and key(r) in log]
     m = [request_metrics(r) for r, _ in pairs]
-    client = {**_pcts((x["ttft_ms"] for x in m), "ttft_ms"), **_pcts((x["tpot_ms"] for x in m if x["tpot_ms"]), "tpot_ms"),
-              **_pcts((g for x in m for g in x["itl_ms"]), "itl_ms")}
+    client = {**percentiles((x["ttft_ms"] for x in m), "ttft_ms"), **percentiles((x["tpot_ms"] for x in m if x["tpot_ms"]), "tpot_ms"),
+              **percentiles((g for x in m for g in x["itl_ms"]), "itl_ms")}
     receive = [(start + c - s) * 1000 for r, t in pairs for c, s in zip(r.chunk_times_s, t["sent"])]
     first = [(start + r.chunk_times_s[0] - t["sent"][0]) * 1000 for r, t in pairs if r.chunk_times_s]
     delivery = [(t["arrival"] - (start + r.sent_s)) * 1000 for r, t in pairs]
     truth = truth_summary([t for _, t in pairs])
     own = [(x, truth_of(t)) for x, (_, t) in zip(m, pairs)]  # each request against its own truth
-    paired = {**_pcts((x["ttft_ms"] - t["ttft_ms"] for x, t in own), "ttft_error_ms"),
-              **_pcts((x["tpot_ms"] - t["tpot_ms"] for x, t in own if x["tpot_ms"] and t["tpot_ms"]), "tpot_error_ms")}
+    paired = {**percentiles((x["ttft_ms"] - t["ttft_ms"] for x, t in own), "ttft_error_ms"),
+              **percentiles((x["tpot_ms"] - t["tpot_ms"] for x, t in own if x["tpot_ms"] and t["tpot_ms"]), "tpot_error_ms")}
     return {"requests": len(pairs), "client": client, "truth": truth,
             "error_ms": {k: _diff(client.get(k), truth.get(k)) for k in client}, "per_request": paired,
-            **_pcts(receive, "receive_delay_ms"), "receive_delay_ms_max": round(max(receive), 3) if receive else None,
-            **_pcts(first, "first_receive_delay_ms"), **_pcts(delivery, "delivery_delay_ms")}
+            **percentiles(receive, "receive_delay_ms"), "receive_delay_ms_max": round(max(receive), 3) if receive else None,
+            **percentiles(first, "first_receive_delay_ms"), **percentiles(delivery, "delivery_delay_ms")}
 
 
 def _diff(a, b):

