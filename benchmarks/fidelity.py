@@ -38,7 +38,7 @@ from stackbook.harness.stream_fidelity import (
     STREAM_LADDER,
     TOKENS,
     TRUTH,
-    _pcts,
+    percentiles,
     core_plan,
     paced_log,
     pinned,
@@ -263,7 +263,7 @@ def vllm_bench_streams(workdir: Path, url: str, hf_dir: str, streams: int) -> di
     tpot = _tpots([vb])
     itl = [g * 1000 for gaps in vb["itls"] for g in gaps]
     return {"streams": streams, "requests": int(vb.get("completed", 0)), "errors": streams * ROUNDS - int(vb.get("completed", 0)),
-            "client": {**_pcts(ttft, "ttft_ms"), **_pcts(tpot, "tpot_ms"), **_pcts(itl, "itl_ms")},
+            "client": {**percentiles(ttft, "ttft_ms"), **percentiles(tpot, "tpot_ms"), **percentiles(itl, "itl_ms")},
             "truth": truth_summary(log), "load_average_1m": [round(load0, 2), round(os.getloadavg()[0], 2)]}
 
 
