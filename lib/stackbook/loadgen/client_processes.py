@@ -26,6 +26,7 @@ from typing import Literal
 import psutil
 
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
+from stackbook.loadgen.http_client import kernel_stamped
 from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentWriter, read_sent
@@ -141,6 +142,7 @@ class ClientCost:
     separate: bool = False
     loop_delay: list[dict] = dataclasses.field(default_factory=list)
     start_s: float | None = None
+    kernel_stamps: bool = False  # replies stamped with the kernel's receive times (loadgen.stamped_socket)
 
     def busiest_fraction(self) -> float:
         """The largest share of one core any client process used: the one that lags first."""
@@ -159,7 +161,7 @@ class ClientCost:
     def summary(self) -> dict:
         return {"client_processes": len(self.cpu_s), "client_cpu_fraction": round(self.busiest_fraction(), 4),
                 "client_cpu_fraction_by_process": [round(c / max(1e-9, self.wall_s), 4) for c in self.cpu_s],
-                **self.worst_loop_delay()}
+                **self.worst_loop_delay(), "client_kernel_stamps": self.kernel_stamps}
 
 
 class ClientProcessError(RuntimeError):
@@ -294,10 +296,12 @@ def send_point(kind: Literal["open", "closed"], target: Target, prompts: list[Pr
             recs = run_closed_loop(target, prompts, tokenizer, concurrency=concurrency, writer=writer,
                                    progress=progress, alive=alive, start=wall0, probe=probe, **common)
         return recs, ClientCost([time.process_time() - cpu0], time.perf_counter() - wall0,
-                                loop_delay=[probe.summary()], start_s=wall0)
+                                loop_delay=[probe.summary()], start_s=wall0,
+                                kernel_stamps=kernel_stamped(target.base_url))
     shares = shares_for(kind, target, prompts, tokenizer, processes=processes, parts_dir=parts_dir,
                         schedule=schedule, concurrency=concurrency, engine_pid=engine_pid, **common)
     cost = run_shares(shares, parts_dir, progress)
+    cost.kernel_stamps = kernel_stamped(target.base_url)
     return merge_parts(parts_dir, writer, sent_writer, alive), cost
 
 

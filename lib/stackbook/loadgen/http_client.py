@@ -61,6 +61,12 @@ def tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_bundle)
 
 
+def kernel_stamped(base_url: str) -> bool:
+    """Whether replies from this server are stamped with the kernel's receive times (plain TCP
+    on Linux, loadgen.stamped_socket) rather than when the loop reads them."""
+    return urlsplit(base_url).scheme == "http" and stamped_socket.AVAILABLE
+
+
 def host_header(host: str, port: int) -> str:
     """host:port as the Host header and URLs write it: an IPv6 literal in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -10,6 +10,7 @@ from stackbook.config.protocol import Slo
 from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.harness.pacing import Pacing
 from stackbook.loadgen.drivers import Target, closed_loop, collector_paused, run_sync
+from stackbook.loadgen.http_client import kernel_stamped
 from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metrics import point_summary
@@ -31,6 +32,13 @@ def test_the_shares_are_the_delay_against_the_median_ttft_and_the_stream_decode_
     # Under a millisecond is the harness's own resolution; an older run without a probe is not judged.
     assert client_delay_validity(s | {"client_loop_delay_ms_p99": 0.9, "ttft_ms_p50": 1.0})["client_delay_valid"]
     assert client_delay_validity({"ttft_ms_p50": 1.0})["client_delay_valid"] is True
+    # Under kernel stamps a late read moves a first token by at most the reply's span after it:
+    # a 20 ms wait beside a 0.5 ms reply (the zero-latency server) moves it by 0.1 ms at most.
+    fast = {"client_loop_delay_ms_p99": 20.0, "ttft_ms_p50": 0.4, "e2e_ms_p50": 0.5, "tpot_ms_p50": 0.03,
+            "output_tokens": 40, "completed": 10}
+    assert client_delay_validity(fast)["client_delay_valid"] is False
+    bounded = client_delay_validity(fast | {"client_kernel_stamps": True})
+    assert bounded["client_delay_judged_ms"] == pytest.approx(0.1) and bounded["client_delay_valid"] is True
     # The rule joins the load check: both must hold.
     assert with_client_delay({"valid": True}, s | {"ttft_ms_p50": 40.0})["valid"] is False
     assert with_client_delay({"valid": False}, s)["valid"] is False
@@ -80,7 +88,8 @@ def _point(url: str, busy_ms: float | None, tokens: int = 8) -> dict:
     with collector_paused():
         recs = run_sync(main())
     assert len(recs) == 16 and all(r.ok for r in recs)
-    return point_summary(recs, Slo()) | {f"client_{k}": v for k, v in probe.summary().items()}
+    return point_summary(recs, Slo()) | {f"client_{k}": v for k, v in probe.summary().items()} | {
+        "client_kernel_stamps": kernel_stamped(url)}
 
 
 def test_a_busy_client_loop_invalidates_the_point(paced):
