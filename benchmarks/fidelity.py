@@ -9,6 +9,11 @@
 
 Run: .venv/bin/python benchmarks/fidelity.py   (about 6 minutes; writes benchmarks/results/fidelity.json)
 Timings are printed as ratios measured in this one run; nothing here is a pass/fail test.
+
+`--part streams` (a few minutes; writes benchmarks/results/fidelity_streams.json): hundreds of
+concurrent streams against the paced calibration server, whose true TTFT and inter-token gap
+are known and whose every send is recorded: stackbook (from one and from N client processes)
+and `vllm bench serve` side by side at each concurrency, server and clients on separate cores.
 """
 from __future__ import annotations
 
@@ -28,6 +33,18 @@ from stackbook.engines import adapter_for
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.harness.fidelity import highest_rate_held, ratio, server_lag_ms, verdicts
 from stackbook.harness.selftest import start_server
+from stackbook.harness.stream_fidelity import (
+    ROUNDS,
+    STREAM_LADDER,
+    TOKENS,
+    TRUTH,
+    percentiles,
+    core_plan,
+    paced_log,
+    pinned,
+    stream_point,
+    truth_summary,
+)
 from stackbook.loadgen.arrivals import constant_schedule
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
 from stackbook.loadgen.workload import (
@@ -231,12 +248,87 @@ def summarize(cal: dict | None, eng: dict | None) -> dict:
     return out
 
 
+STREAMS_OUT = REPO_ROOT / "benchmarks" / "results" / "fidelity_streams.json"
+
+
+def vllm_bench_streams(workdir: Path, url: str, hf_dir: str, streams: int) -> dict:
+    """`vllm bench serve` as a closed loop of `streams` against the paced server: its own figures
+    beside the truth of the same streams (its one test request before the run left out)."""
+    paced_log(url)
+    load0 = os.getloadavg()[0]
+    vb = vllm_bench(workdir, url, "calibration", hf_dir, streams * ROUNDS, "inf", 16, TOKENS,
+                    max_concurrency=streams, tag=f"-streams{streams}")
+    log = sorted(paced_log(url).values(), key=lambda d: d["arrival"])[1:]
+    ttft = [x * 1000 for x in vb["ttfts"] if x]
+    tpot = _tpots([vb])
+    itl = [g * 1000 for gaps in vb["itls"] for g in gaps]
+    return {"streams": streams, "requests": int(vb.get("completed", 0)), "errors": streams * ROUNDS - int(vb.get("completed", 0)),
+            "client": {**percentiles(ttft, "ttft_ms"), **percentiles(tpot, "tpot_ms"), **percentiles(itl, "itl_ms")},
+            "truth": truth_summary(log), "load_average_1m": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+
+
+def streams_part(workdir: Path, hf_dir: str, ladder: list[int], processes: int) -> dict:
+    plan = core_plan()
+    proc, url = start_server(TRUTH, cpu=plan["server"][0] if plan["separate"] else None)
+    rows = []
+    peer = VllmCpuAdapter.installed_executable().exists()
+    try:
+        with pinned(plan["client"] if plan["separate"] else []):
+            for n in ladder:
+                row = {"streams": n, "stackbook": stream_point(url, n, 1)}
+                if processes > 1:
+                    row["stackbook_processes"] = stream_point(url, n, processes)
+                if peer:
+                    row["vllm bench serve"] = vllm_bench_streams(workdir, url, hf_dir, n)
+                for who in ("stackbook", "stackbook_processes", "vllm bench serve"):
+                    if who in row:
+                        r = row[who]
+                        r["error_ms"] = {k: _delta(r["client"].get(k), r["truth"].get(k)) for k in r["client"]}
+                rows.append(row)
+                print(json.dumps({k: (v if not isinstance(v, dict) else {"client": v["client"], "truth": v["truth"]})
+                                  for k, v in row.items()}), flush=True)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    return {"truth": TRUTH.model_dump(), "tokens_per_stream": TOKENS, "requests_per_stream": ROUNDS,
+            "stackbook_measures": "every request after each stream's first (the first round, all streams starting "
+                                  "at once, is the warm-up)",
+            "vllm_bench_measures": "every request it sent (it has no warm-up)",
+            "cores": plan, "client_processes": processes, "peer_ran": peer, "rows": rows}
+
+
+def _delta(a, b):
+    return round(a - b, 3) if a is not None and b is not None else None
+
+
+def host_record(command: str) -> dict:
+    from stackbook.host import cpu_model, isa_flags
+    return {"command": command, "cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "isa_flags": isa_flags(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()], "measured_unix": time.time()}
+
+
 def main() -> None:
     import argparse
     ap = argparse.ArgumentParser(description="stackbook's client against vllm bench serve, side by side")
-    ap.add_argument("--part", choices=["all", "calibration", "engine"], default="all",
-                    help="a single part prints its figures and leaves the committed result alone")
-    part = ap.parse_args().part
+    ap.add_argument("--part", choices=["all", "calibration", "engine", "streams"], default="all",
+                    help="a single part prints its figures and leaves the committed result alone (streams: "
+                         "writes its own result)")
+    ap.add_argument("--streams", default=",".join(map(str, STREAM_LADDER)), help="streams part: concurrencies")
+    ap.add_argument("--processes", type=int, default=2, help="streams part: also from this many client processes")
+    args = ap.parse_args()
+    part = args.part
+    if part == "streams":
+        import sys
+        host = host_record(" ".join(["benchmarks/fidelity.py", *sys.argv[1:]]))
+        from stackbook.model.artifacts import embedded_artifacts
+        with tempfile.TemporaryDirectory() as d:
+            out = streams_part(Path(d), str(embedded_artifacts().hf_dir), [int(x) for x in args.streams.split(",")],
+                               args.processes)
+        result = {"host": host | {"load_average_at_end": [round(x, 2) for x in os.getloadavg()]}, **out}
+        STREAMS_OUT.parent.mkdir(parents=True, exist_ok=True)
+        STREAMS_OUT.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {STREAMS_OUT}")
+        return
     with tempfile.TemporaryDirectory() as d:
         workdir = Path(d)
         from stackbook.model.artifacts import embedded_artifacts

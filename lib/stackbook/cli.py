@@ -266,13 +266,27 @@ def selftest(quick: bool = typer.Option(False, "--quick", help="fewer requests (
              processes: int = typer.Option(1, "--processes", min=1, max=64,
                                            help="also climb the rate ladder from this many client processes "
                                                 "(protocol.loadgen.processes), beside the one-process ladder"),
+             streams: Optional[str] = typer.Option(None, "--streams", help="instead: the client's distortion of "
+                                                   "TTFT, TPOT and chunk gaps at these numbers of concurrent streams "
+                                                   "(e.g. 16,64,256,512,1024) against the paced calibration server"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """The harness's own ceiling here, against the zero-latency calibration server."""
     from stackbook.harness.selftest import selftest as run
 
-    out = run(quick=quick, processes=processes)
+    try:
+        ladder = [int(x) for x in streams.split(",")] if streams else None
+    except ValueError:
+        _fail(f"--streams {streams!r}: give whole numbers of streams separated by commas, e.g. --streams 16,64,256")
+    if ladder and min(ladder) < 1:
+        _fail(f"--streams {streams!r}: each number of streams must be at least 1")
+    out = run(quick=quick, processes=processes, streams=ladder)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
+        return
+    if ladder:
+        from stackbook.harness.stream_fidelity import describe_ladder
+
+        typer.echo(describe_ladder(out))
         return
     typer.echo(f"TTFT floor: p50 {out['ttft_floor_ms_p50']} ms, p99 {out['ttft_floor_ms_p99']} ms")
     typer.echo(f"streamed events: {out['streamed_events_per_s']:,} per second")

@@ -5,11 +5,14 @@ floor. It can also misbehave on purpose (per request, by model name `calibration
 harness's error handling is tested against each failure it must classify:
   ok, http_429, http_503, malformed_sse, invalid_json, truncated, error_event, slow_headers.
 It binds 127.0.0.1 unless told otherwise, and is never an engine: it generates no text.
+With a `Pacing` (harness.pacing) it streams at a known TTFT and inter-token gap instead, and
+records when it sent each event (GET /paced): the truth a client's timings are checked against.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import threading
@@ -17,14 +20,35 @@ import time
 
 import uvloop
 
+from stackbook.harness.pacing import Pacing, PacedSender
+from stackbook.loadgen import stamped_socket
+
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
+class _Stamped(asyncio.StreamReaderProtocol):
+    """Notes when each request's first bytes reach the server, before any parsing: a paced
+    stream's truth starts there, however busy the server is with the other streams' requests."""
+    arrived: float | None = None          # the first bytes of the request being read
+    request_arrived: float | None = None  # those of the request now answered
+
+    def data_received(self, data: bytes) -> None:
+        self.received(data, time.perf_counter())
+
+    def received(self, data: bytes, at: float) -> None:
+        """Bytes that reached the host at `at` (the kernel's time, on a stamped socket)."""
+        if self.arrived is None:
+            self.arrived = at
+        super().data_received(data)
+
+
 class CalibrationServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
-                 slow_headers_s: float = 30.0):
+                 slow_headers_s: float = 30.0, pacing: Pacing | None = None):
         self.host, self.port, self.api_key = host, port, api_key
+        self.pacing = pacing
+        self._paced: PacedSender | None = None  # made on the server's own loop
         self.slow_headers_s = slow_headers_s
         self.requests = 0
         self.running = 0
@@ -50,6 +74,9 @@ class CalibrationServer:
                     k, _, v = h.decode("latin-1").partition(":")
                     headers[k.strip().lower()] = v.strip()
                 body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                proto = writer.transport.get_protocol()
+                if isinstance(proto, _Stamped):  # whatever arrives from now on is the next request
+                    proto.request_arrived, proto.arrived = proto.arrived, None
                 keep = await self._route(method, path, headers, body, writer)
                 if not keep:
                     return
@@ -80,6 +107,10 @@ class CalibrationServer:
             # kept its schedule, measured on the receiving side, the same way for any client.
             self._respond(writer, 200, json.dumps(self.arrivals).encode())
             self.arrivals = []
+        elif method == "GET" and path == "/paced":
+            # Each paced stream ended since the last call: its key (the last message), arrival,
+            # deadlines and send times (perf_counter seconds), then forget them.
+            self._respond(writer, 200, json.dumps(self._paced.take_log() if self._paced else []).encode())
         elif method == "GET" and path == "/v1/models":
             self._respond(writer, 200, json.dumps({"object": "list", "data": [
                 {"id": "calibration", "object": "model", "max_model_len": 1_000_000}]}).encode())
@@ -97,10 +128,13 @@ class CalibrationServer:
         return True
 
     async def _chat(self, req: dict, writer) -> bool:
+        arrival = getattr(writer.transport.get_protocol(), "request_arrived", None) or time.perf_counter()
         self.arrivals.append(time.monotonic())
         self.requests += 1
         self.running += 1
         try:
+            if self.pacing and req.get("stream") and str(req.get("model", "")) == "calibration":
+                return await self._paced_answer(req, writer, arrival)
             return await self._answer(req, writer)
         finally:
             self.running -= 1
@@ -164,10 +198,50 @@ class CalibrationServer:
         await writer.drain()
         return True
 
+    @functools.lru_cache(maxsize=4)
+    def _token_chunk(self, created: int, model: str) -> bytes:
+        """One streamed token, built once a second (its `created`), not once per stream."""
+        return _chunk(b"data: " + json.dumps(
+            {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+             "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}).encode() + b"\n\n")
+
+    async def _paced_answer(self, req: dict, writer, arrival: float) -> bool:
+        """A stream whose events go out at the pacing's deadlines; the last one carries the end."""
+        if self._paced is None:
+            self._paced = PacedSender(self.pacing)
+        n = max(1, int(req.get("max_tokens") or req.get("max_completion_tokens") or 16))
+        created, model = int(time.time()), req.get("model")
+        token = self._token_chunk(created, model)
+        tail = [{"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+                 "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}]
+        if (req.get("stream_options") or {}).get("include_usage"):
+            tail.append({"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
+        end = _chunk(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in tail) + b"data: [DONE]\n\n")
+        events = [token] * (n - 1) + [token + end + b"0\r\n\r\n"]
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                     b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
+        messages = req.get("messages") or [{}]
+        key = str(messages[-1].get("content", "") if isinstance(messages[-1], dict) else "")[:200]
+        stream = self._paced.stream(key, arrival, events, writer.transport)
+        ok = await stream.done
+        self.tokens_streamed += len(stream.sent)
+        await writer.drain()
+        return ok
+
+    async def _listen(self) -> None:
+        def protocol():
+            return _Stamped(asyncio.StreamReader(limit=2**16), self._handle)
+        if self.pacing and stamped_socket.AVAILABLE:
+            # Paced: each request's arrival is the kernel's receive time of its first bytes.
+            self._server = stamped_socket.StampedListener(self.host, self.port, protocol)
+        else:
+            self._server = await asyncio.get_running_loop().create_server(protocol, self.host, self.port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+
     # -- lifecycle --------------------------------------------------------------------------
     async def serve(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        await self._listen()
         async with self._server:
             await self._server.serve_forever()
 
@@ -180,8 +254,7 @@ class CalibrationServer:
             asyncio.set_event_loop(self._loop)
 
             async def main():
-                self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
-                self.port = self._server.sockets[0].getsockname()[1]
+                await self._listen()
                 ready.set()
                 await self._server.serve_forever()
             try:
@@ -217,9 +290,18 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--api-key-env", default=None, help="require this variable's value as a bearer key")
+    ap.add_argument("--ttft-ms", type=float, default=None, help="paced mode: each stream's time to first token")
+    ap.add_argument("--gap-ms", type=float, default=10.0, help="paced mode: the gap between a stream's tokens")
+    ap.add_argument("--jitter", default="none", choices=["none", "uniform", "normal", "exponential"])
+    ap.add_argument("--jitter-ms", type=float, default=0.0)
+    ap.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     a = ap.parse_args()
     key = os.environ.get(a.api_key_env) if a.api_key_env else None
-    server = CalibrationServer(a.host, a.port, key)
+    if a.cpu is not None:
+        os.sched_setaffinity(0, {a.cpu})
+    pacing = None if a.ttft_ms is None else Pacing(ttft_ms=a.ttft_ms, gap_ms=a.gap_ms, jitter=a.jitter,
+                                                    jitter_ms=a.jitter_ms)
+    server = CalibrationServer(a.host, a.port, key, pacing=pacing)
     print(f"calibration server on {a.host}:{a.port or '(free port)'}", flush=True)
     uvloop.run(server.serve())
 

@@ -17,6 +17,8 @@ import httpx
 import numpy as np
 
 from stackbook.engines.spec import free_port
+from stackbook.harness.pacing import Pacing
+from stackbook.harness.stream_fidelity import TOKENS, TRUTH, core_plan, pinned, stream_point
 from stackbook.loadgen.arrivals import constant_schedule, poisson_schedule
 from stackbook.loadgen.client_processes import send_point
 from stackbook.loadgen.drivers import Target, run_closed_loop
@@ -28,10 +30,14 @@ LADDER = [25, 50, 100, 200, 400, 800, 1200, 1600, 2400, 3200]  # offered rates, 
 QUICK_LADDER = [25, 50, 100, 200]
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
-    """The calibration server in its own process, so it does not share the client's CPU time."""
+def start_server(pacing: Pacing | None = None, cpu: int | None = None) -> tuple[subprocess.Popen, str]:
+    """The calibration server in its own process, so it does not share the client's CPU time;
+    paced, and pinned to one core, when asked."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "stackbook.harness.calibration_server", "--port", str(port)],
+    extra = [] if pacing is None else ["--ttft-ms", str(pacing.ttft_ms), "--gap-ms", str(pacing.gap_ms),
+                                       "--jitter", pacing.jitter, "--jitter-ms", str(pacing.jitter_ms)]
+    extra += [] if cpu is None else ["--cpu", str(cpu)]
+    proc = subprocess.Popen([sys.executable, "-m", "stackbook.harness.calibration_server", "--port", str(port), *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
@@ -113,9 +119,30 @@ def sched_rate(schedule: list[float]) -> float:
     return (len(schedule) - 1) / (schedule[-1] - schedule[0])
 
 
-def selftest(quick: bool = False, processes: int = 1) -> dict:
+def stop_server(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(10)
+
+
+def stream_ladder(streams: list[int], processes: int = 1) -> dict:
+    """The client's distortion of TTFT, TPOT and chunk gaps at each number of concurrent streams
+    against the paced server (harness.stream_fidelity), server and client on separate cores where
+    the host has them; with processes > 1, each point again from that many client processes."""
+    plan = core_plan()
+    proc, url = start_server(TRUTH, cpu=plan["server"][0] if plan["separate"] else None)
+    try:
+        with pinned(plan["client"] if plan["separate"] else []):
+            rows = [stream_point(url, n, p) for n in streams for p in sorted({1, processes})]
+    finally:
+        stop_server(proc)
+    return {"truth": TRUTH.model_dump(), "tokens_per_stream": TOKENS, "cores": plan, "stream_ladder": rows}
+
+
+def selftest(quick: bool = False, processes: int = 1, streams: list[int] | None = None) -> dict:
     """The harness's ceiling; with processes > 1, the open-loop ladder again from that many
-    client processes, beside the one-process ladder."""
+    client processes, beside the one-process ladder; with `streams`, the stream fidelity ladder."""
+    if streams:
+        return stream_ladder(streams, processes)
     proc, url = start_server()
     try:
         out = measure(url, quick=quick)
@@ -126,5 +153,4 @@ def selftest(quick: bool = False, processes: int = 1) -> dict:
                     "rate_ladder_processes": ladder}
         return out
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
+        stop_server(proc)

@@ -26,6 +26,8 @@ from typing import Literal
 import psutil
 
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
+from stackbook.loadgen.http_client import kernel_stamped
+from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentWriter, read_sent
 from stackbook.loadgen.workload import PromptSpec
@@ -133,10 +135,14 @@ def shares_for(kind: Literal["open", "closed"], target: Target, prompts: list[Pr
 @dataclass
 class ClientCost:
     """What the client spent while the point ran: CPU seconds of each client process over
-    `wall_s`; `separate` when they were processes of their own (not the sweep's)."""
+    `wall_s`; `separate` when they were processes of their own (not the sweep's); each process's
+    event-loop delay (loadgen.loop_lag) and the point's start (perf_counter: the records' origin)."""
     cpu_s: list[float]
     wall_s: float
     separate: bool = False
+    loop_delay: list[dict] = dataclasses.field(default_factory=list)
+    start_s: float | None = None
+    kernel_stamps: bool = False  # replies stamped with the kernel's receive times (loadgen.stamped_socket)
 
     def busiest_fraction(self) -> float:
         """The largest share of one core any client process used: the one that lags first."""
@@ -146,9 +152,16 @@ class ClientCost:
         """CPU seconds spent outside the sweep's own process (which it reads itself)."""
         return sum(self.cpu_s) if self.separate else 0.0
 
+    def worst_loop_delay(self) -> dict:
+        """Each loop-delay figure at its worst over the processes (the one that stamps latest)."""
+        keys = ("loop_delay_ms_p50", "loop_delay_ms_p99", "loop_delay_ms_max")
+        return {f"client_{k}": max((d[k] for d in self.loop_delay if d.get(k) is not None), default=None)
+                for k in keys}
+
     def summary(self) -> dict:
         return {"client_processes": len(self.cpu_s), "client_cpu_fraction": round(self.busiest_fraction(), 4),
-                "client_cpu_fraction_by_process": [round(c / max(1e-9, self.wall_s), 4) for c in self.cpu_s]}
+                "client_cpu_fraction_by_process": [round(c / max(1e-9, self.wall_s), 4) for c in self.cpu_s],
+                **self.worst_loop_delay(), "client_kernel_stamps": self.kernel_stamps}
 
 
 class ClientProcessError(RuntimeError):
@@ -192,7 +205,8 @@ def run_shares(shares: list[Share], parts_dir: Path, progress=None) -> ClientCos
                 raise ClientProcessError(f"client process {k} exited with {p.returncode}: "
                                          f"{_tail(p, part_path(parts_dir, k, 'stderr'))}")
             costs.append(json.loads(out[-1]))
-        return ClientCost(cpu_s=[c["cpu_s"] for c in costs], wall_s=max(c["wall_s"] for c in costs), separate=True)
+        return ClientCost(cpu_s=[c["cpu_s"] for c in costs], wall_s=max(c["wall_s"] for c in costs), separate=True,
+                          loop_delay=[c["loop_delay"] for c in costs], start_s=start)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -274,16 +288,20 @@ def send_point(kind: Literal["open", "closed"], target: Target, prompts: list[Pr
     common = dict(warmup=warmup, cooldown=cooldown, base=base)
     if processes == 1:
         cpu0, wall0 = time.process_time(), time.perf_counter()
+        probe = LoopLag()
         if kind == "open":
             recs = run_open_loop(target, prompts, tokenizer, schedule=schedule, writer=writer, progress=progress,
-                                 alive=alive, **common)
+                                 alive=alive, start=wall0, probe=probe, **common)
         else:
             recs = run_closed_loop(target, prompts, tokenizer, concurrency=concurrency, writer=writer,
-                                   progress=progress, alive=alive, **common)
-        return recs, ClientCost([time.process_time() - cpu0], time.perf_counter() - wall0)
+                                   progress=progress, alive=alive, start=wall0, probe=probe, **common)
+        return recs, ClientCost([time.process_time() - cpu0], time.perf_counter() - wall0,
+                                loop_delay=[probe.summary()], start_s=wall0,
+                                kernel_stamps=kernel_stamped(target.base_url))
     shares = shares_for(kind, target, prompts, tokenizer, processes=processes, parts_dir=parts_dir,
                         schedule=schedule, concurrency=concurrency, engine_pid=engine_pid, **common)
     cost = run_shares(shares, parts_dir, progress)
+    cost.kernel_stamps = kernel_stamped(target.base_url)
     return merge_parts(parts_dir, writer, sent_writer, alive), cost
 
 
@@ -296,13 +314,16 @@ def _client_main(payload: str) -> None:
         print("ready", flush=True)
         start = float(sys.stdin.readline())
         cpu0 = time.process_time()
+        probe = LoopLag()
         common = dict(warmup=share.warmup, cooldown=share.cooldown, writer=writer, base=share.base,
-                      alive=EngineWatch(share.engine_pid), start=start, positions=share.positions, total=share.total)
+                      alive=EngineWatch(share.engine_pid), start=start, positions=share.positions, total=share.total,
+                      probe=probe)
         if share.kind == "open":
             run_open_loop(target, share.prompts, share.tokenizer, schedule=share.schedule, **common)
         else:
             run_closed_loop(target, share.prompts, share.tokenizer, concurrency=share.concurrency, **common)
-        cost = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - start}
+        cost = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - start,
+                "loop_delay": probe.summary()}
     print(json.dumps(cost), flush=True)
 
 

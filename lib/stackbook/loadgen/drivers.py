@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import gc
@@ -10,14 +11,15 @@ import ssl
 import sys
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import httpx
 import uvloop
 
 from stackbook.loadgen.http_client import STANDARD_HEADERS, StreamClient, refuse_proxy, tls_context
+from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.records import RecordWriter, RequestRecord
-from stackbook.loadgen.workload import PromptSpec, count_tokens
+from stackbook.loadgen.replies import Sent, classify_status, record_of
+from stackbook.loadgen.workload import PromptSpec
 
 MAX_SLEEP_S = 0.05
 
@@ -69,31 +71,6 @@ def request_body(target: Target, messages: list, stream: bool = True, output_tok
     return body
 
 
-@lru_cache(maxsize=8)
-def _validator(schema_json: str):
-    # Imported on first use, not at the top: jsonschema's format checkers build a grammar when
-    # imported, a second or two of CPU in every process that imports the load generator.
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(json.loads(schema_json))
-
-
-def schema_problem(text: str, schema: dict) -> str | None:
-    """Why the reply is not JSON under the schema, or None when it is."""
-    try:
-        doc = json.loads(text)
-    except ValueError as err:
-        return f"the reply is not JSON ({err.msg} at {err.pos}): {text[:120]!r}"
-    errors = sorted(_validator(json.dumps(schema, sort_keys=True)).iter_errors(doc), key=lambda e: e.path)
-    return f"the reply breaks the schema: {errors[0].message[:200]}" if errors else None
-
-
-def classify_status(status: int) -> str:
-    if status in (429, 503):
-        return "admission_rejected"
-    return "http_error"
-
-
 @contextlib.contextmanager
 def collector_paused():
     """No garbage-collection pauses while a point runs: a full collection can hold the event loop
@@ -113,56 +90,12 @@ def collector_paused():
         gc.collect()
 
 
-def _parse_events(events: list[tuple[float, bytes]], t0: float, tokenizer) -> dict:
-    """Decode the SSE payloads of one reply (after it ended, off the receiving path)."""
-    chunk_times: list[float] = []
-    parts: list[str] = []
-    usage: dict = {}
-    finish = None
-    first_event = None
-    error_class, error = "none", None
-    for at, data in events:
-        if data == b"[DONE]":
-            break
-        try:
-            event = json.loads(data)
-        except ValueError:
-            error_class, error = "malformed_stream", f"invalid JSON in a stream chunk: {data[:200]!r}"
-            break
-        if not isinstance(event, dict):
-            error_class, error = "malformed_stream", f"a stream chunk that is not an object: {data[:200]!r}"
-            break
-        if "error" in event:
-            err = event["error"] if isinstance(event["error"], dict) else {"message": event["error"]}
-            code = err.get("code")
-            # Some servers reject inside an open stream instead of with HTTP 429/503.
-            rejected = code in (429, 503, "429", "503", "rate_limit_exceeded", "overloaded")
-            error_class = "admission_rejected" if rejected else "http_error"
-            error = f"error event in the stream: {str(err)[:400]}"
-            break
-        if event.get("usage"):
-            usage = event["usage"]
-        if first_event is None and event.get("choices"):
-            first_event = at - t0
-        for choice in event.get("choices") or []:
-            delta = choice.get("delta") or {}
-            piece = delta.get("content") or delta.get("reasoning_content") or ""
-            if piece:
-                chunk_times.append(at - t0)
-                parts.append(piece)
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
-    return {"chunk_times": chunk_times, "chunk_tokens": [count_tokens(tokenizer, p) for p in parts],
-            "text": "".join(parts), "usage": usage, "finish": finish, "error_class": error_class, "error": error,
-            "first_event": first_event}
-
-
-async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, *,
-                      base: dict, t0: float, scheduled_s: float, messages: list | None = None,
-                      output_tokens: int | None = None, prompt_tokens_client: int | None = None,
-                      turn: int = 0) -> RequestRecord:
-    """Send one streaming chat request; every SSE chunk is timed by the arrival of its bytes.
-    `messages` and the lengths override the prompt's own (later turns of a conversation)."""
+async def send_chat(client: StreamClient, target: Target, prompt: PromptSpec, *, base: dict, t0: float,
+                    scheduled_s: float, messages: list | None = None, output_tokens: int | None = None,
+                    prompt_tokens_client: int | None = None, turn: int = 0) -> Sent:
+    """Send one streaming chat request and wait for its reply; every SSE chunk is timed by the
+    arrival of its bytes. `messages` and the lengths override the prompt's own (later turns of a
+    conversation). The reply is decoded later, by `record_of`."""
     n_out = output_tokens if output_tokens is not None else prompt.output_tokens
     body = request_body(target, messages or prompt.messages, output_tokens=n_out, schema=prompt.schema,
                         natural_end=prompt.natural_end)
@@ -182,50 +115,26 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
                         "request_index": prompt.index, "turn": turn, "scheduled_s": scheduled_s, "sent_s": sent,
                         "body": body})
     reply = await client.post(target.chat_path, payload, target.timeout_s, target.headers)
-    end = time.perf_counter() - t0
-    status = reply.status
-    parsed = {"chunk_times": [], "chunk_tokens": [], "text": "", "usage": {}, "finish": None,
-              "error_class": "none", "error": None, "first_event": None}
-    error_class, error = reply.error_class, reply.error
-    if status is not None and status != 200:
-        error_class = classify_status(status)
-        error = f"HTTP {status}: {reply.body.decode(errors='replace')[:500]}"
-    elif status == 200:
-        parsed = _parse_events(reply.events, t0, tokenizer)
-        if parsed["error_class"] != "none":
-            error_class, error = parsed["error_class"], parsed["error"]
-        elif error_class == "none" and parsed["finish"] is None:
-            error_class, error = "transport", "stream cut before a finish_reason (connection closed early)"
-        elif error_class == "none" and not prompt.natural_end:
-            pass  # a forced length ends at the limit by design: finish_reason "length" is expected
-        elif error_class == "none" and parsed["finish"] == "length":
-            # The reply was expected to end by itself (a JSON object closing) and hit the token
-            # limit instead: that is truncation, whatever the half-written text looks like.
-            error_class, error = "length_truncated", (f"the reply hit max_tokens ({body.get(target.max_tokens_field)}) "
-                                                      "before ending by itself")
-        elif error_class == "none" and prompt.schema is not None:
-            problem = schema_problem(parsed["text"], prompt.schema)
-            if problem:
-                error_class, error = "schema_failure", problem
-    usage = parsed["usage"]
-    details = usage.get("prompt_tokens_details") or {}
-    chunk_times = parsed["chunk_times"]
-    return RequestRecord(
-        **rec, sent_s=sent, sent_unix=sent_unix, connect_s=reply.connect_s, first_token_s=chunk_times[0] if chunk_times else None,
-        first_event_s=parsed["first_event"], end_s=end, chunk_times_s=chunk_times, chunk_tokens=parsed["chunk_tokens"],
-        prompt_tokens_server=usage.get("prompt_tokens"), output_tokens_server=usage.get("completion_tokens"),
-        output_tokens_client=count_tokens(tokenizer, parsed["text"]), cached_prompt_tokens=details.get("cached_tokens"),
-        finish_reason=parsed["finish"], status=status, error_class=error_class, error=error,
-        output_text=parsed["text"], engine_timings=reply.engine_timings if status == 200 else None)
+    return Sent(rec, prompt, target, body, t0, sent, sent_unix, reply)
+
+
+async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, **kwargs) -> RequestRecord:
+    """Send one streaming chat request and return its record (see `send_chat`)."""
+    return record_of(await send_chat(client, target, prompt, **kwargs), tokenizer)
 
 
 async def run_prompt(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, *, base: dict,
-                     t0: float, scheduled_s: float, file) -> None:
+                     t0: float, scheduled_s: float, finisher: "Finisher") -> None:
     """One request, or a whole conversation: each later turn carries the history with the
     model's actual replies, and is sent when the previous turn has ended (a user who waits for
-    the answer). Every turn is filed as it completes; a failed turn ends the conversation."""
-    rec = await stream_chat(client, target, prompt, tokenizer, base=base, t0=t0, scheduled_s=scheduled_s)
-    file(rec)
+    the answer). Every turn is filed as it completes; a failed turn ends the conversation. A
+    single request's record is left to the finisher: its sender goes on at once."""
+    sent = await send_chat(client, target, prompt, base=base, t0=t0, scheduled_s=scheduled_s)
+    if not prompt.follow_ups:
+        finisher.submit(sent)
+        return
+    rec = record_of(sent, tokenizer)
+    finisher.file(rec)
     messages = list(prompt.messages)
     history_tokens = prompt.prompt_tokens_client
     for turn, (content, n_user, n_out) in enumerate(prompt.follow_ups, start=1):
@@ -236,7 +145,43 @@ async def run_prompt(client: StreamClient, target: Target, prompt: PromptSpec, t
         rec = await stream_chat(client, target, prompt, tokenizer, base=base, t0=t0,
                                 scheduled_s=time.perf_counter() - t0, messages=messages, output_tokens=n_out,
                                 prompt_tokens_client=history_tokens, turn=turn)
-        file(rec)
+        finisher.file(rec)
+
+
+class Finisher:
+    """Builds and files the records of ended replies beside the sending: one record per turn of
+    the loop, so that at hundreds of streams the replies ending together never hold the
+    receiving of the others' bytes (nor the next sends) for more than one record's work."""
+
+    def __init__(self, tokenizer, file):
+        self.tokenizer, self.file = tokenizer, file
+        self._queue: collections.deque[Sent] = collections.deque()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task | None = None
+
+    def submit(self, sent: Sent) -> None:
+        self._queue.append(sent)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            while self._queue:
+                self.file(record_of(self._queue.popleft(), self.tokenizer))
+                await asyncio.sleep(0)
+            if self._closing:
+                return
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def __aenter__(self) -> "Finisher":
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self._closing = True
+        self._wake.set()
+        await self._task
 
 
 def keep(rec: RequestRecord, out: list, writer: RecordWriter | None, progress, alive) -> None:
@@ -259,7 +204,8 @@ def phases(n: int, warmup: int, cooldown: int):
 async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, concurrency: int,
                       warmup: int, writer: RecordWriter | None, base: dict, progress=None,
                       alive=lambda: True, cooldown: int = 0, start: float | None = None,
-                      positions: list[int] | None = None, total: int | None = None) -> list[RequestRecord]:
+                      positions: list[int] | None = None, total: int | None = None,
+                      probe: LoopLag | None = None) -> list[RequestRecord]:
     """`concurrency` clients, each sending its next prompt when its previous reply ends.
 
     The first `warmup` prompts and the last `cooldown` ones are sent like the others and
@@ -267,16 +213,23 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
     keep the engine at the configured concurrency while the measured requests run.
     A share of a point run by several client processes passes the point's shared `start`
     (a `time.perf_counter()` value: the system-wide monotonic clock), each prompt's position in
-    the whole point and the point's `total`, which the phases are counted against.
+    the whole point and the point's `total`, which the phases are counted against. A `probe`
+    samples the loop's own delay while the requests run.
     """
     phase_of = phases(total or len(prompts), warmup, cooldown)
     queue: asyncio.Queue = asyncio.Queue()
     for i, p in zip(positions or range(len(prompts)), prompts):
         queue.put_nowait((i, p))
     out: list[RequestRecord] = []
-    async with target.stream_client() as client:
+    finisher = Finisher(tokenizer, lambda rec: keep(rec, out, writer, progress, alive))
+    async with target.stream_client() as client, finisher:
+        # The clients' connections are opened before the clock starts: a storm of connects at
+        # the first sends would be the client's own doing, not the engine's.
+        await client.preopen(concurrency)
         t0 = start if start is not None else time.perf_counter()
         await sleep_until(t0)
+        if probe is not None:
+            probe.start()
 
         async def worker() -> None:
             while True:
@@ -285,10 +238,13 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
                 except asyncio.QueueEmpty:
                     return
                 await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0,
-                                 scheduled_s=time.perf_counter() - t0,
-                                 file=lambda rec: keep(rec, out, writer, progress, alive))
+                                 scheduled_s=time.perf_counter() - t0, finisher=finisher)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        try:
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        finally:
+            if probe is not None:
+                probe.stop()
     return out
 
 
@@ -303,7 +259,7 @@ async def sleep_until(deadline: float) -> None:
 async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, schedule: list[float], warmup: int,
                     writer: RecordWriter | None, base: dict, progress=None, alive=lambda: True,
                     cooldown: int = 0, start: float | None = None, positions: list[int] | None = None,
-                    total: int | None = None) -> list[RequestRecord]:
+                    total: int | None = None, probe: LoopLag | None = None) -> list[RequestRecord]:
     """Send prompt i at t0 + schedule[i], whatever the replies are doing (open loop).
 
     Deadlines are absolute, so a late send never delays the next; the lag of each send behind its
@@ -312,18 +268,25 @@ async def open_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, sch
     """
     phase_of = phases(total or len(prompts), warmup, cooldown)
     out: list[RequestRecord] = []
-    async with target.stream_client() as client:
+    finisher = Finisher(tokenizer, lambda rec: keep(rec, out, writer, progress, alive))
+    async with target.stream_client() as client, finisher:
         t0 = start if start is not None else time.perf_counter()
+        if probe is not None:
+            probe.start()
 
         async def one(i: int, p: PromptSpec, at: float) -> None:
             await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0, scheduled_s=at,
-                             file=lambda rec: keep(rec, out, writer, progress, alive))
+                             finisher=finisher)
 
         tasks = []
-        for i, p, at in zip(positions or range(len(prompts)), prompts, schedule):
-            await sleep_until(t0 + at)
-            tasks.append(asyncio.create_task(one(i, p, at)))
-        await asyncio.gather(*tasks)
+        try:
+            for i, p, at in zip(positions or range(len(prompts)), prompts, schedule):
+                await sleep_until(t0 + at)
+                tasks.append(asyncio.create_task(one(i, p, at)))
+            await asyncio.gather(*tasks)
+        finally:
+            if probe is not None:
+                probe.stop()
     return out
 
 

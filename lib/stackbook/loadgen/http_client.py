@@ -5,11 +5,14 @@ requests per second that time becomes schedule lag and inflated latencies that b
 client, not the engine. This one parses with llhttp (through httptools), keeps connections
 alive, and does nothing per received segment except stamp its arrival time and keep the bytes:
 server-sent events are split into (arrival time, payload) pairs and decoded after the reply ends.
+A request's clock starts when it goes onto the wire (its connection's set-up, or the write on a
+kept-alive one) and stops at the arrival of its last bytes, never at a later turn of the loop.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 import time
 import urllib.request
@@ -20,6 +23,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from stackbook import __version__
+from stackbook.loadgen import stamped_socket
 
 USER_AGENT = f"stackbook/{__version__}"
 # Sent on every request: who is asking, and no compression (a compressed stream would be
@@ -57,6 +61,12 @@ def tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_bundle)
 
 
+def kernel_stamped(base_url: str) -> bool:
+    """Whether replies from this server are stamped with the kernel's receive times (plain TCP
+    on Linux, loadgen.stamped_socket) rather than when the loop reads them."""
+    return urlsplit(base_url).scheme == "http" and stamped_socket.AVAILABLE
+
+
 def host_header(host: str, port: int) -> str:
     """host:port as the Host header and URLs write it: an IPv6 literal in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -65,14 +75,29 @@ def host_header(host: str, port: int) -> str:
 @dataclass
 class StreamedReply:
     """What came back for one request. `events` holds each SSE `data:` payload with the
-    perf_counter time at which the bytes carrying its end arrived."""
+    perf_counter time at which the bytes carrying its end arrived; they are split out of the
+    body's timed `segments` when first read, after the reply has ended."""
     status: int | None = None
-    events: list[tuple[float, bytes]] = field(default_factory=list)
+    segments: list[tuple[float, bytes]] = field(default_factory=list)
     body: bytes = b""
     error_class: str = "none"
     error: str | None = None
     complete: bool = False
     connect_s: float | None = None  # opening the connection (TCP, TLS) for this request; None when reused
+    sent_at: float | None = None  # perf_counter when the request went onto the wire (its connect, or its write)
+    ended_at: float | None = None  # perf_counter when its last bytes arrived (or it failed)
+
+    _events: list[tuple[float, bytes]] | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> list[tuple[float, bytes]]:
+        if self._events is None:
+            self._events = sse_events(self.segments)
+        return self._events
+
+    @events.setter
+    def events(self, value: list[tuple[float, bytes]]) -> None:
+        self._events = value
 
     @property
     def engine_timings(self) -> dict | None:
@@ -97,35 +122,47 @@ def final_chunk_timings(events: list[tuple[float, bytes]]) -> dict | None:
 
 
 class _Exchange:
-    """One request in flight on one connection."""
-    __slots__ = ("reply", "future", "partial", "event_stream", "got_bytes", "body_parts")
+    """One request in flight on one connection. Body segments are kept with their arrival time
+    as they come (one append each); the SSE lines are split out once the reply has ended."""
+    __slots__ = ("reply", "future", "segments", "event_stream", "got_bytes", "body_parts")
 
     def __init__(self, future: asyncio.Future):
         self.reply = StreamedReply()
         self.future = future
-        self.partial = b""
+        self.segments: list[tuple[float, bytes]] = []
         self.event_stream = True
         self.got_bytes = False
         self.body_parts: list[bytes] = []
 
-    def finish(self, error_class: str = "none", error: str | None = None) -> None:
+    def finish(self, error_class: str = "none", error: str | None = None, at: float | None = None) -> None:
         if self.future.done():
             return
         r = self.reply
-        if self.partial and self.event_stream:
-            self._lines(b"\n", time.perf_counter())
+        r.ended_at = at if at is not None else time.perf_counter()
+        r.segments = self.segments
         r.body = b"".join(self.body_parts)
         if error_class != "none":
             r.error_class, r.error = error_class, error
         self.future.set_result(r)
 
-    def _lines(self, data: bytes, now: float) -> None:
-        buf = self.partial + data
-        *lines, self.partial = buf.split(b"\n")
-        events = self.reply.events
+
+def sse_events(segments: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """Each `data:` payload of a stream with the arrival time of the segment that carried its
+    line's end (a line still open at the end of the stream counts as ended by it)."""
+    events: list[tuple[float, bytes]] = []
+    partial = b""
+    for at, data in segments:
+        # The common segment is one whole event, `data: {...}\n\n`: no split needed.
+        if not partial and data[-2:] == b"\n\n" and data[:6] == b"data: " and data.count(b"\n") == 2:
+            events.append((at, data[6:-2]))
+            continue
+        *lines, partial = (partial + data).split(b"\n")
         for line in lines:
             if line.startswith(b"data:"):
-                events.append((now, line[5:].strip()))
+                events.append((at, line[5:].strip()))
+    if partial.startswith(b"data:"):
+        events.append((segments[-1][0], partial[5:].strip()))
+    return events
 
 
 class _Connection(asyncio.Protocol):
@@ -146,7 +183,11 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.now = time.perf_counter()
+        self.received(data, time.perf_counter())
+
+    def received(self, data: bytes, at: float) -> None:
+        """Bytes that reached this host at `at` (the kernel's time where the socket gives it)."""
+        self.now = at
         ex = self.exchange
         if ex is None:
             return
@@ -193,14 +234,14 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         ex = self.exchange
         if ex.event_stream:
-            ex._lines(body, self.now)
+            ex.segments.append((self.now, body))
         else:
             ex.body_parts.append(body)
 
     def on_message_complete(self) -> None:
         ex, self.exchange = self.exchange, None
         ex.reply.complete = True
-        ex.finish()
+        ex.finish(at=self.now)
         if self.parser.should_keep_alive() and not self.closed:
             self.pool._release(self)
         else:
@@ -217,6 +258,8 @@ class _Connection(asyncio.Protocol):
         self.exchange = ex
         self.headers_done = False
         self._framed = False
+        if ex.reply.sent_at is None:
+            ex.reply.sent_at = time.perf_counter()
         self.transport.write(payload)
 
 
@@ -237,23 +280,42 @@ class StreamClient:
                       f"Accept: text/event-stream\r\n{extra}")
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
+        self._addresses: list | None = None  # the server's addresses, resolved once
 
     def _release(self, conn: _Connection) -> None:
         conn.reused = True
         self._idle.append(conn)
 
-    async def _connection(self) -> tuple[_Connection, float | None]:
-        """A kept-alive connection, or a new one with the seconds its set-up took."""
+    def _idle_connection(self) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and not conn.transport.is_closing():
-                return conn, None
+                return conn
+        return None
+
+    async def _new_connection(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        began = time.perf_counter()
-        _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port,
-                                               ssl=self.tls)
+        if self.tls is None and stamped_socket.AVAILABLE:
+            # Read by the client itself, each read stamped with the kernel's arrival time.
+            if self._addresses is None:
+                self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            conn = await stamped_socket.open_stamped(self._addresses, lambda: _Connection(self))
+        else:
+            _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.tls)
         self._all.add(conn)
-        return conn, time.perf_counter() - began
+        return conn
+
+    async def preopen(self, n: int, timeout_s: float = 30.0) -> None:
+        """Open up to n kept-alive connections before a point's clock starts, so that its first
+        requests do not all open theirs at once (a storm of the client's own making)."""
+        missing = n - len(self._idle)
+        if missing <= 0:
+            return
+        opened = await asyncio.wait_for(asyncio.gather(*(self._new_connection() for _ in range(missing)),
+                                                       return_exceptions=True), timeout_s)
+        for conn in opened:
+            if isinstance(conn, _Connection):
+                self._release(conn)
 
     async def post(self, path: str, body: bytes, timeout_s: float, headers: dict | None = None) -> StreamedReply:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
@@ -264,19 +326,24 @@ class StreamClient:
         for _ in range(3):
             fut = loop.create_future()
             ex = _Exchange(fut)
-            try:
-                conn, ex.reply.connect_s = await asyncio.wait_for(self._connection(),
-                                                                  max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
-                ex.finish("timeout", f"no connection within {timeout_s:g} s")
-                return fut.result()
-            except ssl.SSLCertVerificationError as err:
-                ex.finish("transport", f"TLS: the server's certificate was not verified ({err.verify_message}); "
-                                       "if it is signed by a private CA, give that CA's PEM file as engine.ca_bundle")
-                return fut.result()
-            except OSError as err:
-                ex.finish("transport", f"{type(err).__name__}: {err}")
-                return fut.result()
+            # A kept-alive connection is used at once: no turn of the loop between the decision
+            # to send and the write (at hundreds of streams, each turn is other streams' work).
+            conn = self._idle_connection()
+            if conn is None:
+                began = ex.reply.sent_at = time.perf_counter()
+                try:
+                    conn = await asyncio.wait_for(self._new_connection(), max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    ex.finish("timeout", f"no connection within {timeout_s:g} s")
+                    return fut.result()
+                except ssl.SSLCertVerificationError as err:
+                    ex.finish("transport", f"TLS: the server's certificate was not verified ({err.verify_message}); "
+                                           "if it is signed by a private CA, give that CA's PEM file as engine.ca_bundle")
+                    return fut.result()
+                except OSError as err:
+                    ex.finish("transport", f"{type(err).__name__}: {err}")
+                    return fut.result()
+                ex.reply.connect_s = time.perf_counter() - began
             try:
                 conn.send(payload, ex)
             except (RuntimeError, OSError):

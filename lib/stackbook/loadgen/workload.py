@@ -80,6 +80,27 @@ def count_tokens(tokenizer, text: str) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False).ids) if text else 0
 
 
+_piece_counts: dict[int, tuple[object, dict[str, int]]] = {}  # per tokenizer: piece -> its token count
+
+
+def count_each(tokenizer, texts: list[str]) -> list[int]:
+    """Tokens in each text (a stream's chunks). Chunks repeat, so each distinct piece is encoded
+    once per tokenizer and remembered: a reply costs a lookup per chunk, not an encoding."""
+    entry = _piece_counts.get(id(tokenizer))
+    if entry is None or entry[0] is not tokenizer:
+        if len(_piece_counts) >= 8:
+            _piece_counts.clear()
+        entry = _piece_counts[id(tokenizer)] = (tokenizer, {})
+    counts = entry[1]
+    missing = {t for t in texts if t not in counts}
+    if missing:
+        if len(counts) > 100_000:
+            counts.clear()
+            missing = set(texts)
+        counts.update((t, count_tokens(tokenizer, t)) for t in missing)
+    return [counts[t] for t in texts]
+
+
 def text_of_tokens(tokenizer, n_tokens: int, rng: random.Random) -> str:
     """Random words trimmed to exactly n_tokens under the tokenizer (decode of the first n ids)."""
     words = []

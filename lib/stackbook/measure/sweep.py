@@ -31,6 +31,7 @@ from stackbook.measure.telemetry import (
     scrape_metrics,
 )
 from stackbook.measure.validity import apply_discard_rules, client_cpu_warning, point_validity
+from stackbook.measure.validity import with_client_delay  # the client-delay rule
 from stackbook.model.artifacts import artifacts_for
 
 
@@ -276,6 +277,8 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
     as_json = protocol.workload.response_format == "json_schema"
     completed = sum(s.get("completed", 0) for s in points.values())
     load_validity = {name: point_validity(s, harness_ceiling) for name, s in points.items()}
+    # The client's own event-loop delay (measure.validity.client_delay_validity): a point it would distort is invalid.
+    load_validity = {name: with_client_delay(v, points[name]) for name, v in load_validity.items()}
     discards = apply_discard_rules(points, load_validity, protocol.discard_rules)
     for d in discards:
         points[d["point"]]["discarded"] = True

@@ -134,3 +134,44 @@ def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
 
 def describe_validity(v: dict) -> str:
     return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")
+
+
+# -- The client's own delay (loadgen.loop_lag) --------------------------------------------------
+# Preregistered: a point is invalid when the load generator's measured event-loop delay could
+# have moved its TTFT or its TPOT by more than this share. A reply's bytes that arrive while the
+# loop is busy wait that long to be stamped: the first token's wait is inside TTFT, and a
+# stream's decode time is stretched by at most the difference of two waits, spread over its
+# tokens. The delay's p99 stands for both (a long wait at one stream's first or last token).
+# Where the client reads with the kernel's receive times (loadgen.stamped_socket) a wait moves a
+# stamp only when one late read gathers several chunks, which all take the last one's time: the
+# first is then late by at most the wait and at most the reply's own span after its first token
+# (median E2E - TTFT), so the smaller of the two is judged.
+MAX_CLIENT_DELAY_SHARE = 0.05
+# A delay under a millisecond is inside the harness's own resolution (its TTFT floor against the
+# zero-latency calibration server, `stackbook selftest`) and is never held against a point.
+MIN_JUDGED_CLIENT_DELAY_MS = 1.0
+
+
+def client_delay_validity(s: dict) -> dict:
+    """The share of the point's median TTFT and median stream decode time (TPOT x (tokens - 1))
+    that the client's p99 loop delay (bounded as above under kernel stamps) amounts to, and
+    whether both are within MAX_CLIENT_DELAY_SHARE. A point without a probe reading (an older
+    run), or whose judged delay is under MIN_JUDGED_CLIENT_DELAY_MS, is not judged."""
+    delay = s.get("client_loop_delay_ms_p99")
+    ttft, tpot = s.get("ttft_ms_p50"), s.get("tpot_ms_p50")
+    if delay is not None and s.get("client_kernel_stamps") and ttft is not None and s.get("e2e_ms_p50") is not None:
+        delay = min(delay, max(0.0, s["e2e_ms_p50"] - ttft))
+    tokens = s["output_tokens"] / s["completed"] if s.get("output_tokens") and s.get("completed") else None
+    decode_ms = tpot * (tokens - 1) if tpot and tokens and tokens > 1 else None
+    out = {"client_loop_delay_ms_p99": s.get("client_loop_delay_ms_p99"), "client_delay_judged_ms": delay,
+           "client_delay_ttft_share": round(delay / ttft, 4) if delay is not None and ttft else None,
+           "client_delay_tpot_share": round(delay / decode_ms, 4) if delay is not None and decode_ms else None}
+    shares = [x for x in (out["client_delay_ttft_share"], out["client_delay_tpot_share"]) if x is not None]
+    judged = delay is not None and delay >= MIN_JUDGED_CLIENT_DELAY_MS
+    return out | {"client_delay_valid": not judged or all(x <= MAX_CLIENT_DELAY_SHARE for x in shares)}
+
+
+def with_client_delay(validity: dict, s: dict) -> dict:
+    """A point's load validity with the client-delay rule added: valid only if both hold."""
+    delay = client_delay_validity(s)
+    return validity | delay | {"valid": validity.get("valid", True) and delay["client_delay_valid"]}

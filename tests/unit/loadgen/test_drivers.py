@@ -176,7 +176,8 @@ def test_a_long_gap_in_the_schedule_is_waited_in_short_steps(server, monkeypatch
     t = Target(server.base_url, "calibration", {"temperature": 0.0}, {"max_tokens": 2})
     recs = run_open_loop(t, prompts(2), TOK, schedule=[0.0, 3.0], warmup=0, writer=None, base=base("gap"))
     assert all(r.sent_s >= r.scheduled_s for r in recs)
-    assert sum(waits) >= 2.9 and max(waits) <= drivers.MAX_SLEEP_S
+    # Many short steps (a busy host makes each step end late, so there may be fewer than 60).
+    assert sum(w > 0 for w in waits) >= 20 and max(waits) <= drivers.MAX_SLEEP_S
 
 
 def test_a_json_reply_cut_at_max_tokens_is_truncation_not_a_schema_failure(server):

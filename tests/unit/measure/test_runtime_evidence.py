@@ -178,7 +178,7 @@ def test_llama_server_timings_from_the_final_chunk():
     t = final_chunk_timings(events)
     assert t["prompt_n"] == 36 and t["prompt_ms"] == 186.129 and t["predicted_n"] == 8 and t["predicted_ms"] == 289.624
     assert t["cache_n"] == 0
-    assert StreamedReply(events=events).engine_timings == t
+    assert StreamedReply(segments=[(at, b"data: " + d + b"\n\n") for at, d in events]).engine_timings == t
     assert final_chunk_timings([(0.1, b'{"choices":[]}'), (0.2, b"[DONE]")]) is None
     # The second request of that run: its prompt came from the cache but one token (cache_n 35).
     agg = engine_time_from_timings([t, {**t, "cache_n": 35, "prompt_n": 1, "prompt_ms": 40.168,
