@@ -56,21 +56,26 @@ def hardware(campaign, arms: dict) -> str:
 
 
 def decision_frame(decisions: list[dict]) -> pd.DataFrame:
-    """The lead's decision rows as a reader's table: per load and metric, who leads, by how much
-    (the ratio with its interval) and on what evidence."""
+    """The decision rows as a reader's table: per load and figure, what the rule says (who is
+    ahead and by how much, or no difference, or undecided), the ratio with its interval and the
+    sample it rests on."""
+    from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text
+
     rows = []
     for d in decisions:
         ratio = d.get("ratio")
         interval = (f"{format_number(ratio)} [{format_number(d.get('lo'))}, {format_number(d.get('hi'))}]"
-                    if ratio is not None else "–")
-        rows.append({"load": d.get("load"), "metric": d.get("metric"),
+                    if ratio is not None and d.get("lo") is not None else format_number(ratio) if ratio else "–")
+        figure = COMPARED_BY_NAME.get(d.get("metric"))
+        text = str(d.get("text", ""))
+        says = text.split(": ", 1)[1] if figure and text.startswith(figure.label + ": ") else text
+        rows.append({"load": d.get("load"), "figure": figure.label if figure else d.get("metric"),
                      "arms (a vs b)": f"{d.get('arm_a')} vs {d.get('arm_b')}",
-                     "decision": d.get("decision"), "leader": d.get("leader") or "none",
-                     "ratio a/b [interval]": interval,
-                     "confidence": format_number(d.get("confidence")),
-                     "evidence (repetitions, requests)": f"{d.get('repetitions_a')}+{d.get('repetitions_b')} reps, "
-                                                         f"{d.get('requests_a')}+{d.get('requests_b')} req",
-                     "text": d.get("text", "")})
+                     "decision": d.get("decision"), "what the rule says": says,
+                     f"ratio a/b [{confidence_text(d.get('confidence') or 0.95)} interval]": interval,
+                     "repetitions, requests": f"{d.get('repetitions_a')}+{d.get('repetitions_b')} reps, "
+                                              f"{d.get('requests_a')}+{d.get('requests_b')} req",
+                     "text": text})
     return pd.DataFrame(rows)
 
 

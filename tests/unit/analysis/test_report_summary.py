@@ -20,15 +20,19 @@ def test_verdict_lines_read_one_row_per_load():
                                         {"load": "concurrency 4", "verdict": "highest throughput b (67.6 tok/s)."}]
 
 
-def test_decision_rows_show_leader_ratio_interval_and_evidence():
-    row = {"load": "concurrency 4", "metric": "output throughput", "arm_a": "vllm-cpu", "arm_b": "llama-cpp",
+def test_decision_rows_show_what_the_rule_says_with_ratio_interval_and_evidence():
+    text = "vllm-cpu ahead of llama-cpp: output throughput 167% higher (141% to 195%)."
+    row = {"load": 4, "metric": "output_throughput", "arm_a": "vllm-cpu", "arm_b": "llama-cpp",
            "leader": "vllm-cpu", "decision": "ahead", "ratio": 2.6712, "lo": 2.41, "hi": 2.953, "confidence": 0.95,
-           "repetitions_a": 3, "repetitions_b": 3, "requests_a": 24, "requests_b": 24, "text": "vllm-cpu is ahead."}
+           "repetitions_a": 3, "repetitions_b": 3, "requests_a": 24, "requests_b": 24, "text": text}
     out = summary.decision_frame([row]).iloc[0]
-    assert out["ratio a/b [interval]"] == "2.67 [2.41, 2.95]" and out["leader"] == "vllm-cpu"
-    assert out["evidence (repetitions, requests)"] == "3+3 reps, 24+24 req"
+    assert out["ratio a/b [95% interval]"] == "2.67 [2.41, 2.95]" and out["figure"] == "output throughput"
+    assert out["what the rule says"] == text and out["repetitions, requests"] == "3+3 reps, 24+24 req"
+    undecided = dict(row, decision="undecided", text="TTFT p50: undecided with this sample (...): add repetitions.",
+                     metric="ttft_p50")
+    assert summary.decision_frame([undecided]).iloc[0]["what the rule says"].startswith("undecided with this sample")
     html = summary._html_table(summary.decision_frame([row]), summary.DECISION_TABLE_ID, hover="text")
-    assert 'id="decision-table"' in html and 'title="vllm-cpu is ahead."' in html and ">text<" not in html
+    assert 'id="decision-table"' in html and f'title="{text}"' in html and ">text<" not in html
 
 
 def _section_notebook(outputs):
