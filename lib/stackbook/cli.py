@@ -52,6 +52,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
                 return
     except CampaignError as err:
         _fail(str(err))
+    from stackbook.evidence.run_lock import RunRefused
     from stackbook.runner import RunInterrupted, run_campaign
 
     try:
@@ -59,7 +60,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
                            resume=str(resume) if resume else None, only_arms=arm or None,
                            progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True),
                            executor=chosen)
-    except (CampaignError, FileExistsError, FileNotFoundError) as err:
+    except (CampaignError, FileExistsError, FileNotFoundError, RunRefused) as err:
         _fail(str(err))
     except RunInterrupted as stop:
         raise typer.Exit(128 + stop.signum)

@@ -165,6 +165,11 @@ class RunDir:
         return self.path / "manifest.json"
 
     @property
+    def lock(self) -> Path:
+        """run.lock: held by the one process writing this run (evidence/run_lock.py); not a record."""
+        return self.path / "run.lock"
+
+    @property
     def host(self) -> Path:
         """host.json: this host measured once per run (memory bandwidth), used by every arm."""
         return self.path / "host.json"
@@ -204,4 +209,4 @@ class RunDir:
 
     def files(self) -> list[Path]:
         """Every file of the run, sorted, for hashing and the portability rewrite."""
-        return sorted(p for p in self.path.rglob("*") if p.is_file())
+        return sorted(p for p in self.path.rglob("*") if p.is_file() and p != self.lock)
