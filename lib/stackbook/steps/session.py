@@ -25,6 +25,7 @@ def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) ->
     info = {
         "kind": adapter.kind,
         "base_url": adapter.base_url,
+        "listens": {"host": adapter.spec.host, "exposed": adapter.spec.expose or "no: loopback only"},
         "remote": adapter.remote,
         "pid": adapter.proc.pid if adapter.proc else None,
         "ready_after_s": adapter.ready_after_s,
