@@ -34,6 +34,8 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
+    from stackbook.config.preflight import preflight
+    from stackbook.evidence.rundir import RunDir
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")
@@ -44,14 +46,27 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     except ValueError as err:
         _fail(str(err))
     try:
-        if campaign is not None:
+        if resume is not None:
+            target = RunDir.existing(resume)
+            c = load_campaign(target.campaign_resolved)
+        else:
             c = load_campaign(campaign)
-            if check:
-                typer.echo(f"{campaign}: valid campaign {c.name!r} with {len(c.arms)} arm(s): "
-                           + ", ".join(f"{a.name} ({a.engine.kind})" for a in c.arms))
-                return
-    except CampaignError as err:
+            target = RunDir.new(c.name, run_id)
+        # Under the ray executor the arms run on other nodes: their memory is checked there.
+        checked = preflight(c, target.path, check_host=executor == "local")
+    except (CampaignError, FileNotFoundError) as err:
         _fail(str(err))
+    for warning in checked.warnings:
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    if checked.refusals:
+        _fail(f"{campaign or target.campaign_resolved}: the campaign cannot run here ({len(checked.refusals)} "
+              "problem(s)):\n" + "\n".join(f"  - {r}" for r in checked.refusals))
+    if check:
+        typer.echo(f"{campaign or target.campaign_resolved}: valid campaign {c.name!r} with {len(c.arms)} arm(s): "
+                   + ", ".join(f"{a.name} ({a.engine.kind})" for a in c.arms))
+        typer.echo("\n".join(checked.report()))
+        return
+    typer.secho("\n".join(checked.report()), err=True)
     from stackbook.evidence.run_lock import RunRefused
     from stackbook.runner import RunInterrupted, run_campaign
 

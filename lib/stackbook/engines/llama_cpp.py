@@ -37,6 +37,7 @@ CACHE_TYPES = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "q8_0": "q8_0", "q4
 class LlamaCppEngine(EngineSpec):
     kind: Literal["llama_cpp"]
     speculative_flags: ClassVar[tuple[str, ...]] = ("--model-draft", "-md", "--hf-repo-draft", "-hfd", "--spec-replace")
+    pool_set_by: ClassVar[tuple[str, ...]] = ("engine.parallel", "protocol.context_length")  # a KV stream per slot
     managed_flags: ClassVar[dict[str, str]] = {
         "-m": "model (model.gguf_path)", "--model": "model (model.gguf_path)", "--alias": "model.name",
         "--host": "engine.host (with engine.expose)", "--port": "engine.port",

@@ -67,6 +67,8 @@ class EngineSpec(BaseModel):
     # The launch flags the adapter sets itself, each with the campaign field that sets it: the same
     # flag again in extra_args would override what the sizing, the fairness check and the records assume.
     managed_flags: ClassVar[dict[str, str]] = {}
+    # The campaign fields that size the cache pool this kind allocates (none: the device decides it).
+    pool_set_by: ClassVar[tuple[str, ...]] = ()
 
     host: str = Field("127.0.0.1", description="the address the engine listens on; one beyond loopback needs expose")
     expose: str | None = Field(None, description="why this engine listens beyond this machine (with a host other "

@@ -34,6 +34,7 @@ def vllm_cpu_kernels(avx512: bool, avx512_bf16: bool, amx: bool, dtype: str, blo
 class VllmCpuEngine(PythonEngineSpec):
     kind: Literal["vllm_cpu"]
     speculative_flags: ClassVar[tuple[str, ...]] = VllmEngine.speculative_flags
+    pool_set_by: ClassVar[tuple[str, ...]] = ("engine.kv_cache_gib",)
     # The GPU build's flags, less the GPU's, plus the CPU build's own.
     managed_flags: ClassVar[dict[str, str]] = {
         **{k: v for k, v in VllmEngine.managed_flags.items()
