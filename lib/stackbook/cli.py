@@ -35,7 +35,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
     from stackbook.config.preflight import preflight
-    from stackbook.evidence.rundir import RunDir
+    from stackbook.evidence.rundir import RunDir, check_run_id
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")
@@ -43,6 +43,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
 
     try:
         chosen = executor_for(executor, ray_address=ray_address)
+        check_run_id(run_id)
     except ValueError as err:
         _fail(str(err))
     try:
@@ -56,6 +57,10 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         checked = preflight(c, target.path, check_host=executor == "local")
     except (CampaignError, FileNotFoundError) as err:
         _fail(str(err))
+    unknown = [a for a in arm if a not in {x.name for x in c.arms}]
+    if unknown:
+        _fail(f"--arm {unknown[0]!r}: no such arm in campaign {c.name!r}; its arms are: "
+              + ", ".join(x.name for x in c.arms))
     for warning in checked.warnings:
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
     if checked.refusals:
@@ -111,7 +116,11 @@ def name_values(items: list[str], option: str, example: str) -> dict:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"{option} {item!r}: write NAME=VALUE, e.g. {option} {example}")
-        values[name.strip()] = yaml.safe_load(value)
+        try:
+            values[name.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ValueError(f"{option} {item!r}: the value is not valid YAML ({getattr(err, 'problem', None) or err}); "
+                             f"quote it, e.g. {option} '{name.strip()}=\"...\"'") from None
     return values
 
 
@@ -255,11 +264,16 @@ def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outpu
     from stackbook.evidence.rundir import RunDir
     from stackbook.loadgen.replay import replay_arm
 
+    from stackbook.evidence.rundir import check_run_id
+
     try:
+        check_run_id(run_id)
         source = RunDir.existing(run_dir)
         campaign = load_campaign(source.campaign_resolved)
         spec = campaign.arm(arm)
-    except (CampaignError, FileNotFoundError, KeyError) as err:
+    except KeyError as err:
+        _fail(f"--arm: {str(err).strip(chr(34) + chr(39))}")
+    except (CampaignError, FileNotFoundError, ValueError) as err:
         _fail(str(err).strip("'\""))
 
     def start_engine(replay_run):
@@ -365,13 +379,15 @@ def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of
 @app.command()
 def screenshot(report_html: Path = typer.Argument(..., help="an HTML report, e.g. outputs/quickstart/reference/report.html"),
                out: Path = typer.Argument(..., help="the PNG to write, e.g. docs/report-quickstart.png"),
-               height: int = typer.Option(2400, help="CSS pixels from the top of the page"),
-               width: int = typer.Option(1100, help="the browser window's width"),
+               height: int = typer.Option(2400, min=1, max=100_000, help="CSS pixels from the top of the page"),
+               width: int = typer.Option(1100, min=100, max=10_000, help="the browser window's width"),
                from_id: Optional[str] = typer.Option(None, "--from-id", help="start at this heading, e.g. Figures")
                ) -> None:
     """A PNG of a report as headless Chromium draws it (the README's picture of a report)."""
     from stackbook.browser import Chromium
 
+    if not report_html.is_file():
+        _fail(f"{report_html}: no such report; give a run's report.html, e.g. outputs/quickstart/reference/report.html")
     try:
         with Chromium(width=width) as browser:
             browser.open(report_html)

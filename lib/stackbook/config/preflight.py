@@ -10,9 +10,11 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from stackbook.config.campaign import Arm, Campaign
+from stackbook.config.protocol import Protocol
 from stackbook.locations import REPO_ROOT, symbolic
 
 GiB = 2**30
@@ -70,8 +72,8 @@ def _field(campaign: Campaign, arm: Arm, dotted: str) -> str:
     return _where(campaign, arm, rest) if head == "protocol" else dotted
 
 
-def starts_engine(campaign: Campaign, arm: Arm) -> bool:
-    return bool({"canaries", "sweep"} & set(campaign.protocol_for(arm).stages))
+def starts_engine(protocol: Protocol) -> bool:
+    return bool({"canaries", "sweep"} & set(protocol.stages))
 
 
 # --------------------------------------------------------------------------- the model
@@ -98,11 +100,11 @@ def model_geometry(campaign: Campaign):
     return None, "no config.json or GGUF to read"
 
 
-def check_context(campaign: Campaign, g, source: str, out: Preflight) -> None:
+def check_context(campaign: Campaign, protocols: dict[str, Protocol], g, source: str, out: Preflight) -> None:
     if g is None or not g.max_context:
         return
     for arm in campaign.arms:
-        context = campaign.protocol_for(arm).context_length
+        context = protocols[arm.name].context_length
         if context > g.max_context:
             out.refusals.append(
                 f"{_where(campaign, arm, 'context_length')}: {context:,} tokens exceeds the model's maximum "
@@ -113,13 +115,13 @@ def check_context(campaign: Campaign, g, source: str, out: Preflight) -> None:
 
 # --------------------------------------------------------------------------- the host
 
-def engine_memory(campaign: Campaign, arm: Arm, g) -> tuple[float, float, list[str]] | None:
+def engine_memory(campaign: Campaign, arm: Arm, protocol: Protocol, g) -> tuple[float, float, list[str]] | None:
     """(weights bytes, cache pool bytes, the fields that size the pool) of the arm's engine, where
     the campaign fixes the pool (the kind's own setting, or hardware.pool_gib); else None."""
     from stackbook import sizing
     from stackbook.engines.spec import CapacityBasis
 
-    spec, protocol = arm.engine, campaign.protocol_for(arm)
+    spec = arm.engine
     pool, fields = spec.cache_pool_bytes(), [_field(campaign, arm, f) for f in spec.pool_set_by]
     if pool is None and g is not None and spec.pool_set_by:
         basis = CapacityBasis(geometry=g, protocol=protocol, device_memory_bytes=0, activations_bytes=0,
@@ -151,12 +153,13 @@ def memory_limit(campaign: Campaign) -> tuple[float, float | None, str]:
     return hw.usable_bytes or hw.memory_bytes, None, f"the {hw.name}'s memory (hardware.accelerator)"
 
 
-def check_memory(campaign: Campaign, g, out: Preflight, limit: tuple[float, float | None, str]) -> None:
+def check_memory(campaign: Campaign, protocols: dict[str, Protocol], g, out: Preflight,
+                 limit: tuple[float, float | None, str]) -> None:
     total, available, what = limit
     for arm in campaign.arms:
-        if not (arm.engine.serves_local_weights and starts_engine(campaign, arm)):
+        if not (arm.engine.serves_local_weights and starts_engine(protocols[arm.name])):
             continue
-        held = engine_memory(campaign, arm, g)
+        held = engine_memory(campaign, arm, protocols[arm.name], g)
         if held is None:
             continue
         weights, pool, fields = held
@@ -193,11 +196,27 @@ def output_problem(path: str | os.PathLike) -> str | None:
 
 # --------------------------------------------------------------------------- the duration
 
+@lru_cache(maxsize=64)
+def record_speeds(path: str, mtime_ns: int, size: int) -> tuple[float, float, float] | None:
+    """(mean TTFT s, mean TPOT s, bytes per line) of one requests.jsonl's measured requests that
+    succeeded; None when there are none. Keyed by the file's mtime and size, read once."""
+    from stackbook.loadgen.records import read_records
+
+    recs = [r for r in read_records(path) if r.ok and r.phase == "measure" and r.first_token_s is not None]
+    if not recs:
+        return None
+    ttft = sum(r.first_token_s - r.sent_s for r in recs) / len(recs)
+    tpot = sum((r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or r.output_tokens_client) - 1)
+               for r in recs) / len(recs)
+    with open(path, "rb") as f:
+        lines = max(1, sum(1 for _ in f))
+    return ttft, tpot, size / lines
+
+
 def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
     """Per arm name, what the latest earlier run of this campaign measured: mean TTFT and TPOT
     (seconds), seconds outside the sweep (engine start, canaries), bytes per record, and the run."""
     from stackbook.evidence.files import read_json
-    from stackbook.loadgen.records import read_records
 
     out: dict[str, dict] = {}
     root = runs_root / campaign.name
@@ -210,28 +229,23 @@ def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
             requests = mpath.parent / "arms" / arm.name / "requests.jsonl"
             if arm.name in out or entry.get("engine") != arm.engine.kind or not requests.exists():
                 continue
-            recs = [r for r in read_records(requests) if r.ok and r.phase == "measure" and r.first_token_s is not None]
-            if not recs:
+            st = requests.stat()
+            speeds = record_speeds(str(requests), st.st_mtime_ns, st.st_size)
+            if speeds is None:
                 continue
-            ttft = sum(r.first_token_s - r.sent_s for r in recs) / len(recs)
-            tpot = sum((r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or r.output_tokens_client) - 1)
-                       for r in recs) / len(recs)
             notebooks = entry.get("notebooks") or {}
             overhead = (entry.get("engine_ready_s") or 0) + sum(
                 (notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
-            lines = max(1, sum(1 for _ in open(requests, "rb")))
-            out[arm.name] = {"ttft_s": ttft, "tpot_s": tpot, "overhead_s": overhead,
-                             "record_bytes": requests.stat().st_size / lines,
+            out[arm.name] = {"ttft_s": speeds[0], "tpot_s": speeds[1], "record_bytes": speeds[2], "overhead_s": overhead,
                              "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT)
                                              else mpath.parent)}
     return out
 
 
-def arm_estimate(campaign: Campaign, arm: Arm, measured: dict | None) -> ArmEstimate:
+def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
     """The arm's sweep as arithmetic: per level, its requests over its clients (a closed loop) or
     its rate (an open loop), each request TTFT + output tokens x TPOT, measured where an earlier
     run has them, else at the SLO's limits (what a passing arm could take)."""
-    p = campaign.protocol_for(arm)
     if "sweep" not in p.stages:
         return ArmEstimate(arm.name, (measured or {}).get("overhead_s", 0.0), 0, "no sweep")
     ttft = measured["ttft_s"] if measured else p.slo.ttft_ms / 1000
@@ -257,9 +271,10 @@ def arm_estimate(campaign: Campaign, arm: Arm, measured: dict | None) -> ArmEsti
                        f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included")
 
 
-def check_duration(campaign: Campaign, out: Preflight, runs_root: Path, free_bytes: float | None) -> None:
+def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out: Preflight, runs_root: Path,
+                   free_bytes: float | None) -> None:
     measured = measured_speeds(campaign, runs_root)
-    out.estimates = [arm_estimate(campaign, arm, measured.get(arm.name)) for arm in campaign.arms]
+    out.estimates = [arm_estimate(arm, protocols[arm.name], measured.get(arm.name)) for arm in campaign.arms]
     if out.seconds > LONG_CAMPAIGN_S:
         per_point = campaign.protocol.requests_per_point
         out.warnings.append(f"protocol.requests_per_point: the campaign would run about {duration(out.seconds)} "
@@ -295,16 +310,17 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
     from stackbook.evidence.rundir import OUTPUTS
 
     out = Preflight()
+    protocols = {arm.name: campaign.protocol_for(arm) for arm in campaign.arms}
     try:
         g, source = model_geometry(campaign)
     except (OSError, ValueError, KeyError) as err:  # a model file the geometry reader cannot parse
         g, source = None, ""
         out.notes.append(f"model: not checked against the campaign ({symbolic(str(err))[:300]})")
-    check_context(campaign, g, source, out)
+    check_context(campaign, protocols, g, source, out)
     if check_host:
-        check_memory(campaign, g, out, limit or memory_limit(campaign))
+        check_memory(campaign, protocols, g, out, limit or memory_limit(campaign))
     problem = output_problem(run_path)
     if problem:
         out.refusals.append(f"output directory: {problem}")
-    check_duration(campaign, out, runs_root or (REPO_ROOT / OUTPUTS), None if problem else free_space(run_path))
+    check_duration(campaign, protocols, out, runs_root or (REPO_ROOT / OUTPUTS), None if problem else free_space(run_path))
     return out
