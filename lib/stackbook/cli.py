@@ -76,12 +76,16 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
     from stackbook.runner import RunInterrupted, run_campaign
 
     try:
-        out = run_campaign(str(campaign) if campaign else "", run_id=run_id,
+        out = run_campaign(str(campaign) if campaign else "", run_id=run_id or target.name,
                            resume=str(resume) if resume else None, only_arms=arm or None,
                            progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True),
                            executor=chosen)
     except (CampaignError, FileExistsError, FileNotFoundError, RunRefused) as err:
         _fail(str(err))
+    except OSError as err:  # the disk filled, or the mount went read-only, while the run wrote
+        _fail(f"{target}: the run stopped: {err.strerror or err}{f' ({err.filename})' if err.filename else ''}. "
+              "What was written before is kept; free space (or make outputs/ writable) and continue with: "
+              f"stackbook run --resume {target}", code=1)
     except RunInterrupted as stop:
         raise typer.Exit(128 + stop.signum)
     from stackbook.evidence.manifest import read_manifest
