@@ -295,9 +295,11 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: C
         steps.set_postfix_str(f"{arm.name}: stopping engine")
         if needs_engine:
             # Capacity lines can arrive late in the log: record them once more before stopping.
-            if adapter.is_alive():
-                record_engine(adapter, arm_dir, restarts=restarts)
-            entry["engine_exit_code"] = adapter.stop()
+            try:
+                if adapter.is_alive():
+                    record_engine(adapter, arm_dir, restarts=restarts)
+            finally:  # a record that cannot be written (a full disk) must not leave the engine running
+                entry["engine_exit_code"] = adapter.stop()
         write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":
             entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))

@@ -5,6 +5,7 @@ releases it; the file's text (pid, host, start time, command) names the holder t
 refused, and tells the next writer that a crashed one left the file behind."""
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
@@ -127,7 +128,9 @@ def hold_run(run_dir: RunDir | str | os.PathLike, command: list[str] | None = No
     except OSError as err:
         os.close(fd)
         raise _not_writable(run, err) from None
-    return RunLock(run, fd, previous)
+    lock = RunLock(run, fd, previous)
+    atexit.register(lock.release)  # a run that stops on an error still lets go; only a killed one leaves the file
+    return lock
 
 
 def refuse_if_held(run_dir: RunDir | str | os.PathLike) -> None:
