@@ -225,10 +225,12 @@ def test_a_torn_last_line_after_a_power_loss(real_engines, chaos_run):
     proc, run_dir = chaos_run("chaos-torn")
     arm = run_dir.arm("only")
     wait_until(lambda: lines(arm.requests) >= 4, what="4 records")
-    engine = faults.engine_pid(arm)
-    os.killpg(proc.pid, signal.SIGKILL)                     # the runner, its kernel and clients at once
-    os.kill(engine, signal.SIGKILL)                         # and the engine, in its own session
+    tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    assert faults.engine_pid(arm) in {p.pid for p in tree}
+    for p in tree:                                          # the runner, its kernel, the engine: all at once
+        p.send_signal(signal.SIGKILL)
     proc.wait(30)
+    psutil.wait_procs(tree, timeout=30)
     whole = arm.requests.read_bytes()
     assert whole.endswith(b"\n")
     complete = [json.loads(x) for x in whole.splitlines()]

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,21 @@ def hold_run(run_dir: RunDir | str | os.PathLike, command: list[str] | None = No
     lock = RunLock(run, fd, previous)
     atexit.register(lock.release)  # a run that stops on an error still lets go; only a killed one leaves the file
     return lock
+
+
+def stop_with_parent(interval_s: float = 1.0) -> None:
+    """In a process that writes a run for the runner that started it (a notebook kernel): exit as
+    soon as that runner is gone. A killed runner lets go of run.lock; an orphan kernel going on
+    appending to the run would be a second writer beside the resume that takes the lock next."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(70)  # no cleanup to run: the records written so far are complete lines
+
+    threading.Thread(target=watch, name="stop-with-runner", daemon=True).start()
 
 
 def refuse_if_held(run_dir: RunDir | str | os.PathLike) -> None:

@@ -101,3 +101,30 @@ def test_a_directory_that_cannot_hold_the_lock_is_named(tmp_path):
     from stackbook.evidence.run_lock import RunRefused
     with pytest.raises(RunRefused, match="cannot be written"):
         hold_run(run)
+
+
+ORPHAN = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+print(child.pid, flush=True)
+child.wait()
+"""
+KERNEL = """
+import time
+from stackbook.evidence.run_lock import stop_with_parent
+stop_with_parent(0.1)
+time.sleep(60)
+"""
+
+
+def test_a_kernel_stops_when_the_runner_that_started_it_is_killed():
+    import psutil
+    runner = subprocess.Popen([sys.executable, "-c", ORPHAN, KERNEL], stdout=subprocess.PIPE, text=True, env=env())
+    kernel = psutil.Process(int(runner.stdout.readline()))
+    time.sleep(0.5)
+    assert kernel.is_running() and kernel.status() != psutil.STATUS_ZOMBIE
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    t = time.monotonic()
+    kernel.wait(timeout=10)                                  # raises if it outlives its runner
+    assert time.monotonic() - t < 5
