@@ -30,14 +30,14 @@ REQUESTS = 8       # measured requests per point
 CONCURRENCY = 2
 
 
-def campaign_text(name: str, processes: int = 1, timeout_s: float = 30) -> str:
+def campaign_text(name: str, processes: int = 1, timeout_s: float = 30, concurrency=(CONCURRENCY,)) -> str:
     return f"""
 name: {name}
 model: {{source: embedded}}
 protocol:
   stages: [sweep]
   workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 32}}
-  arrival: {{kind: closed_loop, concurrency: [{CONCURRENCY}]}}
+  arrival: {{kind: closed_loop, concurrency: {list(concurrency)}}}
   context_length: 256
   requests_per_point: {REQUESTS}
   warmup_requests: 1
@@ -126,9 +126,9 @@ def resume(run_dir: RunDir) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def resume_completes(run_dir: RunDir, attempts: int = 2) -> dict:
+def resume_completes(run_dir: RunDir, attempts: int = 2, concurrency=(CONCURRENCY,), answered: float = 1.0) -> dict:
     """--resume ends the run complete, with the point measured in full once at its latest attempt
-    and the cut attempt's records still on disk beside it."""
+    (at least `answered` of its requests answered) and the cut attempt's records on disk beside it."""
     r = resume(run_dir)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     m = manifest(run_dir)
@@ -136,8 +136,12 @@ def resume_completes(run_dir: RunDir, attempts: int = 2) -> dict:
     arm = run_dir.arm("only")
     kept = faults.records_intact(arm)
     latest = [rec for rec in read_records(arm.requests, latest_attempt=True) if rec.phase != "sentinel"]
-    # warm-up 1 + measured + cool-down (concurrency - 1), all answered
-    assert len(latest) == 1 + REQUESTS + CONCURRENCY - 1 and all(rec.ok for rec in latest)
+    per_point = {}
+    for rec in latest:
+        per_point[rec.point] = per_point.get(rec.point, 0) + 1
+    # warm-up 1 + measured + cool-down (concurrency - 1) at each point, all answered
+    assert per_point == {f"c{c}-r0": REQUESTS + c for c in concurrency}
+    assert sum(rec.ok for rec in latest) >= answered * len(latest)
     assert {rec.attempt for rec in kept} == set(range(attempts)), "the cut attempt's records stay beside the new"
     assert not run_dir.lock.exists()
     return m
@@ -247,20 +251,26 @@ def test_a_torn_last_line_after_a_power_loss(real_engines, chaos_run):
 
 
 def test_the_engine_frozen_past_the_request_timeout(real_engines, chaos_run):
-    proc, run_dir = chaos_run("chaos-frozen", timeout_s=3)
+    # Frozen once the first point is measured: every request of the second one then times out.
+    proc, run_dir = chaos_run("chaos-frozen", timeout_s=5, concurrency=(1, 2))
     arm = run_dir.arm("only")
-    wait_until(lambda: lines(arm.requests) >= 3, what="3 records")
+    wait_until(lambda: lines(arm.requests) >= REQUESTS + 1, timeout=180, what="the first point")
     engine = faults.engine_pid(arm)
     os.kill(engine, signal.SIGSTOP)
+    frozen_at = lines(arm.requests)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, out[-2000:]
     m = manifest(run_dir)
     assert m["status"] == "incomplete" and m["arms"]["only"]["status"] == "failed"
     assert "not answering" in m["arms"]["only"]["notebooks"]["30_load_sweep"]["error"]
     kept = faults.records_intact(arm)
-    assert sum(r.ok for r in kept) >= 3 and any(r.error_class == "timeout" for r in kept)
+    assert sum(r.ok for r in kept) >= frozen_at - 1 and any(r.error_class == "timeout" for r in kept)
     faults.assert_gone(engine)                              # stopped although frozen
-    resume_completes(run_dir)
+    # A 5 s timeout on a loaded 2-core host can cut a slow request of the resumed points too.
+    m = resume_completes(run_dir, concurrency=(1, 2), answered=0.8)
+    latest = read_records(arm.requests, latest_attempt=True)
+    assert {r.attempt for r in latest if r.point == "c2-r0"} == {1} and {r.attempt for r in latest if r.point == "c1-r0"} == {0}
+    assert m["arms"]["only"]["engine_starts"] == 2
 
 
 def test_a_read_only_output_directory_is_refused_at_start(tmp_path, mounted):
