@@ -40,6 +40,8 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
+    from stackbook.config.preflight import preflight
+    from stackbook.evidence.rundir import RunDir, check_run_id
 
     if campaign is None and resume is None:
         _fail("give a campaign file (e.g. campaigns/quickstart.yaml) or --resume RUN_DIR")
@@ -47,30 +49,58 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
 
     try:
         chosen = executor_for(executor, ray_address=ray_address)
+        check_run_id(run_id)
     except ValueError as err:
         _fail(str(err))
     try:
-        if campaign is not None:
+        if resume is not None:
+            target = RunDir.existing(resume)
+            c = load_campaign(target.campaign_resolved)
+        else:
             c = load_campaign(campaign)
-            if check:
-                typer.echo(f"{campaign}: valid campaign {c.name!r} with {len(c.arms)} arm(s): "
-                           + ", ".join(f"{a.name} ({a.engine.kind})" for a in c.arms))
-                from stackbook.harness.ceiling import ceiling_warnings  # the rates this host's harness cannot hold
-                for warning in ceiling_warnings(c):
-                    typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
-                return
-    except CampaignError as err:
+            target = RunDir.new(c.name, run_id)
+        # Under the ray executor the arms run on other nodes: their memory is checked there.
+        checked = preflight(c, target.path, check_host=executor == "local")
+    except (CampaignError, FileNotFoundError) as err:
         _fail(str(err))
+    unknown = [a for a in arm if a not in {x.name for x in c.arms}]
+    if unknown:
+        _fail(f"--arm {unknown[0]!r}: no such arm in campaign {c.name!r}; its arms are: "
+              + ", ".join(x.name for x in c.arms))
+    for warning in checked.warnings:
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    if checked.refusals:
+        _fail(f"{campaign or target.campaign_resolved}: the campaign cannot run here ({len(checked.refusals)} "
+              "problem(s)):\n" + "\n".join(f"  - {r}" for r in checked.refusals))
+    from stackbook.harness.ceiling import ceiling_warnings  # the rates this host's harness cannot hold
+    for warning in ceiling_warnings(c):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    if check:
+        typer.echo(f"{campaign or target.campaign_resolved}: valid campaign {c.name!r} with {len(c.arms)} arm(s): "
+                   + ", ".join(f"{a.name} ({a.engine.kind})" for a in c.arms))
+        plan = c.protocol.repetitions
+        typer.echo(f"repetitions: {plan.min}" + (f" to {plan.most} (sequential stopping on {c.protocol.decision.primary})"
+                                                 if plan.most > plan.min else "")
+                   + f", interleaved ({plan.order}); decision margin {c.protocol.decision.min_effect:.0%} at "
+                   f"{c.protocol.decision.confidence:.0%}")
+        typer.echo("\n".join(checked.report()))
+        return
+    typer.secho("\n".join(checked.report()), err=True)
     from stackbook.evidence.harness import RevisionChanged
+    from stackbook.evidence.run_lock import RunRefused
     from stackbook.runner import RunInterrupted, run_campaign
 
     try:
-        out = run_campaign(str(campaign) if campaign else "", run_id=run_id,
+        out = run_campaign(str(campaign) if campaign else "", run_id=run_id or target.name,
                            resume=str(resume) if resume else None, only_arms=arm or None,
                            progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True),
                            executor=chosen)
-    except (CampaignError, FileExistsError, FileNotFoundError, RevisionChanged) as err:
+    except (CampaignError, FileExistsError, FileNotFoundError, RevisionChanged, RunRefused) as err:
         _fail(str(err))
+    except OSError as err:  # the disk filled, or the mount went read-only, while the run wrote
+        _fail(f"{target}: the run stopped: {err.strerror or err}{f' ({err.filename})' if err.filename else ''}. "
+              "What was written before is kept; free space (or make outputs/ writable) and continue with: "
+              f"stackbook run --resume {target}", code=1)
     except RunInterrupted as stop:
         raise typer.Exit(128 + stop.signum)
     from stackbook.evidence.manifest import read_manifest
@@ -105,7 +135,11 @@ def name_values(items: list[str], option: str, example: str) -> dict:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"{option} {item!r}: write NAME=VALUE, e.g. {option} {example}")
-        values[name.strip()] = yaml.safe_load(value)
+        try:
+            values[name.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ValueError(f"{option} {item!r}: the value is not valid YAML ({getattr(err, 'problem', None) or err}); "
+                             f"quote it, e.g. {option} '{name.strip()}=\"...\"'") from None
     return values
 
 
@@ -314,11 +348,16 @@ def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outpu
     from stackbook.evidence.rundir import RunDir
     from stackbook.loadgen.replay import replay_arm
 
+    from stackbook.evidence.rundir import check_run_id
+
     try:
+        check_run_id(run_id)
         source = RunDir.existing(run_dir)
         campaign = load_campaign(source.campaign_resolved)
         spec = campaign.arm(arm)
-    except (CampaignError, FileNotFoundError, KeyError) as err:
+    except KeyError as err:
+        _fail(f"--arm: {str(err).strip(chr(34) + chr(39))}")
+    except (CampaignError, FileNotFoundError, ValueError) as err:
         _fail(str(err).strip("'\""))
 
     def start_engine(replay_run):
@@ -424,13 +463,20 @@ def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of
 @app.command()
 def screenshot(report_html: Path = typer.Argument(..., help="an HTML report, e.g. outputs/quickstart/reference/report.html"),
                out: Path = typer.Argument(..., help="the PNG to write, e.g. docs/report-quickstart.png"),
-               height: int = typer.Option(2400, help="CSS pixels from the top of the page"),
-               width: int = typer.Option(1100, help="the browser window's width"),
+               height: int = typer.Option(2400, min=1, max=100_000, help="CSS pixels from the top of the page"),
+               width: int = typer.Option(1100, min=100, max=10_000, help="the browser window's width"),
                from_id: Optional[str] = typer.Option(None, "--from-id", help="start at this heading, e.g. Figures")
                ) -> None:
     """A PNG of a report as headless Chromium draws it (the README's picture of a report)."""
     from stackbook.browser import Chromium
 
+    try:
+        found = report_html.is_file()
+    except OSError:  # a name the file system cannot hold
+        found = False
+    if not found:
+        _fail(f"{str(report_html)[:200]}: no such report; give a run's report.html, e.g. "
+              "outputs/quickstart/reference/report.html")
     try:
         with Chromium(width=width) as browser:
             browser.open(report_html)

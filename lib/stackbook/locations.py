@@ -15,6 +15,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STACKBOOK_CACHE", Path.home() / ".cache" / "stackbook")).expanduser()
 
 
+def shown(path: str | os.PathLike) -> str:
+    """A path as a message shows it: as written, or quoted when blank, padded or not printable."""
+    s = str(path)
+    return s if s and s.strip() == s and s.isprintable() else repr(s)
+
+
 def symbolic(text: str | os.PathLike) -> str:
     """Replace machine-specific locations by symbols ($STACKBOOK_CACHE, ., ~).
 

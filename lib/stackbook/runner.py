@@ -25,6 +25,7 @@ from stackbook.evidence.harness import fix_revision
 from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
+from stackbook.evidence.run_lock import hold_run, refuse_if_held
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
 from stackbook.harness.ceiling import record_ceiling
 from stackbook.locations import REPO_ROOT, symbolic
@@ -106,6 +107,7 @@ def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tupl
         return load_campaign(run.campaign_resolved), _repo_relative(run)
     campaign = load_campaign(campaign_file)
     run = RunDir.new(campaign.name, run_id)
+    refuse_if_held(run)
     if run.manifest.exists():
         raise FileExistsError(f"{run} already holds a run; use --resume {run} to continue it")
     return campaign, _repo_relative(run.create())
@@ -139,12 +141,14 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     executor = executor or LocalExecutor()
     os.chdir(REPO_ROOT)
     campaign, run_dir = open_run(campaign_file, run_id, resume)
+    lock = hold_run(run_dir)  # one writer per run directory: another run of it is refused, naming this one
     secrets = campaign_secrets(campaign)
     resolved = run_dir.campaign_resolved
     if not resolved.exists():
         dumped = campaign.model_dump(mode="json", by_alias=True)
         resolved.write_text(redact(yaml.safe_dump(dumped, sort_keys=False), secrets))
     manifest = ManifestFile(run_dir, campaign, str(campaign_file or resolved))
+    manifest.data.update(lock.manifest_note())
     manifest.data["status"] = "running"
     manifest.data["campaign_sha256"] = file_sha256(resolved)
     manifest.data["executor"] = executor.name
@@ -180,6 +184,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         manifest.record_outputs(run_dir)
         manifest.data["absolute_paths_left"] = leftovers
         manifest.save()
+        lock.release()
     return run_dir
 
 
@@ -329,9 +334,11 @@ def run_arm(campaign, arm, run_dir: RunDir, resolved: Path, entry: dict, save: C
         steps.set_postfix_str(f"{arm.name}: stopping engine")
         if needs_engine:
             # Capacity lines can arrive late in the log: record them once more before stopping.
-            if adapter.is_alive():
-                record_engine(adapter, arm_dir, restarts=restarts)
-            entry["engine_exit_code"] = adapter.stop()
+            try:
+                if adapter.is_alive():
+                    record_engine(adapter, arm_dir, restarts=restarts)
+            finally:  # a record that cannot be written (a full disk) must not leave the engine running
+                entry["engine_exit_code"] = adapter.stop()
         write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":
             entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))

@@ -29,7 +29,8 @@ protocol:
                    batch_invariance: speed only}
 arms:
   - name: short-context
-    engine: {kind: llama_cpp, parallel: 1, extra_args: ["-c", "256"]}
+    engine: {kind: llama_cpp, parallel: 1, extra_args: ["-c", "256"],
+             overrides_managed: {"-c": "a context below the protocol's, so the engine cuts replies short"}}
 """
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     Field,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -176,6 +177,7 @@ class Campaign(Strict):
                         f"arms[{i}].protocol_overrides.{key}: arm {arm.name!r} changes the fixed protocol "
                         f"field {key!r}, which makes its results not comparable; declare it in "
                         f"variables_under_test: [{key}] if it is what the campaign studies, or remove it")
+            self._check_overrides(i, arm)
         if self.model.source == "catalog" and set(self.protocol.stages) - {"sizing"}:
             raise ValueError("model.source 'catalog' has no weights to serve: set protocol.stages: [sizing], "
                              "or point model at real weights (source: path)")
@@ -189,6 +191,20 @@ class Campaign(Strict):
             raise ValueError(f"protocol.context_length {self.protocol.context_length} exceeds the model's "
                              f"max_context {self.model.max_context}; lower context_length")
         return self
+
+    def _check_overrides(self, i: int, arm: Arm) -> None:
+        """An arm's overrides make a valid protocol: checked now, not when the arm starts."""
+        if not arm.protocol_overrides:
+            return
+        from stackbook.config.errors import describe_error
+        try:
+            self.protocol_for(arm)
+        except ValidationError as err:
+            line = describe_error(Protocol, err.errors()[0]).removeprefix("  - ")
+            raise ValueError(f"arms[{i}].protocol_overrides: the arm's protocol is not valid: {line}") from None
+        except (KeyError, TypeError, IndexError):
+            raise ValueError(f"arms[{i}].protocol_overrides: {sorted(arm.protocol_overrides)} name no protocol field "
+                             "here; write the dotted path of an existing one, e.g. arrival or workload.output_tokens") from None
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:

@@ -22,6 +22,13 @@ from stackbook.locations import cache_dir, symbolic
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes some engines write into their log
 
 
+def _close_quietly(f) -> None:
+    try:
+        f.close()
+    except OSError:
+        pass  # what could not be flushed is still in the adapter's log_lines
+
+
 class EngineStartError(RuntimeError):
     """The engine did not become ready; the message carries the end of its log."""
 
@@ -154,17 +161,22 @@ class EngineAdapter:
         return self
 
     def _pump_log(self) -> None:
+        """Copy the engine's output to its log file and memory. A log file that cannot be written
+        (a full disk) is given up, not the reading: an unread pipe would stall the engine."""
         out = open(self.log_path, "a") if self.log_path else None
         try:
             for line in self.proc.stdout:
                 line = symbolic(line)
                 self.log_lines.append(line)
                 if out:
-                    out.write(line)
-                    out.flush()
+                    try:
+                        out.write(line)
+                        out.flush()
+                    except OSError:
+                        out = _close_quietly(out)
         finally:
             if out:
-                out.close()
+                _close_quietly(out)
 
     def wait_ready(self, timeout_s: float | None = None) -> float:
         timeout_s = timeout_s or self.spec.startup_timeout_s

@@ -37,6 +37,16 @@ CACHE_TYPES = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "q8_0": "q8_0", "q4
 class LlamaCppEngine(EngineSpec):
     kind: Literal["llama_cpp"]
     speculative_flags: ClassVar[tuple[str, ...]] = ("--model-draft", "-md", "--hf-repo-draft", "-hfd", "--spec-replace")
+    pool_set_by: ClassVar[tuple[str, ...]] = ("engine.parallel", "protocol.context_length")  # a KV stream per slot
+    managed_flags: ClassVar[dict[str, str]] = {
+        "-m": "model (model.gguf_path)", "--model": "model (model.gguf_path)", "--alias": "model.name",
+        "--host": "engine.host (with engine.expose)", "--port": "engine.port",
+        "-c": "protocol.context_length (times engine.parallel)", "--ctx-size": "protocol.context_length (times engine.parallel)",
+        "-np": "engine.parallel", "--parallel": "engine.parallel", "-kvu": "engine.parallel (one KV stream per slot)",
+        "--kv-unified": "engine.parallel (one KV stream per slot)",
+        "-t": "engine.threads", "--threads": "engine.threads", "-tb": "engine.threads", "--threads-batch": "engine.threads",
+        "-ctk": "protocol.precision.kv_cache", "--cache-type-k": "protocol.precision.kv_cache",
+        "-ctv": "protocol.precision.kv_cache", "--cache-type-v": "protocol.precision.kv_cache"}
     threads: int = Field(1, gt=0)
     parallel: int = Field(4, gt=0, description="slots: sequences decoded together")
     binary: str | None = None

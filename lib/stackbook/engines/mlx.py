@@ -37,6 +37,10 @@ MLX_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 class MlxEngine(PythonEngineSpec):
     kind: Literal["mlx"]
     speculative_flags: ClassVar[tuple[str, ...]] = ("--draft-model", "--num-draft-tokens")
+    managed_flags: ClassVar[dict[str, str]] = {
+        "--model": "model (model.hf_path)", "--host": "engine.host (with engine.expose)", "--port": "engine.port",
+        "--decode-concurrency": "engine.decode_concurrency", "--prompt-cache-size": "engine.prompt_cache_size",
+        "--prompt-cache-bytes": "engine.prompt_cache_bytes"}
     decode_concurrency: int = Field(4, gt=0, description="--decode-concurrency: sequences decoded in one batch")
     prompt_cache_size: int | None = Field(None, ge=0, description="--prompt-cache-size: cached sequences "
                                           "(None: the engine's default, 10)")

@@ -53,6 +53,13 @@ def parse_sglang_capacity(log_text: str) -> dict:
 class SglangEngine(PythonEngineSpec):
     kind: Literal["sglang"]
     speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps")
+    managed_flags: ClassVar[dict[str, str]] = {
+        "--model-path": "model (model.hf_path)", "--served-model-name": "model.name",
+        "--host": "engine.host (with engine.expose)", "--port": "engine.port",
+        "--tp-size": "engine.tp_size", "--tp": "engine.tp_size", "--context-length": "protocol.context_length",
+        "--random-seed": "protocol.decoding.seed", "--kv-cache-dtype": "protocol.precision.kv_cache",
+        "--mamba-ssm-dtype": "protocol.precision.state", "--mamba-full-memory-ratio": "engine.mamba_full_memory_ratio",
+        "--mem-fraction-static": "engine.mem_fraction_static", "--disable-radix-cache": "engine.disable_radix_cache"}
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
     tp_size: int = Field(1, gt=0)
     disable_radix_cache: bool = False

@@ -9,12 +9,15 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationInfo, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stackbook.sizing.memory import resolve_state_precision
 
 if TYPE_CHECKING:
     from stackbook.config.protocol import Protocol
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -61,11 +64,41 @@ class EngineSpec(BaseModel):
     sizing_skip_reason: ClassVar[str | None] = None  # None: the 10_sizing notebook applies
     # The launch flags by which this kind turns speculative decoding on (a draft model, a method).
     speculative_flags: ClassVar[tuple[str, ...]] = ()
+    # The launch flags the adapter sets itself, each with the campaign field that sets it: the same
+    # flag again in extra_args would override what the sizing, the fairness check and the records assume.
+    managed_flags: ClassVar[dict[str, str]] = {}
+    # The campaign fields that size the cache pool this kind allocates (none: the device decides it).
+    pool_set_by: ClassVar[tuple[str, ...]] = ()
 
-    host: str = "127.0.0.1"
+    host: str = Field("127.0.0.1", description="the address the engine listens on; one beyond loopback needs expose")
+    expose: str | None = Field(None, description="why this engine listens beyond this machine (with a host other "
+                               "than loopback); recorded in engine.json")
     port: int | None = Field(None, ge=1, le=65535, description="None picks a free port")
+    overrides_managed: dict[str, str] = Field(
+        default_factory=dict, description="flag -> why extra_args deliberately overrides a flag the adapter sets "
+        "(a fault provoked on purpose); the launch command in engine.json shows the result")
     extra_args: list[str] = Field(default_factory=list)
     startup_timeout_s: float = Field(300, gt=0)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_managed(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        overridden = info.data.get("overrides_managed") or {}
+        for i, arg in enumerate(v):
+            flag = arg.split("=", 1)[0]
+            if flag in cls.managed_flags and not (overridden.get(flag) or "").strip():
+                raise ValueError(f"entry {i} ({flag!r}) is a flag the adapter sets itself, from {cls.managed_flags[flag]}; "
+                                 f"set that field instead and remove {flag} (and its value) from extra_args (to "
+                                 f"override it on purpose, say why in overrides_managed: {{'{flag}': '<reason>'}})")
+        return v
+
+    @model_validator(mode="after")
+    def _exposed_on_purpose(self) -> "EngineSpec":
+        if self.host not in LOOPBACK_HOSTS and not (self.expose or "").strip():
+            raise ValueError(f"host {self.host!r} makes the engine reachable beyond this machine; if that is "
+                             "meant, say why with expose: '<reason>' (recorded in engine.json), else leave host "
+                             "unset (127.0.0.1)")
+        return self
 
     @field_validator("port")
     @classmethod

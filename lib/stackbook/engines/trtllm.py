@@ -9,7 +9,7 @@ import math
 import re
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import httpx
 import yaml
@@ -74,6 +74,12 @@ def parse_trtllm_iteration_stats(stats: list) -> dict:
 
 class TrtllmEngine(PythonEngineSpec):
     kind: Literal["trtllm"]
+    managed_flags: ClassVar[dict[str, str]] = {
+        "--host": "engine.host (with engine.expose)", "--port": "engine.port", "--backend": "the kind (trtllm)",
+        "--tp_size": "engine.tp_size", "--max_seq_len": "protocol.context_length",
+        "--kv_cache_free_gpu_memory_fraction": "engine.kv_cache_free_gpu_memory_fraction",
+        "--max_batch_size": "engine.max_batch_size", "--max_num_tokens": "engine.max_num_tokens",
+        "--config": "engine.enable_block_reuse, engine.enable_chunked_prefill and protocol.precision"}
     tp_size: int = Field(1, gt=0)
     kv_cache_free_gpu_memory_fraction: float = Field(0.9, gt=0, le=1, description="share of the GPU memory "
                                                      "free after the weights that becomes KV cache")

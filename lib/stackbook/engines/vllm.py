@@ -19,7 +19,7 @@ from stackbook.engines.base import (
     parse_int,
     smallest_limit,
 )
-from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
+from stackbook.engines.spec import LOOPBACK_HOSTS, CapacityBasis, PythonEngineSpec
 
 VLLM_VERSION = "0.33.0"
 VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens"
@@ -58,6 +58,14 @@ def parse_vllm_capacity(log_text: str) -> dict:
 class VllmEngine(PythonEngineSpec):
     kind: Literal["vllm"]
     speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-config", "-sc", "--speculative-model", "--num-speculative-tokens")
+    managed_flags: ClassVar[dict[str, str]] = {
+        "--model": "model (model.hf_path)", "--served-model-name": "model.name",
+        "--host": "engine.host (with engine.expose)", "--port": "engine.port",
+        "--max-model-len": "protocol.context_length", "--dtype": "protocol.precision.weights",
+        "--seed": "protocol.decoding.seed", "--kv-cache-dtype": "protocol.precision.kv_cache",
+        "--mamba-ssm-cache-dtype": "protocol.precision.state", "--max-num-seqs": "engine.max_num_seqs",
+        "--gpu-memory-utilization": "engine.gpu_memory_utilization",
+        "--tensor-parallel-size": "engine.tensor_parallel_size", "-tp": "engine.tensor_parallel_size"}
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     tensor_parallel_size: int = Field(1, gt=0)
     max_num_seqs: int | None = Field(None, gt=0)
@@ -143,7 +151,7 @@ class VllmAdapter(PythonEngineAdapter):
     def env(self) -> dict[str, str]:
         env = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "VLLM_LOGGING_COLOR": "0", "VLLM_HOST_IP": self.spec.host}
-        if self.spec.host in ("127.0.0.1", "localhost", "::1"):
+        if self.spec.host in LOOPBACK_HOSTS:
             # exposes POST /reset_prefix_cache, the flush a cold-cache protocol needs; only on loopback
             env["VLLM_SERVER_DEV_MODE"] = "1"
         return env

@@ -34,6 +34,12 @@ def vllm_cpu_kernels(avx512: bool, avx512_bf16: bool, amx: bool, dtype: str, blo
 class VllmCpuEngine(PythonEngineSpec):
     kind: Literal["vllm_cpu"]
     speculative_flags: ClassVar[tuple[str, ...]] = VllmEngine.speculative_flags
+    pool_set_by: ClassVar[tuple[str, ...]] = ("engine.kv_cache_gib",)
+    # The GPU build's flags, less the GPU's, plus the CPU build's own.
+    managed_flags: ClassVar[dict[str, str]] = {
+        **{k: v for k, v in VllmEngine.managed_flags.items()
+           if k not in ("--gpu-memory-utilization", "--tensor-parallel-size", "-tp")},
+        "--enforce-eager": "engine.enforce_eager", "--kv-cache-memory-bytes": "engine.kv_cache_gib"}
     kv_cache_gib: int = Field(1, gt=0, description="VLLM_CPU_KVCACHE_SPACE, whole GiB")
     enforce_eager: bool = True
     max_num_seqs: int | None = Field(None, gt=0)

@@ -73,6 +73,8 @@ class Manifest(Open):
     harness_ceiling: Optional[dict[str, Any]] = None
     resumed: Optional[int] = None
     interrupted_by: Optional[str] = None
+    # What run.lock said when this run took it over from a writer that had died holding it.
+    lock_taken_over: Optional[dict[str, Any]] = None
     finished_unix: Optional[float] = None
     outputs: dict[str, str] = Field(default_factory=dict)
     absolute_paths_left: list[str] = Field(default_factory=list)

@@ -6,6 +6,7 @@ the sweep, the passport and the analysis ask a RunDir (or its ArmDir) for their 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -14,6 +15,14 @@ OUTPUTS = Path("outputs")  # relative to the repository root, so records read th
 ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
 STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}
 ANALYSIS_NOTEBOOK = "40_analysis"
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # one directory name under outputs/<campaign>/
+
+
+def check_run_id(run_id: str | None, option: str = "--run-id") -> None:
+    """Refuse a run id that is not one plain directory name (a path, a '..', spaces, control characters)."""
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"{option} {run_id!r}: a run id is one directory name of letters, digits, '-', '_' or "
+                         "'.', starting with a letter or digit (at most 128), e.g. --run-id reference")
 
 
 class ArmDir:
@@ -126,10 +135,16 @@ class RunDir:
     @classmethod
     def existing(cls, path: str | os.PathLike) -> RunDir:
         """An existing run, checked: resuming or analysing anything else is a mistake to name."""
+        from stackbook.locations import shown
+
         run = cls(path)
-        if not run.campaign_resolved.exists():
-            raise FileNotFoundError(f"{path}: not a run directory (no {run.campaign_resolved.name}); give "
-                                    f"{OUTPUTS}/<campaign>/<run-id>")
+        try:
+            found = run.campaign_resolved.is_file()
+        except OSError:  # a name too long for the file system: not a run either
+            found = False
+        if not found:
+            raise FileNotFoundError(f"{shown(path)[:200]}: not a run directory (no {run.campaign_resolved.name}); "
+                                    f"give {OUTPUTS}/<campaign>/<run-id>")
         return run
 
     def __fspath__(self) -> str:
@@ -168,6 +183,11 @@ class RunDir:
     @property
     def manifest(self) -> Path:
         return self.path / "manifest.json"
+
+    @property
+    def lock(self) -> Path:
+        """run.lock: held by the one process writing this run (evidence/run_lock.py); not a record."""
+        return self.path / "run.lock"
 
     @property
     def host(self) -> Path:
@@ -209,4 +229,4 @@ class RunDir:
 
     def files(self) -> list[Path]:
         """Every file of the run, sorted, for hashing and the portability rewrite."""
-        return sorted(p for p in self.path.rglob("*") if p.is_file())
+        return sorted(p for p in self.path.rglob("*") if p.is_file() and p != self.lock)

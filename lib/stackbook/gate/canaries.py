@@ -284,7 +284,9 @@ def load_suite(name: str) -> tuple[Suite, str]:
         raise FileNotFoundError(f"protocol.canaries.suite: no suite {name!r}; known suites: {known}, "
                                 "or give a path to a .yaml file")
     raw = p.read_bytes()
-    return Suite.model_validate(yaml.safe_load(raw)), hashlib.sha256(raw).hexdigest()
+    # libyaml's loader where built (the same safe subset, ten times faster): campaigns validate it per arm
+    data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return Suite.model_validate(data), hashlib.sha256(raw).hexdigest()
 
 
 def refusal(replies: list[dict]) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -59,6 +60,45 @@ class RequestRecord(BaseModel):
         return self.error_class == "none"
 
 
+class RecordsNotWritten(OSError):
+    """A run's record file could not be written (a full disk, a read-only mount): the sweep stops
+    at once rather than send requests whose records would be lost."""
+
+    def __init__(self, path: Path, err: OSError):
+        super().__init__(err.errno, f"{path}: records could not be written ({err.strerror or err}); the "
+                                    "records before this one are kept: free space (or make the directory "
+                                    "writable) and continue with stackbook run --resume")
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Cut a last line left without its newline by a crash or a full disk, so that what a resumed
+    run appends starts on a line of its own; returns the bytes removed (0: the file ends whole)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(path, "rb+") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            f.seek(start)
+            chunk = f.read(end - start)
+            if end == size and chunk.endswith(b"\n"):
+                return 0
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            end = start
+        else:
+            keep = 0
+        f.truncate(keep)
+        os.fsync(f.fileno())
+    return size - keep
+
+
 class BackgroundWriter:
     """Append-only file written by a background thread: queued items are written in batches,
     flushed and made durable within a twentieth of a second, so a slow disk never stalls the
@@ -70,6 +110,7 @@ class BackgroundWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.error: OSError | None = None  # a write that failed (a full disk): raised to whoever writes next
         self._f = self._open()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._drain, name=self.thread_name, daemon=True)
@@ -82,6 +123,17 @@ class BackgroundWriter:
         raise NotImplementedError
 
     def _drain(self) -> None:
+        try:
+            self._drain_batches()
+        except OSError as err:
+            self.error = err
+
+    def _put(self, item) -> None:
+        if self.error is not None:
+            raise RecordsNotWritten(self.path, self.error)
+        self._queue.put(item)
+
+    def _drain_batches(self) -> None:
         while True:
             items = [self._queue.get()]
             if items[0] is not None:
@@ -100,7 +152,12 @@ class BackgroundWriter:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError as err:
+            self.error = self.error or err
+        if self.error is not None:
+            raise RecordsNotWritten(self.path, self.error)
 
     def __enter__(self):
         return self
@@ -114,10 +171,14 @@ class RecordWriter(BackgroundWriter):
     thread_name = "record-writer"
 
     def _open(self):
+        torn = repair_torn_tail(self.path)
+        if torn:
+            print(f"{self.path.name}: removed a torn last line ({torn} bytes, cut by a crash) before appending",
+                  file=sys.stderr)
         return open(self.path, "a", encoding="utf-8")
 
     def write(self, record: RequestRecord) -> None:
-        self._queue.put(record.model_dump_json() + "\n")
+        self._put(record.model_dump_json() + "\n")
 
     def _write_batch(self, lines: list) -> None:
         self._f.write("".join(lines))

