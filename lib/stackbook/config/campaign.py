@@ -137,10 +137,10 @@ class Campaign(Strict):
         """An arm with `replicate_of` and no engine takes the replicated arm's engine and overrides."""
         if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
             return data
-        by_name = {a.get("name"): a for a in data["arms"] if isinstance(a, dict)}
+        by_name = {a.get("name"): a for a in data["arms"] if isinstance(a, dict) and isinstance(a.get("name"), str)}
         arms = []
         for i, a in enumerate(data["arms"]):
-            if isinstance(a, dict) and a.get("replicate_of") is not None:
+            if isinstance(a, dict) and isinstance(a.get("replicate_of"), str):
                 source = by_name.get(a["replicate_of"])
                 if source is None or source is a:
                     raise ValueError(f"arms[{i}].replicate_of: {a['replicate_of']!r} names no other arm of the campaign; "

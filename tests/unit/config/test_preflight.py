@@ -33,11 +33,11 @@ def check(campaign, tmp_path, **kw):
 def test_the_committed_quickstart_passes_with_its_arithmetic_estimate(tmp_path):
     out = check(quickstart(), tmp_path)
     assert out.refusals == [] and out.warnings == []
-    # closed loop c in [1, 2, 4], 1 warm-up + 8 measured + (c - 1) cool-down requests per point,
-    # each at the SLO's limits: TTFT 1.5 s + 32 tokens x 0.1 s
-    per_request = 1.5 + 32 * 0.1
-    expected = sum(math.ceil((8 + c) / c) * per_request for c in (1, 2, 4))
-    assert [e.requests for e in out.estimates] == [31, 31]
+    # closed loop c in [1, 2, 4], 1 warm-up + 32 measured + (c - 1) cool-down requests per point,
+    # two repetitions, each request at the SLO's limits: TTFT 1.5 s + 16 tokens x 0.1 s
+    per_request = 1.5 + 16 * 0.1
+    expected = 2 * sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4))
+    assert [e.requests for e in out.estimates] == [2 * (33 + 34 + 36)] * 2
     assert out.estimates[0].seconds == pytest.approx(expected)
     assert "arithmetic at the SLO's TTFT 1500 ms and TPOT 100 ms" in out.estimates[0].basis
 
@@ -95,12 +95,12 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
         "engine": "llama_cpp", "engine_ready_s": 5.0, "notebooks": {"20_canaries": {"seconds": 15.0}}}}}))
     rec = dict(run_id="earlier", arm="llama-cpp", point="c1-r0", phase="measure", concurrency=1, request_index=0,
                scheduled_s=0, sent_s=0.0, first_token_s=0.2, end_s=0.2 + 31 * 0.05, sent_unix=0,
-               prompt_tokens_client=128, output_tokens_server=32, output_tokens_requested=32)
+               prompt_tokens_client=128, output_tokens_server=32, output_tokens_requested=32)  # TPOT 50 ms
     arm.joinpath("requests.jsonl").write_text(RequestRecord(**rec).model_dump_json() + "\n")
     out = preflight(quickstart(), tmp_path / "run", runs_root=tmp_path / "runs", limit=HOST_24)
     llama, vllm = out.estimates
-    per_request = 0.2 + 32 * 0.05
-    assert llama.seconds == pytest.approx(sum(math.ceil((8 + c) / c) * per_request for c in (1, 2, 4)) + 20)
+    per_request = 0.2 + 16 * 0.05  # the quickstart's 16-token replies at the measured TTFT and TPOT
+    assert llama.seconds == pytest.approx(2 * sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4)) + 20)
     assert "TTFT 200 ms and TPOT 50.0 ms as measured in" in llama.basis
     assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
 
