@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import psutil
+from stackbook.locations import REPO_ROOT
 import pytest
 from stackbook.evidence.rundir import RunDir
 from stackbook.loadgen.records import read_records
@@ -40,6 +41,7 @@ protocol:
   arrival: {{kind: closed_loop, concurrency: {list(concurrency)}}}
   context_length: 256
   requests_per_point: {REQUESTS}
+  repetitions: 1
   warmup_requests: 1
   request_timeout_s: {timeout_s}
   canaries: {{run_sweep_on_hold: true}}
@@ -182,9 +184,10 @@ def client_processes(runner: subprocess.Popen) -> list[psutil.Process]:
 def test_a_client_process_killed_mid_point(real_engines, chaos_run):
     proc, run_dir = chaos_run("chaos-client", processes=2)
     arm = run_dir.arm("only")
-    clients = wait_until(lambda: len(client_processes(proc)) == 2 and client_processes(proc), what="two clients")
     parts = arm.client_parts
     wait_until(lambda: sum(lines(p) for p in parts.glob("p*.requests.jsonl")) >= 3, what="3 records from the clients")
+    # The clients of the point now sending (an earlier point's have ended).
+    clients = wait_until(lambda: len(client_processes(proc)) == 2 and client_processes(proc), what="two clients")
     clients[0].send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, out[-2000:]
@@ -283,5 +286,6 @@ def test_a_read_only_output_directory_is_refused_at_start(tmp_path, mounted):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "output directory:" in r.stderr and "cannot be written (Read-only file system)" in r.stderr
     assert not (outputs / "ro").exists()                   # nothing written, nothing started
-    started = [p for p in psutil.process_iter(["pid", "name"]) if p.pid not in before and p.info["name"] == "llama-server"]
+    started = [p for p in psutil.process_iter(["pid", "name", "cwd"]) if p.pid not in before
+               and p.info["name"] == "llama-server" and p.info["cwd"] == str(REPO_ROOT)]  # this checkout's, not another's
     assert started == []
