@@ -91,9 +91,11 @@ def test_the_first_screen_of_the_quickstart_reference_names_the_question_and_eac
     campaign, arms = comparison.load_run(run)
     result = comparison.analyse_run(run)
     page = summary.summary_html(run, campaign, arms, result)
-    assert "Which stack serves <b>smollm2-135m-instruct</b> best on <b>Intel(R) Xeon(R) Processor, 2 CPUs</b> " \
-           "under a closed loop of 1, 2, 4 concurrent clients, 8 measured requests per point?" in page
-    assert "<td>concurrency 4</td>" in page and "no decision rows" in page  # the verdict lines, until decisions exist
+    assert "Which stack serves <b>smollm2-135m-instruct</b> best on <b>AMD EPYC, 2 CPUs</b> " \
+           "under a closed loop of 1, 2, 4 concurrent clients, 32 measured requests per point?" in page
+    # the decisions the committed run's rule reached, each with its ratio and interval
+    assert "no decision rows" not in page and "llama-cpp ahead of vllm-cpu: output throughput" in page
+    assert "vllm-cpu ahead of llama-cpp: output throughput" in page and "2+2 reps, 64+64 req" in page
     assert '<a href="arms/vllm-cpu/30_load_sweep.html">sweep</a>' in page
     assert '<a href="50_demand_map.html">the measured demand map</a>' in page
     decided = result.model_copy(update={"decisions": [

@@ -50,7 +50,7 @@ def mva_check(points: list[dict], engine: dict, log_text: str = "") -> list[dict
         curve = {r["concurrency"]: r for r in mva_on_centres(centres, max(p["concurrency"] for p in points), delay)}
         for p in points:
             pred = curve[p["concurrency"]]
-            rows.append({"fit": f"{label} ({fit['point']})", "concurrency": p["concurrency"],
+            rows.append({"fit": f"{label} ({fit['point']})", "concurrency": p["concurrency"], "point": p["point"],
                          "held_out": p["point"] != fit["point"],
                          "measured_rps": p["throughput_rps"], "predicted_rps": pred["throughput_rps"],
                          "rps_error_pct": 100 * (pred["throughput_rps"] - p["throughput_rps"]) / p["throughput_rps"],

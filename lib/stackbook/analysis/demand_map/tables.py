@@ -43,7 +43,8 @@ def mva_check_table(dmap: ArmDemandMap) -> pd.DataFrame:
     return pd.DataFrame(dmap.mva_check).rename(columns={
         "measured_rps": "measured (req/s)", "predicted_rps": "predicted (req/s)", "rps_error_pct": "error (req/s, %)",
         "measured_e2e_ms": "measured mean E2E (ms)", "predicted_e2e_ms": "predicted mean E2E (ms)",
-        "e2e_error_pct": "error (E2E, %)", "held_out": "held out of the fit"}).set_index(["fit", "concurrency"])
+        "e2e_error_pct": "error (E2E, %)", "held_out": "held out of the fit"}).set_index(
+        ["fit", "concurrency", "point"] if "point" in dmap.mva_check[0] else ["fit", "concurrency"])  # a point per repetition
 
 
 def next_experiment_table(dmap: ArmDemandMap) -> pd.DataFrame:
