@@ -11,7 +11,8 @@ import httpx
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.base import EngineAdapter, capacity_limit, parse_int, smallest_limit
+from stackbook.engines.base import EngineAdapter
+from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 from stackbook.evidence.files import file_sha256
 from stackbook.host import cpu_flags_line

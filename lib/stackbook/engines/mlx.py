@@ -20,7 +20,8 @@ import httpx
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.base import PythonEngineAdapter, capacity_limit, chat_template_sha256, smallest_limit
+from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
+from stackbook.engines.capacity import capacity_limit, smallest_limit
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"

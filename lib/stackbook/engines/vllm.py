@@ -10,15 +10,8 @@ import httpx
 from pydantic import Field, model_validator
 
 from stackbook import sizing
-from stackbook.engines.base import (
-    ANSI,
-    PythonEngineAdapter,
-    capacity_limit,
-    chat_template_sha256,
-    dtype_flag,
-    parse_int,
-    smallest_limit,
-)
+from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
+from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.spec import LOOPBACK_HOSTS, CapacityBasis, PythonEngineSpec
 
 VLLM_VERSION = "0.33.0"
