@@ -21,6 +21,7 @@ protocol:
   arrival: {kind: closed_loop, concurrency: [1]}
   context_length: 1024
   requests_per_point: 3
+  repetitions: 1
   warmup_requests: 0
   canaries:
     suite: embedded-smollm2
