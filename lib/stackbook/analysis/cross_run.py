@@ -183,6 +183,9 @@ def verdict(loaded: dict[str, tuple], fairness: pd.DataFrame, overlay: pd.DataFr
         if by_load:
             lines.append(f"{key} ({primary}, its own decision rule): "
                          + "; ".join(f"at load {load:g} {text}" for load, text in sorted(by_load.items())) + ".")
+    if not any(per_run.values()):
+        lines.append("No run has two ranked, comparable arms (see each run's own verdict): no decision to set "
+                     "side by side across the runs.")
     loads = sorted(set.intersection(*(set(v) for v in per_run.values()))) if per_run else []
     undecided = [load for load in loads if any("undecided" in per_run[k][load] for k in per_run)]
     flipped = [load for load in loads if load not in undecided and len({per_run[k][load] for k in per_run}) > 1]
