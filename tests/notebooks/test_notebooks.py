@@ -170,7 +170,8 @@ def test_committed_poisson_run_has_one_statistics_column_per_rate():
     a = arms["vllm-cpu"]
     stats = request_stats_by_load(a["requests"], load_levels(campaign.protocol_for(a["arm"])))
     assert list(stats.columns) == ["rate0.5", "rate1", "rate2"]
-    assert stats.loc[("e2e_ms", "count")].tolist() == [16.0, 16.0, 16.0]
+    # 16 measured requests a point, two repetitions pooled per rate (failed requests have no E2E count)
+    assert stats.loc[("e2e_ms", "count")].tolist() == [32.0, 32.0, 32.0]
 
 
 def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
@@ -223,13 +224,14 @@ arms:
     nb = nbformat.read(out, as_version=4)
     outputs_text(nb)  # raises on any cell error
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    # TTFT, E2E and TPOT against load, throughput, the TTFT and TPOT/ITL CDFs, the lengths, the
-    # per-request timeline and throughput over time (an endpoint has no engine process to sample)
-    assert len(images) == 9
+    # throughput and TTFT per load with their intervals, then TTFT, E2E and TPOT against load per point,
+    # throughput, the TTFT and TPOT/ITL CDFs, the lengths, the per-request timeline and throughput
+    # over time (an endpoint has no engine process to sample)
+    assert len(images) == 11
     assert sorted(p.name for p in (tmp_path / "run" / "arms" / "cal" / "figures").iterdir()) == [
-        "e2e_ms_vs_load.png", "lengths.png", "request_timeline.png", "throughput_over_time.png",
-        "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png", "ttft_cdf.png",
-        "ttft_ms_vs_load.png"]
+        "e2e_ms_vs_load.png", "lengths.png", "output_throughput_vs_load.png", "request_timeline.png",
+        "throughput_over_time.png", "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png",
+        "ttft_cdf.png", "ttft_ms_vs_load.png", "ttft_p50_vs_load.png"]
     alts = [o["metadata"]["image/png"]["alt"] for o in images]
     assert any(a.startswith("Per-request timeline · cal (") for a in alts)
     resources = next(c for c in nb.cells if "engine_resources_over_time" in c.source).outputs[0]
