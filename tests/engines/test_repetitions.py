@@ -20,7 +20,7 @@ protocol:
   workload: {kind: synthetic, prompt_tokens: 48, output_tokens: 8}
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
-  requests_per_point: 4
+  requests_per_point: 10   # concurrency 2 holds its load over the measured requests from 9 on
   warmup_requests: 1
   repetitions: 2
   decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, e2e_p50]}
@@ -61,6 +61,7 @@ def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):
         assert passport["validity"]["engine_restarts"] == 0
         points = {r.point for r in read_records(run.arm(arm).requests, latest_attempt=True) if r.phase == "measure"}
         assert points == {"c1-r0", "c2-r0", "c1-r1", "c2-r1"}
+        assert not json.loads(run.arm(arm).results.read_text())["sweep"]["discards"]  # every point ranked
         # Round 1 ran second first: its repetition 1 finished before first's.
     log = {a: manifest["arms"][a]["repetition_log"]["1"]["finished_unix"] for a in ("first", "second")}
     assert log["second"] < log["first"]
@@ -72,7 +73,7 @@ def test_the_verdict_never_ranks_identical_arms(run):
     assert {(d["load"], d["metric"]) for d in decisions} == {(c, m) for c in (1, 2)
                                                             for m in ("output_throughput", "e2e_p50")}
     assert all(d["decision"] in ("no difference", "undecided") and d["leader"] is None for d in decisions)
-    assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 8 for d in decisions)
+    assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 20 for d in decisions)
     assert any(line.startswith("A/A control second (a replica of first): nothing ranked") for line in analysis["verdict"])
 
 
