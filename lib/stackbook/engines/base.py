@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from stackbook.engines.facts import EngineKindFacts
 from stackbook.engines.spec import EngineSpec, PythonEngineSpec, free_port
 from stackbook.locations import cache_dir, symbolic
 
@@ -33,8 +34,9 @@ class EngineStartError(RuntimeError):
     """The engine did not become ready; the message carries the end of its log."""
 
 
-class EngineAdapter:
-    """Runs one engine kind. A subclass names its `spec_model`; its `kind` follows from it."""
+class EngineAdapter(EngineKindFacts):
+    """Runs one engine kind. A subclass names its `spec_model`; its `kind` follows from it, and it
+    states its kind's facts (engines/facts.py) as class attributes."""
     spec_model: ClassVar[type[EngineSpec]]
     kind: ClassVar[str] = "base"
     health_path = "/health"

@@ -13,6 +13,7 @@ from pydantic import Field
 from stackbook import sizing
 from stackbook.engines.base import EngineAdapter
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
+from stackbook.engines.facts import DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 from stackbook.evidence.files import file_sha256
 from stackbook.host import cpu_flags_line
@@ -80,6 +81,36 @@ class LlamaCppAdapter(EngineAdapter):
     bootstrap_step = "llama"
     pinned_version = LLAMA_CPP_VERSION
     length_control = "ignore_eos (llama-server has no min_tokens)"
+    process_roles = (ProcessRole(pattern=r"llama-server", role="llama_server", centre="compute", compute_rank=2,
+                                 serves_http=True),)
+    metric_series = MetricSeries(
+        kept=("prompt_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds", "predicted_tokens_seconds",
+              "requests_processing", "kv_cache_usage_ratio"),
+        gauges=("kv_cache_usage", "requests_processing", "requests_deferred"),
+        batch_gauges=("requests_processing",),
+        timings_source="llama-server per-request timings (prompt_ms, predicted_ms)",
+        prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("tokens_predicted_total",))
+    decision = DecisionFacts(
+        stack="llama.cpp", rank=2,
+        parallel="`-sm layer|row|tensor` splits across cards, by layers by default: not tensor parallel in vLLM's "
+                 "sense",
+        long_context="`-c` (0: the model's trained context); `--fit` shrinks an unset context to fit memory, so pin "
+                     "it; each slot gets n_ctx / n_parallel without unified KV",
+        reasoning=None,
+        images=None,
+        structured_output="per-request `json_schema` or `grammar` (GBNF)",
+        prefix_cache="`cache_prompt`, on by default")
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        one_user = answers.concurrent_users <= 1
+        if answers.platform == "apple":
+            return f"Apple silicon with Metal: GGUF quants and a model registry's convenience; {local_runner_reason(answers)}"
+        if answers.platform == "cpu":
+            return "CPU-only: quantized GGUF and hand-written CPU kernels" + ("; one user needs no batching" if one_user else "")
+        if answers.platform == "nvidia" and one_user:
+            return "one user at a keyboard: a local runner is enough, there is no batch to fill"
+        return None
 
     @classmethod
     def installed_executable(cls) -> Path:

@@ -22,6 +22,7 @@ from pydantic import Field
 from stackbook import sizing
 from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
 from stackbook.engines.capacity import capacity_limit, smallest_limit
+from stackbook.engines.facts import DecisionFacts, ProcessRole, local_runner_reason
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"
@@ -98,6 +99,15 @@ class MlxAdapter(PythonEngineAdapter):
     pinned_version = MLX_VERSION
     metrics_path = None  # mlx_lm's server answers /metrics with 404
     length_control = "logit_bias forbids the end-of-sequence tokens (mlx_lm has no ignore_eos or min_tokens)"
+    process_roles = (ProcessRole(pattern=r"mlx_lm", role="mlx_lm_server", centre="compute", compute_rank=3,
+                                 serves_http=True),)
+    decision = DecisionFacts(stack="MLX", rank=0)
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        if answers.platform != "apple":
+            return None
+        return f"Apple silicon: the framework built for its unified memory; {local_runner_reason(answers)}"
     # A request that carries `seed` is not batchable in mlx_lm's server: it waits for the batch to
     # drain and runs alone. The seed is therefore not sent; greedy decoding does not need it.
     fields_not_sent: ClassVar[dict[str, str]] = {

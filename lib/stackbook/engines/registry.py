@@ -1,9 +1,13 @@
 """Every engine kind stackbook can run: each kind's module holds its spec model and its adapter;
 this tuple is the one place that lists them. The campaign's `engine:` union and its list of kinds
-are built from it."""
+are built from it, and everything the measurement and the analysis know of an engine (its
+processes, its metric series, its decision facts) is read here from the kinds."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from stackbook.engines.base import EngineAdapter
+from stackbook.engines.facts import MetricSeries, ProcessRole
 from stackbook.engines.llama_cpp import LlamaCppAdapter
 from stackbook.engines.mlx import MlxAdapter
 from stackbook.engines.openai_endpoint import OpenAIEndpointAdapter
@@ -24,6 +28,35 @@ ENGINE_ADAPTERS: tuple[type[EngineAdapter], ...] = (
 )
 
 ADAPTERS: dict[str, type[EngineAdapter]] = {a.kind: a for a in ENGINE_ADAPTERS}
+# What must follow when the kinds change (the campaign's engine union): called after each change.
+_ON_CHANGE: list[Callable[[], None]] = []
+
+
+def on_change(rebuild: Callable[[], None]) -> None:
+    """Call `rebuild` whenever a kind is registered or unregistered."""
+    _ON_CHANGE.append(rebuild)
+
+
+def register(adapter: type[EngineAdapter]) -> None:
+    """Add a kind defined elsewhere (its adapter, naming its spec model): the campaign accepts it
+    and every fact it states is read with the others'."""
+    global ENGINE_ADAPTERS
+    if adapter.kind in ADAPTERS:
+        raise ValueError(f"engine kind {adapter.kind!r} is already registered")
+    ENGINE_ADAPTERS = (*ENGINE_ADAPTERS, adapter)
+    ADAPTERS[adapter.kind] = adapter
+    for rebuild in _ON_CHANGE:
+        rebuild()
+
+
+def unregister(kind: str) -> None:
+    """Remove a kind that register() added."""
+    global ENGINE_ADAPTERS
+    adapter_class(kind)
+    ENGINE_ADAPTERS = tuple(a for a in ENGINE_ADAPTERS if a.kind != kind)
+    del ADAPTERS[kind]
+    for rebuild in _ON_CHANGE:
+        rebuild()
 
 
 def engine_kinds() -> list[str]:
@@ -41,3 +74,29 @@ def adapter_class(kind: str) -> type[EngineAdapter]:
         return ADAPTERS[kind]
     except KeyError:
         raise KeyError(f"unknown engine kind {kind!r}; registered kinds: {', '.join(ADAPTERS)}") from None
+
+
+def gpu_kinds() -> list[str]:
+    """The kinds that serve only on an accelerator, in registry order."""
+    return [k for k, a in ADAPTERS.items() if a.needs_gpu]
+
+
+def process_roles() -> tuple[ProcessRole, ...]:
+    """Every kind's process roles, in registry order, each once: the first whose pattern a
+    process matches names it."""
+    return tuple(dict.fromkeys(r for a in ENGINE_ADAPTERS for r in a.process_roles))
+
+
+def metric_series() -> tuple[MetricSeries, ...]:
+    """Every kind's metric series, in registry order, each once (a kind may share its parent's)."""
+    return tuple({id(a.metric_series): a.metric_series for a in ENGINE_ADAPTERS}.values())
+
+
+def series(field: str) -> tuple[str, ...]:
+    """One field of every kind's metric series (kept, gauges, ...), joined, each name once."""
+    return tuple(dict.fromkeys(name for m in metric_series() for name in getattr(m, field)))
+
+
+def decision_kinds() -> list[type[EngineAdapter]]:
+    """The kinds 00_decide's shortlist can name, in their shortlist order."""
+    return sorted((a for a in ENGINE_ADAPTERS if a.decision is not None), key=lambda a: a.decision.rank)

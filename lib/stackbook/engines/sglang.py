@@ -12,6 +12,7 @@ from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
+from stackbook.engines.facts import DecisionFacts, MetricSeries
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 SGLANG_VERSION = "0.5.23"
@@ -91,6 +92,30 @@ class SglangAdapter(PythonEngineAdapter):
     pinned_version = SGLANG_VERSION
     health_path = "/health_generate"
     length_control = "min_tokens and ignore_eos"
+    needs_gpu = True
+    distributions = ("sglang", "torch")
+    metric_series = MetricSeries(prefix_cache_hits=("sglang:cache_hit_tokens_total",),
+                                 prefix_cache_queries=("sglang:cache_query_tokens_total",))
+    decision = DecisionFacts(
+        stack="SGLang", rank=4,
+        parallel="tensor, data, pipeline and expert parallel (`--tp-size`, `--dp-size`, `--pp-size`, `--ep-size`)",
+        long_context="`--context-length` and `--chunked-prefill-size`; on hybrid models it splits memory between "
+                     "state and KV, so realized KV tokens can fall far below the configured context",
+        reasoning="`--reasoning-parser` (auto in v0.5.23)",
+        images="image inputs (its bench_serving ships image and MMMU datasets)",
+        structured_output="`--grammar-backend` (xgrammar, outlines, llguidance)",
+        prefix_cache="radix-tree prefix reuse")
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        many = f"{answers.concurrent_users} concurrent users"
+        prefix_matters = answers.shared_prefix and answers.concurrent_users > 1
+        if answers.platform not in ("nvidia", "amd") or not (prefix_matters or answers.json_output):
+            return None
+        jobs = [w for w, on in ((f"long prefixes shared across {many} (radix-tree reuse)", prefix_matters),
+                                ("output that must validate against a schema (fast constrained decoding)",
+                                 answers.json_output)) if on]
+        return f"{' and '.join(jobs)}: the two problems it was built around"
 
     def command(self) -> list[str]:
         if self.artifacts is None or self.artifacts.hf_dir is None:

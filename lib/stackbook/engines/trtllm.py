@@ -17,6 +17,7 @@ from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
+from stackbook.engines.facts import DecisionFacts
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 TRTLLM_VERSION = "1.2.1"
@@ -125,6 +126,24 @@ class TrtllmAdapter(PythonEngineAdapter):
     pinned_version = TRTLLM_VERSION
     metrics_path = "/prometheus/metrics"  # mounted with return_perf_metrics; /metrics is JSON stats
     length_control = "min_tokens and ignore_eos"
+    needs_gpu = True
+    distributions = ("tensorrt_llm", "torch")
+    decision = DecisionFacts(
+        stack="TensorRT-LLM", rank=5,
+        parallel="tensor, pipeline, expert and context parallel (`--tp_size`, `--pp_size`, `--ep_size`, `--cp_size`)",
+        long_context="`--max_seq_len`; chunked prefill off by default, and `--max_num_tokens` caps the prompt "
+                     "length unless it is on",
+        reasoning="`--reasoning_parser`",
+        images=None,
+        structured_output="`guided_decoding_backend` (xgrammar, llguidance); unset, response_format is not enforced",
+        prefix_cache=None)
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        if answers.platform != "nvidia" or not answers.throughput_dominant_cost or answers.ops_engineers < 1:
+            return None
+        return ("NVIDIA-only fleet where throughput is the dominant cost and there is engineering "
+                "time for build and compatibility validation")
 
     def __init__(self, spec, artifacts, protocol, served_name, log_path=None):
         super().__init__(spec, artifacts, protocol, served_name, log_path)

