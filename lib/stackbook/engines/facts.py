@@ -41,6 +41,7 @@ class MetricSeries(BaseModel):
     phase_histograms: dict[str, str] = {}
     phase_source: str | None = None  # how the engine time read from those histograms is labelled
     timings_source: str | None = None  # how the engine time read from its per-request timings is labelled
+    latency_histograms: dict[Literal["ttft", "itl"], str] = {}  # the engine's own TTFT and ITL (seconds)
     step_tokens_histogram: str | None = None  # tokens per engine step: the batch in tokens
     prompt_token_counters: tuple[str, ...] = ()  # the prefill work: prompt tokens processed
     generated_token_counters: tuple[str, ...] = ()  # the decode work: tokens generated

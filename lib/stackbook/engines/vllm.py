@@ -47,13 +47,14 @@ VLLM_PHASES = {"queue": "request_queue_time_seconds", "prefill": "request_prefil
                "decode": "request_decode_time_seconds", "inference": "request_inference_time_seconds",
                "e2e": "e2e_request_latency_seconds"}
 VLLM_METRICS = MetricSeries(
-    kept=("prefix_cache", "kv_cache_usage", "num_requests_running", "num_requests_waiting", "preemptions",
+    kept=("prefix_cache_", "kv_cache_usage", "num_requests_running", "num_requests_waiting", "preemptions",
           "prompt_tokens_total", "generation_tokens_total", "time_to_first_token_seconds",
           "inter_token_latency_seconds", *VLLM_PHASES.values(), "iteration_tokens_total", "spec_decode_"),
     bucketed=(*VLLM_PHASES.values(), "iteration_tokens_total"),
     gauges=("num_requests_running", "num_requests_waiting", "kv_cache_usage"),
     batch_gauges=("num_requests_running",),
     phase_histograms=VLLM_PHASES, phase_source="engine histograms (vllm:request_*_time_seconds)",
+    latency_histograms={"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds"},
     step_tokens_histogram="iteration_tokens_total",
     prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("generation_tokens_total",),
     spec_decode_counters={"drafts": "spec_decode_num_drafts_total",

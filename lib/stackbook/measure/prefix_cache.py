@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import httpx
 
+from stackbook.engines import registry
 from stackbook.loadgen.drivers import Target, chat_once
 from stackbook.loadgen.workload import shared_prefix_texts
-
-HITS = ("vllm:prefix_cache_hits_total", "sglang:cache_hit_tokens_total")
-QUERIES = ("vllm:prefix_cache_queries_total", "sglang:cache_query_tokens_total")
 
 
 def prepare_point(state: str, adapter, target: Target, workload, tokenizer) -> dict:
@@ -48,7 +46,7 @@ def cache_counters(delta: dict, records: list) -> dict:
     def total(names):
         vals = [v for k, v in delta.items() if k.split("{", 1)[0] in names]
         return sum(vals) if vals else None
-    hits, queries = total(HITS), total(QUERIES)
+    hits, queries = total(registry.series("prefix_cache_hits")), total(registry.series("prefix_cache_queries"))
     measured = [r for r in records if r.phase == "measure" and r.ok]
     reported = [r.cached_prompt_tokens for r in measured if r.cached_prompt_tokens is not None]
     prompt = sum((r.prompt_tokens_server or 0) for r in measured if r.cached_prompt_tokens is not None)

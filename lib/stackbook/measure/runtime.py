@@ -12,28 +12,19 @@ import re
 
 import psutil
 
+from stackbook.engines import registry
 from stackbook.measure.telemetry import histogram_mean_ms, process_group
 
 # ------------------------------------------------------------------------------------ processes
 
-# Stable role names from what a process calls itself: vLLM's CPU build runs an API-server process,
-# an EngineCore process that schedules (`VLLM::EngineCore`) and a worker that runs the model
-# (`VLLM::Worker`); llama-server and mlx_lm are one process each. A process matching no rule keeps its own name.
-ROLE_RULES: tuple[tuple[str, str], ...] = (
-    (r"EngineCor", "engine_core"),  # the kernel keeps 15 characters of a name: VLLM::EngineCor
-    (r"vllm\.entrypoints|vllm serve|api_server|APIServer", "api_server"),
-    (r"llama-server", "llama_server"),
-    (r"mlx_lm", "mlx_lm_server"),
-    (r"resource_tracker", "resource_tracker"),
-    (r"::Worker", "worker"),
-)
-
 
 def process_role(name: str, cmdline: str = "") -> str:
-    """The role a process plays in an engine, from its name and command line."""
-    for pattern, role in ROLE_RULES:
-        if re.search(pattern, name) or re.search(pattern, cmdline):
-            return role
+    """The role a process plays in an engine, from its name and command line: the first of the
+    kinds' process roles (registry.process_roles) it matches; a process matching none keeps its
+    own name."""
+    for rule in registry.process_roles():
+        if re.search(rule.pattern, name) or re.search(rule.pattern, cmdline):
+            return rule.role
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
 
 
@@ -104,36 +95,44 @@ def process_window(before: dict, after: dict) -> dict:
 
 # --------------------------------------------------------------------------- engine timings
 
-# vLLM's per-request histograms (seconds), by the phase of a request each one times.
-VLLM_PHASES = {"queue": "request_queue_time_seconds", "prefill": "request_prefill_time_seconds",
-               "decode": "request_decode_time_seconds", "inference": "request_inference_time_seconds",
-               "e2e": "e2e_request_latency_seconds"}
-
-
 def engine_time_from_histograms(delta: dict) -> dict | None:
     """Mean queue, prefill, decode and inference time per request over a point (ms), from the
-    engine's histogram _sum and _count increases; None where the engine exports none of them."""
-    means, counts = {}, {}
-    for phase, name in VLLM_PHASES.items():
-        means[phase], counts[phase] = histogram_mean_ms(delta, name)
-    if all(m is None for m in means.values()):
-        return None
-    n = max(counts.values())
-    return {**{p: round(means[p], 3) if means[p] is not None else None
-               for p in ("queue", "prefill", "decode", "inference")},
-            "requests": int(n) if n else None, "source": "engine histograms (vllm:request_*_time_seconds)"}
+    engine's histogram _sum and _count increases (the phase histograms a kind names); None where
+    the engine exports none of them."""
+    for series in registry.metric_series():
+        if not series.phase_histograms:
+            continue
+        means, counts = {}, {}
+        for phase, name in series.phase_histograms.items():
+            means[phase], counts[phase] = histogram_mean_ms(delta, name)
+        if all(m is None for m in means.values()):
+            continue
+        n = max(counts.values())
+        return {**{p: round(means[p], 3) if means.get(p) is not None else None
+                   for p in ("queue", "prefill", "decode", "inference")},
+                "requests": int(n) if n else None, "source": series.phase_source}
+    return None
 
 
 def engine_time_from_timings(timings: list[dict]) -> dict | None:
-    """The same means from llama-server's per-request `timings` (prompt_ms is prefill,
-    predicted_ms decode; it exports no queue time)."""
+    """The same means from the per-request `timings` an engine's stream carries (prompt_ms is
+    prefill, predicted_ms decode; no queue time), labelled by the kind that states it sends them."""
     t = [x for x in timings if x and "prompt_ms" in x and "predicted_ms" in x]
-    if not t:
+    source = next((m.timings_source for m in registry.metric_series() if m.timings_source), None)
+    if not t or source is None:
         return None
     pre = sum(x["prompt_ms"] for x in t) / len(t)
     dec = sum(x["predicted_ms"] for x in t) / len(t)
     return {"queue": None, "prefill": round(pre, 3), "decode": round(dec, 3), "inference": round(pre + dec, 3),
-            "requests": len(t), "source": "llama-server per-request timings (prompt_ms, predicted_ms)"}
+            "requests": len(t), "source": source}
+
+
+def queue_time_cv(delta: dict) -> float | None:
+    """CV of the engine's queue time over a point, from the buckets of its queue histogram."""
+    for series in registry.metric_series():
+        if "queue" in series.phase_histograms:
+            return histogram_cv(delta, series.phase_histograms["queue"])
+    return None
 
 
 def histogram_buckets(delta: dict, name: str) -> list[tuple[float, float]]:
@@ -171,30 +170,38 @@ def _counter(delta: dict, suffix: str) -> float | None:
     return sum(delta[k] for k in keys) if keys else None
 
 
+def _first_counter(delta: dict, field: str) -> float | None:
+    """The first of the kinds' counters of one kind of work (registry.series(field)) the engine exported."""
+    return next((v for name in registry.series(field) if (v := _counter(delta, name)) is not None), None)
+
+
+def _spec_counter(delta: dict, what: str) -> float | None:
+    return next((v for m in registry.metric_series() if what in m.spec_decode_counters
+                 and (v := _counter(delta, m.spec_decode_counters[what])) is not None), None)
+
+
 def spec_decode(delta: dict) -> dict | str:
     """Accepted length under speculative decoding: 1 + accepted draft tokens / drafts (the bonus
     token included: target-model steps saved per step), or why there is none."""
-    drafts = _counter(delta, "spec_decode_num_drafts_total")
-    accepted = _counter(delta, "spec_decode_num_accepted_tokens_total")
+    drafts = _spec_counter(delta, "drafts")
+    accepted = _spec_counter(delta, "accepted_tokens")
     if drafts is None and accepted is None:
         return "not used: the engine exported no speculative-decoding counters"
     if not drafts:
         return "not used: no drafts proposed during this point"
-    proposed = _counter(delta, "spec_decode_num_draft_tokens_total")
+    proposed = _spec_counter(delta, "draft_tokens")
     return {"drafts": int(drafts), "accepted_tokens": int(accepted or 0),
             "draft_tokens": int(proposed) if proposed is not None else None,
             "accepted_length_mean": round(1 + (accepted or 0) / drafts, 4),
             "acceptance_rate": round((accepted or 0) / proposed, 4) if proposed else None}
 
 
-BATCH_GAUGES = ("num_requests_running", "requests_processing")
-
-
 def batch_size_mean(gauges_during: dict | None) -> float | None:
-    """N_batch: the mean of the engine's running-requests gauge while the point ran (vLLM's
-    num_requests_running, llama-server's requests_processing); None where it exports neither."""
+    """N_batch: the mean of the engine's running-requests gauge while the point ran (the batch
+    gauges the kinds name); None where it exports none."""
+    batch_gauges = registry.series("batch_gauges")
     for key, v in (gauges_during or {}).items():
-        if isinstance(v, dict) and key.split("{", 1)[0].endswith(BATCH_GAUGES) and "{" not in key:
+        if isinstance(v, dict) and key.split("{", 1)[0].endswith(batch_gauges) and "{" not in key:
             return v["mean"]
     return None
 
@@ -203,10 +210,8 @@ def work_tokens(delta: dict, records) -> dict:
     """Prefill and decode work of a point (every request, warm-up and cool-down included): the
     engine's own token counters where it exports them, else the replies' usage counts."""
     ok = [r for r in records if r.ok]
-    prompt = _counter(delta, "prompt_tokens_total")
-    generated = _counter(delta, "generation_tokens_total")
-    if generated is None:
-        generated = _counter(delta, "tokens_predicted_total")
+    prompt = _first_counter(delta, "prompt_token_counters")
+    generated = _first_counter(delta, "generated_token_counters")
     source = "engine counters" if prompt is not None and generated is not None else "replies' usage counts"
     if prompt is None:
         prompt = sum(r.prompt_tokens_server or r.prompt_tokens_client for r in ok)
@@ -219,9 +224,12 @@ def work_tokens(delta: dict, records) -> dict:
 
 
 def tokens_per_step_mean(delta: dict) -> float | None:
-    """Tokens per engine step (vLLM's iteration_tokens_total histogram): the batch in tokens."""
-    mean_ms, _ = histogram_mean_ms(delta, "iteration_tokens_total")
-    return round(mean_ms / 1000, 3) if mean_ms is not None else None
+    """Tokens per engine step (the step histogram a kind names): the batch in tokens."""
+    for name in dict.fromkeys(m.step_tokens_histogram for m in registry.metric_series() if m.step_tokens_histogram):
+        mean_ms, _ = histogram_mean_ms(delta, name)
+        if mean_ms is not None:
+            return round(mean_ms / 1000, 3)
+    return None
 
 
 def runtime_evidence(before: dict, after: dict, wall_s: float, delta: dict, records,
@@ -235,7 +243,7 @@ def runtime_evidence(before: dict, after: dict, wall_s: float, delta: dict, reco
         "cpu_window_s": round(wall_s, 4),
         "requests_in_cpu_window": len(done),
         "engine_time_ms": engine_time_from_histograms(delta) or engine_time_from_timings(timings),
-        "queue_time_cv": histogram_cv(delta, VLLM_PHASES["queue"]),
+        "queue_time_cv": queue_time_cv(delta),
         "batch_size_mean": batch_size_mean(gauges_during),
         "tokens_per_step_mean": tokens_per_step_mean(delta),
         "work_tokens": work_tokens(delta, records),

@@ -14,6 +14,8 @@ import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from stackbook.engines import registry
+
 
 def energy_joules(samples: list[dict]) -> float:
     """Energy one GPU drew over its power samples ({"t", "power_w"}): the trapezoid rule."""
@@ -119,30 +121,18 @@ def parse_exposition(text: str) -> dict[str, float]:
     return out
 
 
-INTERESTING = ("prefix_cache", "kv_cache_usage", "num_requests_running", "num_requests_waiting",
-               "preemptions", "prompt_tokens_total", "generation_tokens_total", "tokens_predicted_total",
-               "prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "kv_cache_usage_ratio",
-               "time_to_first_token_seconds", "inter_token_latency_seconds",
-               # the engine's own per-request phases, its batch in tokens and speculative decoding
-               "request_queue_time_seconds", "request_prefill_time_seconds", "request_decode_time_seconds",
-               "request_inference_time_seconds", "e2e_request_latency_seconds", "iteration_tokens_total",
-               "spec_decode_")
-# Histograms whose bucket increases are kept too, so a distribution's spread (its CV) can be
-# estimated per point, not only its mean.
-BUCKETED = ("request_queue_time_seconds", "request_prefill_time_seconds", "request_decode_time_seconds",
-            "request_inference_time_seconds", "e2e_request_latency_seconds", "iteration_tokens_total")
-GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "requests_processing",
-          "requests_deferred")
-
-
 def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Counter increases and final gauge values for the series worth reporting."""
+    """Counter increases and final gauge values for the series worth reporting: those the engine
+    kinds keep (registry.series("kept")). Histograms keep their bucket increases only where a kind
+    asks for them (registry.series("bucketed")), so a distribution's spread (its CV) can be
+    estimated per point, not only its mean."""
+    kept, bucketed = registry.series("kept"), registry.series("bucketed")
     out = {}
     for key, value in after.items():
         name = key.split("{", 1)[0]
-        if not any(word in name for word in INTERESTING) or name.endswith(("_created", "_info")):
+        if not any(word in name for word in kept) or name.endswith(("_created", "_info")):
             continue
-        if name.endswith("_bucket") and not name[:-len("_bucket")].endswith(BUCKETED):
+        if name.endswith("_bucket") and not name[:-len("_bucket")].endswith(bucketed):
             continue
         cumulative = name.endswith(("_total", "_count", "_sum", "_bucket"))
         out[key] = value - before.get(key, 0.0) if cumulative else value
@@ -151,7 +141,7 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
 
 def _gauge(key: str) -> bool:
     name = key.split("{", 1)[0]
-    return any(word in name for word in GAUGES) and not name.endswith(
+    return any(word in name for word in registry.series("gauges")) and not name.endswith(
         ("_total", "_count", "_sum", "_bucket", "_created", "_info"))
 
 
@@ -298,7 +288,8 @@ class GaugeSampler(_ProcessSampler):
         return out
 
 
-HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds"}
+# The engine's own TTFT and ITL histograms, by what they time (the first kind that names each).
+HISTOGRAMS = {what: name for m in reversed(registry.metric_series()) for what, name in m.latency_histograms.items()}
 
 
 def histogram_mean_ms(delta: dict, suffix: str) -> tuple[float | None, float]:
