@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stackbook.engines import registry
+from stackbook.engines.facts import DECISION_FACTS_SOURCE, DecisionFacts
+
 
 @dataclass(frozen=True)
 class Answers:
@@ -63,68 +66,24 @@ class Arithmetic:
 LONG_CONTEXT_TOKENS = 32_768
 
 
-@dataclass(frozen=True)
-class EngineFacts:
-    """What an engine offers for each workload dimension, as the research notes found it in its
-    flags and docs (None: the notes do not establish it, so the campaign must check it)."""
-    parallel: str | None
-    long_context: str | None
-    reasoning: str | None
-    images: str | None
-    structured_output: str | None
-    prefix_cache: str | None
+# What each engine offers for each workload dimension is stated by its kind (engines/facts.py);
+# MAX is on the shortlist for a mixed fleet but is no kind stackbook runs, so the notes establish nothing of it.
+EngineFacts = DecisionFacts
+MAX = DecisionFacts(stack="MAX", rank=len(registry.ENGINE_ADAPTERS))
+ENGINE_FACTS_SOURCE = DECISION_FACTS_SOURCE
 
 
-ENGINE_FACTS_SOURCE = ("research notes on the GPU engines (vLLM v0.33.0, SGLang v0.5.23, TensorRT-LLM PyTorch "
-                       "backend, llama.cpp server README): flags and defaults as each release documents them")
-ENGINE_FACTS: dict[str, EngineFacts] = {
-    "vLLM": EngineFacts(
-        parallel="tensor and pipeline parallel (`--tensor-parallel-size`, `-pp`, `-dp`)",
-        long_context="`--max-model-len` (-1 fits it to memory), chunked prefill on by default",
-        reasoning="`--reasoning-parser` splits the thinking from the answer",
-        images="multimodal inputs, with its own multimodal and encoder caches",
-        structured_output="structured outputs (xgrammar, guidance, outlines, lm-format-enforcer)",
-        prefix_cache="prefix caching, on by default"),
-    "SGLang": EngineFacts(
-        parallel="tensor, data, pipeline and expert parallel (`--tp-size`, `--dp-size`, `--pp-size`, `--ep-size`)",
-        long_context="`--context-length` and `--chunked-prefill-size`; on hybrid models it splits memory between "
-                     "state and KV, so realized KV tokens can fall far below the configured context",
-        reasoning="`--reasoning-parser` (auto in v0.5.23)",
-        images="image inputs (its bench_serving ships image and MMMU datasets)",
-        structured_output="`--grammar-backend` (xgrammar, outlines, llguidance)",
-        prefix_cache="radix-tree prefix reuse"),
-    "TensorRT-LLM": EngineFacts(
-        parallel="tensor, pipeline, expert and context parallel (`--tp_size`, `--pp_size`, `--ep_size`, `--cp_size`)",
-        long_context="`--max_seq_len`; chunked prefill off by default, and `--max_num_tokens` caps the prompt "
-                     "length unless it is on",
-        reasoning="`--reasoning_parser`",
-        images=None,
-        structured_output="`guided_decoding_backend` (xgrammar, llguidance); unset, response_format is not enforced",
-        prefix_cache=None),
-    "llama.cpp": EngineFacts(
-        parallel="`-sm layer|row|tensor` splits across cards, by layers by default: not tensor parallel in vLLM's "
-                 "sense",
-        long_context="`-c` (0: the model's trained context); `--fit` shrinks an unset context to fit memory, so pin "
-                     "it; each slot gets n_ctx / n_parallel without unified KV",
-        reasoning=None,
-        images=None,
-        structured_output="per-request `json_schema` or `grammar` (GBNF)",
-        prefix_cache="`cache_prompt`, on by default"),
-    "vLLM (CPU build)": EngineFacts(
-        parallel=None, long_context="`--max-model-len`, chunked prefill on by default",
-        reasoning="`--reasoning-parser`", images=None,
-        structured_output="structured outputs (xgrammar, guidance, outlines, lm-format-enforcer)",
-        prefix_cache="prefix caching, on by default"),
-    "MLX": EngineFacts(parallel=None, long_context=None, reasoning=None, images=None, structured_output=None,
-                       prefix_cache=None),
-    "MAX": EngineFacts(parallel=None, long_context=None, reasoning=None, images=None, structured_output=None,
-                       prefix_cache=None),
-}
+def engine_facts() -> dict[str, DecisionFacts]:
+    """Each shortlisted stack's facts, by its name on the shortlist."""
+    return {**{a.decision.stack: a.decision for a in registry.decision_kinds()}, MAX.stack: MAX}
+
+
+ENGINE_FACTS: dict[str, DecisionFacts] = engine_facts()
 
 
 def _answer_notes(stack: str, a: Answers) -> list[str]:
     """What each answer asks of one engine: the feature the notes found, or a check for the campaign."""
-    facts = ENGINE_FACTS[stack]
+    facts = engine_facts()[stack]
     notes = []
 
     def need(what: str, fact: str | None, check: str) -> None:
@@ -151,33 +110,10 @@ def shortlist(a: Answers, arithmetic: Arithmetic | None = None) -> list[dict]:
     the benchmark decides among them. The managed endpoint joins by the seed's rule, or when the
     arithmetic says owning would buy idle silicon."""
     why: dict[str, str] = {}
-    one_user = a.concurrent_users <= 1
-    many = f"{a.concurrent_users} concurrent users"
-
-    if a.platform == "apple":
-        runner = ("one machine, one user: a local runner is the seed's answer" if one_user else
-                  f"{many}: the seed pairs local runners with one user, so the load sweep must show they hold")
-        why["MLX"] = f"Apple silicon: the framework built for its unified memory; {runner}"
-        why["llama.cpp"] = f"Apple silicon with Metal: GGUF quants and a model registry's convenience; {runner}"
-    if a.platform == "cpu":
-        why["llama.cpp"] = "CPU-only: quantized GGUF and hand-written CPU kernels" + (
-            "; one user needs no batching" if one_user else "")
-        if not one_user:
-            why["vLLM (CPU build)"] = f"CPU-only with {many}: continuous batching and paged KV on the CPU"
-    if a.platform in ("nvidia", "amd", "mixed"):
-        why["vLLM"] = ("the default for serving an API on GPUs: broad model support, continuous batching, paged KV"
-                       + (f", for {many}" if not one_user else ""))
-    if a.platform == "nvidia" and one_user:
-        why["llama.cpp"] = "one user at a keyboard: a local runner is enough, there is no batch to fill"
-    prefix_matters = a.shared_prefix and not one_user
-    if a.platform in ("nvidia", "amd") and (prefix_matters or a.json_output):
-        jobs = [w for w, on in ((f"long prefixes shared across {many} (radix-tree reuse)", prefix_matters),
-                                ("output that must validate against a schema (fast constrained decoding)",
-                                 a.json_output)) if on]
-        why["SGLang"] = f"{' and '.join(jobs)}: the two problems it was built around"
-    if a.platform == "nvidia" and a.throughput_dominant_cost and a.ops_engineers >= 1:
-        why["TensorRT-LLM"] = ("NVIDIA-only fleet where throughput is the dominant cost and there is engineering "
-                               "time for build and compatibility validation")
+    for kind in registry.decision_kinds():
+        reason = kind.shortlist_reason(a)
+        if reason is not None:
+            why[kind.decision.stack] = reason
     if a.platform == "mixed":
         why["MAX"] = "a heterogeneous fleet, if a young ecosystem is acceptable"
 

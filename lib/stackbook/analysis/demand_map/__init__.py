@@ -8,8 +8,6 @@ process, the engine's front end, the engine's compute), with demands from the ut
 D_k = busy_k / completed requests. The arithmetic is pure; `measured_demand_maps` reads a run.
 """
 from stackbook.analysis.demand_map.centres import (
-    FRONT_END_WHY_M,
-    SCHEDULER_WHY_M,
     client_capacity,
     compute_capacity,
     point_centres,
@@ -51,7 +49,7 @@ from stackbook.analysis.demand_map.tables import (
     next_experiment_table,
 )
 
-__all__ = ["FRONT_END_WHY_M", "LEVERS", "MAP_TOLERANCE", "SCHEDULER_WHY_M", "SEED_LAYERS", "ArmDemandMap",
+__all__ = ["LEVERS", "MAP_TOLERANCE", "SEED_LAYERS", "ArmDemandMap",
            "CentreRow", "Layer", "bound_table", "centres_table", "client_capacity", "closed_loop_points",
            "compute_capacity", "demand_ci", "demand_map", "demand_maps_of", "improve", "improvement_summary",
            "layers_table", "measured_demand_map", "measured_demand_maps", "mva_check", "mva_check_table",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from stackbook.analysis.demand_map.layers import Layer
+from stackbook.engines import registry
 
 
 def client_capacity(point: dict) -> tuple[float, str]:
@@ -17,9 +18,6 @@ def client_capacity(point: dict) -> tuple[float, str]:
                      "lock), whatever the host has")
     return float(n), (f"{n}: the point was sent by {n} client processes (protocol.loadgen.processes), each "
                       "event loop on one core at a time")
-FRONT_END_WHY_M = ("1: one API-server process (Python: one core at a time) parses, tokenizes and streams "
-                   "every request")
-SCHEDULER_WHY_M = "1: one EngineCore process (Python: one core at a time) schedules every engine step"
 
 
 def compute_capacity(engine: dict, log_text: str = "") -> tuple[float, str]:
@@ -60,19 +58,23 @@ def point_centres(point: dict, engine: dict, log_text: str = "") -> list[Layer]:
                      "client processes' CPU seconds (user + system) / requests completed in the point")]
     roles = dict(cpu.get("engine") or {})
     m, why_m = compute_capacity(engine, log_text)
-    # vLLM's CPU build runs the model in a worker process (VLLM::Worker) beside the EngineCore
-    # process that schedules each step; with no separate worker, EngineCore computes itself.
-    compute_role = next((r for r in ("worker", "engine_core", "llama_server", "mlx_lm_server") if r in roles), None)
-    if "api_server" in roles and compute_role is not None:
-        centres.append(Layer("engine front end", 1, _per_request_ms(roles.pop("api_server"), done), 1.0,
-                             FRONT_END_WHY_M, "API-server process CPU seconds / requests completed"))
-    if compute_role == "worker" and "engine_core" in roles:
-        centres.append(Layer("engine scheduler", 1, _per_request_ms(roles.pop("engine_core"), done), 1.0,
-                             SCHEDULER_WHY_M, "EngineCore process CPU seconds / requests completed (it "
-                             "schedules every step; the model runs in the worker)"))
-    if compute_role is not None:
+    # Each kind states which of its processes computes, schedules or fronts (engines/facts.py):
+    # the present compute role of lowest rank computes; one that schedules beside it schedules.
+    present = [r for r in registry.process_roles() if r.role in roles]
+    computing = sorted((r for r in present if r.compute_rank is not None), key=lambda r: r.compute_rank)
+    compute = computing[0] if computing else None
+    compute_role = compute.role if compute else None
+    front = next((r for r in present if r.centre == "front end"), None)
+    if front is not None and compute is not None:
+        centres.append(Layer("engine front end", 1, _per_request_ms(roles.pop(front.role), done), 1.0,
+                             front.why_m, front.measured_as))
+    scheduler = next((r for r in present if compute is not None and r.schedules_beside == compute_role), None)
+    if scheduler is not None:
+        centres.append(Layer("engine scheduler", 1, _per_request_ms(roles.pop(scheduler.role), done), 1.0,
+                             scheduler.why_m, scheduler.measured_as))
+    if compute is not None:
         busy_ms = _per_request_ms(roles.pop(compute_role), done)
-        note = "" if compute_role in ("worker", "engine_core") else " (its HTTP threads included: one process)"
+        note = " (its HTTP threads included: one process)" if compute.serves_http else ""
         centres.append(Layer("engine compute", steps, busy_ms / steps, m, why_m,
                              f"{compute_role} process CPU seconds / requests completed{note}; V = engine steps "
                              "per request (one per generated token, shared across the batch)"))
