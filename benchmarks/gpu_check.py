@@ -19,8 +19,12 @@ import time
 from pathlib import Path
 
 FORMAT = "stackbook-gpu-check/1"
-GPU_KINDS = ("vllm", "sglang", "trtllm")
-ENGINE_PACKAGES = {"vllm": ("vllm", "torch"), "sglang": ("sglang", "torch"), "trtllm": ("tensorrt_llm", "torch")}
+
+
+def gpu_kinds() -> list[str]:
+    """The engine kinds that serve only on an accelerator (each declares needs_gpu)."""
+    from stackbook.engines.registry import gpu_kinds as registered
+    return registered()
 
 
 def gpu_identity() -> dict:
@@ -103,7 +107,7 @@ def torch_interpreter() -> str | None:
     """The first interpreter that has torch with a CUDA device: this one, else a GPU engine's
     environment in the cache (the workbook itself does not install torch)."""
     from stackbook.engines import ADAPTERS
-    candidates = [sys.executable] + [str(ADAPTERS[k].installed_executable()) for k in GPU_KINDS]
+    candidates = [sys.executable] + [str(ADAPTERS[k].installed_executable()) for k in gpu_kinds()]
     for exe in candidates:
         if not Path(exe).exists():
             continue
@@ -137,7 +141,7 @@ def installed_engines() -> dict:
     from stackbook.engines import ADAPTERS
     from stackbook.locations import symbolic
     out = {}
-    for kind in GPU_KINDS:
+    for kind in gpu_kinds():
         adapter = ADAPTERS[kind]
         exe = adapter.installed_executable()
         entry = {"environment": symbolic(exe.parent.parent), "installed": exe.exists(),
@@ -147,7 +151,7 @@ def installed_engines() -> dict:
                     "for d in sys.argv[1:]:\n"
                     "    try: print(d, m.version(d))\n"
                     "    except m.PackageNotFoundError: print(d, 'not-installed')")
-            res = subprocess.run([str(exe), "-c", code, *ENGINE_PACKAGES[kind]], capture_output=True, text=True,
+            res = subprocess.run([str(exe), "-c", code, *adapter.distributions], capture_output=True, text=True,
                                  timeout=120)
             entry["versions"] = dict(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
         else:

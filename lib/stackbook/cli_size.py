@@ -15,6 +15,10 @@ except ImportError:  # an older typer on click itself
 
 from stackbook.cli_common import fail as _fail
 from stackbook.cli_common import name_values
+from stackbook.engines.registry import ADAPTERS
+
+# The kinds whose own accounting of the pool `size --engine` can add: those sizing applies to.
+SIZED_KINDS = ", ".join(k for k, a in ADAPTERS.items() if a.spec_model.sizing_skip_reason is None)
 
 
 def _engine_accounting(kind: str, fields: list[str], g, verdict: dict, hw, context: int, weights: str, kv_dtype: str,
@@ -98,7 +102,7 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
          workspace_gib: float = typer.Option(0.5, help="workspace (when the pool is derived)"),
          activations_gib: float = typer.Option(0.5, help="activation peak (when the pool is derived)"),
          tp: int = typer.Option(1, help="tensor-parallel ranks"),
-         engine: Optional[str] = typer.Option(None, help="add an engine kind's own accounting of the pool (vllm, sglang, trtllm, vllm_cpu, llama_cpp, mlx)"),
+         engine: Optional[str] = typer.Option(None, help=f"add an engine kind's own accounting of the pool ({SIZED_KINDS})"),
          engine_field: list[str] = typer.Option([], help="a field of that engine's campaign mapping, NAME=VALUE (repeat), e.g. gpu_memory_utilization=0.85"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """Memory arithmetic for one model on one device: parameters, weights, KV, state, pool, live

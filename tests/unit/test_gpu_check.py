@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from stackbook.engines.registry import gpu_kinds
 from stackbook.locations import REPO_ROOT
 
 
@@ -29,7 +30,7 @@ def test_the_output_format_without_a_gpu(tmp_path):
     if d["identity"]["nvml"] == "absent":
         assert d["telemetry_during_load"]["nvml"] == "absent" and d["telemetry_during_load"]["load"] == "none (idle)"
     assert d["hbm_bandwidth"]["measured"] is False and d["hbm_bandwidth"]["reason"]
-    assert set(d["engines"]) == {"vllm", "sglang", "trtllm"}
+    assert set(d["engines"]) == set(gpu_kinds()) == {"vllm", "sglang", "trtllm"}
     assert d["engines"]["trtllm"] == {
         "environment": "$STACKBOOK_CACHE/engines/tensorrt-llm-1.2.1", "installed": False, "pinned_version": "1.2.1",
         "hint": "$STACKBOOK_CACHE/engines/tensorrt-llm-1.2.1/bin/python is missing; run `make setup-gpu` (or "

@@ -14,6 +14,7 @@ from pydantic import (
 
 from stackbook.config.protocol import Protocol
 from stackbook.config.strict import Strict
+from stackbook.engines import registry
 from stackbook.engines.registry import engine_specs
 from stackbook.locations import resolve_symbolic
 
@@ -98,6 +99,8 @@ class ModelSpec(Strict):
 
 # Each kind's spec lives with its adapter in engines/<kind>.py; the registry lists them.
 Engine = Annotated[Union[engine_specs()], Field(discriminator="kind")]
+# The kinds that measure a hosted model (they serve no local weights).
+HOSTED_KINDS = " or ".join(s.kind_name() for s in engine_specs() if not s.serves_local_weights)
 
 
 class Arm(Strict):
@@ -185,8 +188,8 @@ class Campaign(Strict):
             for i, arm in enumerate(self.arms):
                 if arm.engine.serves_local_weights:
                     raise ValueError(f"arms[{i}].engine.kind: {arm.engine.kind!r} serves local weights, and "
-                                     "model.source 'remote' has none; measure a hosted model with kind: "
-                                     "openai_endpoint, or point model at weights (source: path)")
+                                     f"model.source 'remote' has none; measure a hosted model with kind: "
+                                     f"{HOSTED_KINDS}, or point model at weights (source: path)")
         if self.model.max_context and self.protocol.context_length > self.model.max_context:
             raise ValueError(f"protocol.context_length {self.protocol.context_length} exceeds the model's "
                              f"max_context {self.model.max_context}; lower context_length")
@@ -235,3 +238,16 @@ class Campaign(Strict):
                 node = node[p]
             node[leaf] = value
         return Protocol.model_validate(data)
+
+
+def _accept_registered_kinds() -> None:
+    """After a kind is registered or unregistered, the arms accept exactly the kinds listed."""
+    global Engine, HOSTED_KINDS
+    Engine = Annotated[Union[engine_specs()], Field(discriminator="kind")]
+    HOSTED_KINDS = " or ".join(s.kind_name() for s in engine_specs() if not s.serves_local_weights)
+    Arm.model_fields["engine"].annotation = Engine
+    Arm.model_rebuild(force=True)
+    Campaign.model_rebuild(force=True)
+
+
+registry.on_change(_accept_registered_kinds)

@@ -47,8 +47,8 @@ class MetricSeries(BaseModel):
     generated_token_counters: tuple[str, ...] = ()  # the decode work: tokens generated
     # Speculative decoding: the counters of drafts, accepted tokens and draft tokens proposed.
     spec_decode_counters: dict[Literal["drafts", "accepted_tokens", "draft_tokens"], str] = {}
-    prefix_cache_hits: tuple[str, ...] = ()  # full names of the prefix-cache hit counters
-    prefix_cache_queries: tuple[str, ...] = ()  # and of the lookups they are a share of
+    cache_hit_counters: tuple[str, ...] = ()  # full names of the prefix-cache hit counters
+    cache_query_counters: tuple[str, ...] = ()  # and of the lookups they are a share of
 
 
 class DecisionFacts(BaseModel):

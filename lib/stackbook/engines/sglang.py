@@ -94,8 +94,8 @@ class SglangAdapter(PythonEngineAdapter):
     length_control = "min_tokens and ignore_eos"
     needs_gpu = True
     distributions = ("sglang", "torch")
-    metric_series = MetricSeries(prefix_cache_hits=("sglang:cache_hit_tokens_total",),
-                                 prefix_cache_queries=("sglang:cache_query_tokens_total",))
+    metric_series = MetricSeries(cache_hit_counters=("sglang:cache_hit_tokens_total",),
+                                 cache_query_counters=("sglang:cache_query_tokens_total",))
     decision = DecisionFacts(
         stack="SGLang", rank=4,
         parallel="tensor, data, pipeline and expert parallel (`--tp-size`, `--dp-size`, `--pp-size`, `--ep-size`)",

@@ -60,7 +60,7 @@ VLLM_METRICS = MetricSeries(
     spec_decode_counters={"drafts": "spec_decode_num_drafts_total",
                           "accepted_tokens": "spec_decode_num_accepted_tokens_total",
                           "draft_tokens": "spec_decode_num_draft_tokens_total"},
-    prefix_cache_hits=("vllm:prefix_cache_hits_total",), prefix_cache_queries=("vllm:prefix_cache_queries_total",))
+    cache_hit_counters=("vllm:prefix_cache_hits_total",), cache_query_counters=("vllm:prefix_cache_queries_total",))
 VLLM_DECISION = DecisionFacts(
     stack="vLLM", rank=1,
     parallel="tensor and pipeline parallel (`--tensor-parallel-size`, `-pp`, `-dp`)",

@@ -52,8 +52,8 @@ class RequestRecord(BaseModel):
     error: str | None = None
     output_text: str = ""
     engine_timings: dict | None = Field(None, description="the engine's own timings of this request where its "
-                                        "stream carries them (llama-server's final-chunk `timings`: prompt_n, "
-                                        "prompt_ms, predicted_n, predicted_ms, ...)")
+                                        "stream carries them (a final-chunk `timings`: prompt_n, prompt_ms, "
+                                        "predicted_n, predicted_ms, ...)")
 
     @property
     def ok(self) -> bool:

@@ -46,7 +46,7 @@ def cache_counters(delta: dict, records: list) -> dict:
     def total(names):
         vals = [v for k, v in delta.items() if k.split("{", 1)[0] in names]
         return sum(vals) if vals else None
-    hits, queries = total(registry.series("prefix_cache_hits")), total(registry.series("prefix_cache_queries"))
+    hits, queries = total(registry.series("cache_hit_counters")), total(registry.series("cache_query_counters"))
     measured = [r for r in records if r.phase == "measure" and r.ok]
     reported = [r.cached_prompt_tokens for r in measured if r.cached_prompt_tokens is not None]
     prompt = sum((r.prompt_tokens_server or 0) for r in measured if r.cached_prompt_tokens is not None)

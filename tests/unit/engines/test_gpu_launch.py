@@ -9,12 +9,13 @@ import yaml
 from stackbook import sizing
 from stackbook.config.loading import load_campaign
 from stackbook.engines import adapter_class
+from stackbook.engines.registry import gpu_kinds
 from stackbook.engines.spec import CapacityBasis
 from stackbook.locations import REPO_ROOT
 from stackbook.model.artifacts import ModelArtifacts
 from stackbook.model.geometry import geometry_for
 
-GPU_KINDS = ("vllm", "sglang", "trtllm")
+GPU_KINDS = tuple(gpu_kinds())
 # Every engine's dtype names, back to the protocol's ("auto" is the weights' dtype).
 PROTOCOL_NAME = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "float32": "fp32", "fp8": "fp8",
                  "fp8_e4m3": "fp8"}

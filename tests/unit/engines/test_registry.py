@@ -16,6 +16,7 @@ from stackbook.engines.spec import EngineSpec
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.locations import REPO_ROOT
 
+# What the registry must hold, in its order: the one place a test names every kind.
 KINDS = ["llama_cpp", "vllm_cpu", "mlx", "vllm", "sglang", "trtllm", "openai_endpoint"]
 
 
@@ -37,7 +38,7 @@ def test_the_campaign_engine_union_is_built_from_the_registry():
     assert discriminator.discriminator == "kind"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", engine_kinds())
 def test_every_registered_kind_loads_from_a_campaign(kind):
     engine = {"kind": kind} if kind != "openai_endpoint" else {"kind": kind, "base_url": "https://api.example/v1"}
     arm = parse_campaign(campaign(engine)).arms[0]
@@ -140,3 +141,32 @@ def test_kinds_installed_by_the_bootstrap_script_name_its_steps():
                      "sglang": ("sglang", "setup-gpu"), "trtllm": ("trtllm", "setup-gpu")}
     for step, _ in steps.values():
         assert re.search(rf"^  {re.escape(step)}\) ", text, re.M), f"tools/bootstrap.sh has no step {step}"
+
+
+def test_the_kinds_state_every_series_the_measurement_reads():
+    """The telemetry keeps, buckets and samples exactly the series the kinds declare, each once."""
+    from stackbook.engines import registry
+    assert set(registry.series("kept")) == {
+        "prefix_cache_", "kv_cache_usage", "num_requests_running", "num_requests_waiting", "preemptions",
+        "prompt_tokens_total", "generation_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds",
+        "predicted_tokens_seconds", "requests_processing", "kv_cache_usage_ratio", "time_to_first_token_seconds",
+        "inter_token_latency_seconds", "request_queue_time_seconds", "request_prefill_time_seconds",
+        "request_decode_time_seconds", "request_inference_time_seconds", "e2e_request_latency_seconds",
+        "iteration_tokens_total", "spec_decode_"}
+    assert len(registry.series("kept")) == 21
+    assert set(registry.series("gauges")) == {"num_requests_running", "num_requests_waiting", "kv_cache_usage",
+                                              "requests_processing", "requests_deferred"}
+    assert set(registry.series("batch_gauges")) == {"num_requests_running", "requests_processing"}
+    assert registry.series("cache_hit_counters") == ("vllm:prefix_cache_hits_total", "sglang:cache_hit_tokens_total")
+    assert registry.gpu_kinds() == ["vllm", "sglang", "trtllm"]
+    assert {k: ADAPTERS[k].distributions for k in registry.gpu_kinds()} == {
+        "vllm": ("vllm", "torch"), "sglang": ("sglang", "torch"), "trtllm": ("tensorrt_llm", "torch")}
+
+
+def test_a_kind_registered_twice_is_refused_and_an_unknown_one_cannot_be_removed():
+    from stackbook.engines import registry
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(LlamaCppAdapter)
+    with pytest.raises(KeyError, match="unknown engine kind 'nope'"):
+        registry.unregister("nope")
+    assert engine_kinds() == KINDS
