@@ -18,8 +18,8 @@ class ProcessRole(BaseModel):
 
     pattern: str  # a regular expression searched in the process name and in its command line
     role: str  # the stable name the runtime evidence records its CPU seconds under
-    # The centre its CPU seconds go to: a compute role computes unless a role of higher
-    # compute_rank is present, and then a role that can also schedule is the scheduler.
+    # The centre its CPU seconds go to. Of the compute roles present, the one of lowest
+    # compute_rank computes; a role that schedules_beside that one is the scheduler.
     centre: Centre | None = None
     compute_rank: int | None = None  # among compute roles, the lowest present computes
     schedules_beside: str | None = None  # the compute role beside which this one only schedules

@@ -105,9 +105,11 @@ class LlamaCppAdapter(EngineAdapter):
     def shortlist_reason(cls, answers) -> str | None:
         one_user = answers.concurrent_users <= 1
         if answers.platform == "apple":
-            return f"Apple silicon with Metal: GGUF quants and a model registry's convenience; {local_runner_reason(answers)}"
+            return ("Apple silicon with Metal: GGUF quants and a model registry's convenience; "
+                    f"{local_runner_reason(answers)}")
         if answers.platform == "cpu":
-            return "CPU-only: quantized GGUF and hand-written CPU kernels" + ("; one user needs no batching" if one_user else "")
+            return ("CPU-only: quantized GGUF and hand-written CPU kernels"
+                    + ("; one user needs no batching" if one_user else ""))
         if answers.platform == "nvidia" and one_user:
             return "one user at a keyboard: a local runner is enough, there is no batch to fill"
         return None

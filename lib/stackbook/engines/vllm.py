@@ -28,10 +28,9 @@ VLLM_STATE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 # vLLM runs an API-server process, an EngineCore process that schedules (`VLLM::EngineCore`) and,
 # in its CPU build, a worker that runs the model (`VLLM::Worker`); with no separate worker,
-# EngineCore computes itself.
+# EngineCore computes itself. The kernel keeps 15 characters of a name: VLLM::EngineCor.
 VLLM_PROCESS_ROLES = (
-    ProcessRole(pattern=r"EngineCor", role="engine_core", centre="compute", compute_rank=1,  # the kernel keeps
-                schedules_beside="worker",                                                   # 15 characters
+    ProcessRole(pattern=r"EngineCor", role="engine_core", centre="compute", compute_rank=1, schedules_beside="worker",
                 why_m="1: one EngineCore process (Python: one core at a time) schedules every engine step",
                 measured_as="EngineCore process CPU seconds / requests completed (it schedules every step; the "
                             "model runs in the worker)"),

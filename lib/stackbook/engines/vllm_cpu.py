@@ -84,7 +84,8 @@ class VllmCpuAdapter(VllmAdapter):
     def shortlist_reason(cls, answers) -> str | None:
         if answers.platform != "cpu" or answers.concurrent_users <= 1:
             return None
-        return f"CPU-only with {answers.concurrent_users} concurrent users: continuous batching and paged KV on the CPU"
+        return (f"CPU-only with {answers.concurrent_users} concurrent users: continuous batching and paged KV "
+                "on the CPU")
 
     def command(self) -> list[str]:
         prec = self.protocol.precision

@@ -257,7 +257,8 @@ class PointSummary(Open):
     engine_time_ms: EngineTimeMs | None = None
     queue_time_cv: Number | None = Field(None, description="CV of the engine's queue time, from its buckets")
     batch_size_mean: Number | None = Field(None, description="N_batch: mean requests running (engine gauge)")
-    tokens_per_step_mean: Number | None = Field(None, description="tokens per engine step (where the engine histograms its steps)")
+    tokens_per_step_mean: Number | None = Field(None, description="tokens per engine step (from the engine's step "
+                                                "histogram)")
     work_tokens: WorkTokens | None = None
     spec_decode: SpecDecode | str | None = None
     discarded: bool = False
