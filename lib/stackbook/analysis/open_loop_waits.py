@@ -19,11 +19,12 @@ import pandas as pd
 
 from stackbook.analysis.queueing import UNSTABLE, predict_wait
 from stackbook.config.arrival_patterns import ArrivalLaw
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RequestRecord, read_records
 from stackbook.measure.metric_definitions import rate_rps, ttft_ms
 from stackbook.measure.metrics import mean_ci95
 
-SERVED_IN_WINDOW = ("measure", "sentinel")  # the load the server saw while the measured requests ran
+SERVED_IN_WINDOW = (Phase.MEASURE, Phase.SENTINEL)  # the load the server saw while the measured requests ran
 BATCHES_FOR_CI = 10
 
 
@@ -118,7 +119,7 @@ class MeasuredQueue:
 
 
 def _window(records: list[RequestRecord]) -> tuple[float, float] | None:
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     if not measured:
         return None
     return min(r.sent_s for r in measured), max(r.end_s for r in measured)
@@ -139,7 +140,7 @@ class SingleServerFifo:
         if window is None:
             return MeasuredQueue(None, None, source, note="no measured request")
         waits, services = lindley([r.sent_s for r in records], [r.end_s for r in records])
-        measured = [w for r, w in zip(records, waits) if r.phase == "measure" and r.ok]
+        measured = [w for r, w in zip(records, waits) if r.phase == Phase.MEASURE and r.ok]
         stream = [(r, s) for r, s in zip(records, services) if r.phase in SERVED_IN_WINDOW and r.ok]
         served = [s for _, s in stream]
         mean, ci = batch_means_ci95([w * 1000 for w in measured])
@@ -170,7 +171,7 @@ class BatchingServer:
             return MeasuredQueue(None, None, source, note=note + "; the arm's lightest load is itself the "
                                  "unqueued TTFT reference")
         ttft = [ttft_ms(r) for r in sorted(point.records, key=lambda r: r.sent_s)
-                if r.phase == "measure" and r.ok and r.first_token_s is not None]
+                if r.phase == Phase.MEASURE and r.ok and r.first_token_s is not None]
         mean, ci = batch_means_ci95(ttft)
         return MeasuredQueue(None if mean is None else mean - point.light_load_ttft_ms, ci, source, note=note)
 
@@ -268,7 +269,7 @@ def light_load_ttft_ms(records_by_point: dict[str, list[RequestRecord]], summari
         return None
     lightest = min(rated, key=lambda p: summaries[p]["rate"])
     ttft = [ttft_ms(r) for r in records_by_point[lightest]
-            if r.phase == "measure" and r.ok and r.first_token_s is not None]
+            if r.phase == Phase.MEASURE and r.ok and r.first_token_s is not None]
     return (lightest, float(np.median(ttft))) if ttft else None
 
 

@@ -22,6 +22,7 @@ from stackbook.harness.stream_fidelity import TOKENS, TRUTH, core_plan, pinned, 
 from stackbook.loadgen.arrivals import constant_schedule, poisson_schedule
 from stackbook.loadgen.client_processes import send_point
 from stackbook.loadgen.drivers import Target, run_closed_loop
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metric_definitions import achieved_rate_rps, itl_ms, rate_rps, schedule_lag_ms, ttft_ms
 from stackbook.measure.validity import MAX_SCHEDULE_LAG_MS, rate_held
@@ -65,8 +66,8 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
     floor = run_closed_loop(target, _prompts(30 if quick else 100), tok, concurrency=1, warmup=5, writer=None,
                             base=_base("floor", 1))
-    ttft = [ttft_ms(r) for r in floor if r.phase == "measure" and r.first_token_s]
-    itl = [g for r in floor if r.phase == "measure" for g in itl_ms(r)]
+    ttft = [ttft_ms(r) for r in floor if r.phase == Phase.MEASURE and r.first_token_s]
+    itl = [g for r in floor if r.phase == Phase.MEASURE for g in itl_ms(r)]
     stream_target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 64}, timeout_s=60)
     n = 100 if quick else 400
     t0 = time.perf_counter()

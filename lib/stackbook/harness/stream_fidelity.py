@@ -20,6 +20,7 @@ import numpy as np
 from stackbook.harness.pacing import Pacing
 from stackbook.loadgen.client_processes import send_point
 from stackbook.loadgen.drivers import Target
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metrics import request_metrics
 
@@ -85,7 +86,7 @@ def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stre
     the client's per-event receive delay (its stamp minus the server's send; of the first event
     alone, the client's own share of TTFT) and request delivery delay (the server's arrival minus
     the client's write: the wire and the server's own wait to read it), in ms."""
-    pairs = [(r, log[key(r)]) for r in records if r.phase == "measure" and r.ok and key(r) in log]
+    pairs = [(r, log[key(r)]) for r in records if r.phase == Phase.MEASURE and r.ok and key(r) in log]
     m = [request_metrics(r) for r, _ in pairs]
     client = {**percentiles((x["ttft_ms"] for x in m), "ttft_ms"), **percentiles((x["tpot_ms"] for x in m if x["tpot_ms"]), "tpot_ms"),
               **percentiles((g for x in m for g in x["itl_ms"]), "itl_ms")}

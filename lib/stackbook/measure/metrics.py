@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from stackbook.loadgen.records import RequestRecord
+from stackbook.loadgen.phases import MEASURED_LOAD, Phase
 from stackbook.measure.metric_definitions import (
     e2e_ms,
     e2e_s,
@@ -34,7 +35,7 @@ def request_metrics(r: RequestRecord) -> dict:
     """Per-request latencies in milliseconds (None where undefined, e.g. a failed request)."""
     n = output_tokens(r)
     e2e = e2e_ms(r)
-    return {"point": r.point, "phase": r.phase, "repetition": r.repetition, "concurrency": r.concurrency,
+    return {"point": r.point, "phase": r.phase.value, "repetition": r.repetition, "concurrency": r.concurrency,
             "request_index": r.request_index, "ok": r.ok, "error_class": r.error_class,
             "ttft_ms": ttft_ms(r), "tpot_ms": tpot_ms(r), "e2e_ms": e2e, "norm_e2e_ms": norm_e2e_ms(r),
             "itl_ms": itl_ms(r), "output_tokens": n, "output_tokens_client": r.output_tokens_client,
@@ -79,7 +80,6 @@ def meets_slo(row: dict, slo) -> bool:
     return True
 
 
-MEASURED_LOAD = ("measure", "sentinel")  # the requests of the measurement window: the load the protocol asked for
 
 
 def time_in_flight(records: list[RequestRecord], start: float, end: float) -> float | None:
@@ -118,7 +118,7 @@ def client_gaps(records: list[RequestRecord]) -> dict:
 
     client_gap_in_flight: the time-weighted mean number of clients inside such a gap over the
     measurement window; client_gap_ms_p99: how long the client's own gaps were."""
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     if not measured:
         return {}
     start, end = min(r.sent_s for r in measured), max(r.end_s for r in measured)
@@ -139,7 +139,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     """Aggregate one sweep point. Latencies come from the measured requests only; throughput
     is what streamed inside the measurement window (first measured send to last measured end),
     which warm-up and cool-down requests keep at the configured concurrency."""
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     rows = [request_metrics(r) for r in measured]
     ok = [row for row in rows if row["ok"]]
     out: dict = {"requests": len(rows), "completed": len(ok),
@@ -173,7 +173,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     # The schedule's own rate over the measured window (a short Poisson sample strays from its
     # mean), against the rate the client achieved; sentinels are sent on the same schedule,
     # among the measured requests, so they count: this is the load the engine was offered.
-    offered = [r for r in records if r.phase in ("measure", "sentinel")]
+    offered = [r for r in records if r.phase in MEASURED_LOAD]
     out["scheduled_rate_rps"] = rate_rps([r.scheduled_s for r in offered])
     out["achieved_rate_rps"] = rate_rps([r.sent_s for r in offered])
     # Per-stream decode rate: what one user sees once tokens flow.
@@ -194,7 +194,7 @@ def connection_setup(records: list[RequestRecord]) -> dict:
     return {"connections_opened": len(times), "connect_ms_max": max(times) if times else None,
             "connect_ms_mean": sum(times) / len(times) if times else None,
             "measured_requests_on_new_connections": sum(r.connect_s is not None for r in records
-                                                        if r.phase == "measure")}
+                                                        if r.phase == Phase.MEASURE)}
 
 
 # --------------------------------------------------------------------------- peer definitions
@@ -215,7 +215,7 @@ def peer_definitions(records: list[RequestRecord]) -> pd.DataFrame:
     rows = {"stackbook": {}, "vllm bench serve": {}, "GuideLLM": {}, "AIPerf": {}}
     ttft_vllm, ttft, itl_chunks, tpot_server, guide_itl, guide_w, guide_tpot, aiperf_itl = ([] for _ in range(8))
     for r in records:
-        if r.phase != "measure" or not r.ok or r.first_token_s is None:
+        if r.phase != Phase.MEASURE or not r.ok or r.first_token_s is None:
             continue
         n_server = output_tokens(r)
         e2e = e2e_s(r)

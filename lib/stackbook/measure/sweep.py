@@ -11,6 +11,7 @@ from stackbook.gate.canaries import load_suite
 from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_checks
 from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
@@ -45,7 +46,7 @@ NOT_ANSWERED = ("timeout", "transport", "engine_died")  # how a gone or frozen e
 def not_answered(records) -> bool:
     """Every measured request failed as a gone or frozen engine fails them: the point says nothing
     of the engine's speed, and a resumed run measures it again."""
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     return bool(measured) and all(r.error_class in NOT_ANSWERED for r in measured)
 
 
@@ -53,7 +54,7 @@ def check_engine(session, name: str, records: list | None = None) -> None:
     if not session.engine_alive():
         raise EngineFailure(f"the engine exited before point {name}")
     if records:
-        measured = [r for r in records if r.phase == "measure"]
+        measured = [r for r in records if r.phase == Phase.MEASURE]
         if not_answered(records):
             raise EngineFailure(f"every request of point {name} failed ({measured[0].error_class}): the engine "
                                 "is not answering")
@@ -255,7 +256,7 @@ def realized_output_tokens(records) -> float | None:
     """Mean output length of the measured, completed replies by the server's own usage counts
     (None where the server reports none): what the engine really generated, for fairness."""
     counts = [r.output_tokens_server for r in records
-              if r.phase == "measure" and r.ok and r.output_tokens_server is not None]
+              if r.phase == Phase.MEASURE and r.ok and r.output_tokens_server is not None]
     return sum(counts) / len(counts) if counts else None
 
 
@@ -270,7 +271,7 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
     for r in records:
         by_attempt.setdefault((r.point, r.attempt), []).append(r)
         a, n = out.get(r.point, (-1, 0))
-        one = 0 if r.phase == "sentinel" else 1
+        one = 0 if r.phase == Phase.SENTINEL else 1
         if r.attempt > a:
             out[r.point] = (r.attempt, one)
         elif r.attempt == a:
