@@ -15,12 +15,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from pydantic import TypeAdapter
 
 from stackbook.engines.spec import free_port
 from stackbook.harness.pacing import Pacing
 from stackbook.harness.stream_fidelity import TOKENS, TRUTH, core_plan, pinned, stream_point
-from stackbook.loadgen.arrivals import constant_schedule, poisson_schedule
 from stackbook.loadgen.client_processes import send_point
+from stackbook.config.arrival_patterns import Arrival, OpenLoop
 from stackbook.loadgen.drivers import Target, run_closed_loop
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
@@ -84,22 +85,31 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
             "note": "client and calibration server share this machine's cores"}
 
 
+def open_pattern(kind: str, rates: list[float]) -> OpenLoop:
+    """The campaign's open-loop arrival pattern of this kind ("poisson", "constant", ...) at these rates."""
+    pattern = TypeAdapter(Arrival).validate_python({"kind": kind, "rates": rates})
+    if not isinstance(pattern, OpenLoop):
+        raise ValueError(f"the rate ladder needs an open-loop arrival pattern, not {kind!r}")
+    return pattern
+
+
 def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: str = "poisson",
                 seconds: float = 3.0) -> tuple[float, list[dict]]:
     """Open-loop rates in turn against the calibration server, each for `seconds` (at least 60
-    requests), from `processes` client processes: the highest rate held by the sweep's own rule
-    (p99 schedule lag and achieved rate, see measure.validity), with no request failed; the
-    ladder stops at its first rate not held."""
+    requests), from `processes` client processes, on the schedule of the `arrivals` pattern kind:
+    the highest rate held by the sweep's own rule (p99 schedule lag and achieved rate, see
+    measure.validity), with no request failed; the ladder stops at its first rate not held."""
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
+    pattern = open_pattern(arrivals, rates)
     held, ladder = 0.0, []
     with tempfile.TemporaryDirectory(prefix="stackbook-selftest-") as tmp:
         for rate in rates:
             count = int(max(60, rate * seconds))
-            sched = poisson_schedule(rate, count, seed=int(rate)) if arrivals == "poisson" else \
-                constant_schedule(rate, count)
-            recs, cost = send_point("open", target, _prompts(count), ApproximateTokenizer(), processes=processes,
+            plan = pattern.point_plan({"level": f"rate{rate}", "rate": rate}, count, int(rate), cooldown=0)
+            sched = plan.schedule
+            recs, cost = send_point(plan, target, _prompts(count), ApproximateTokenizer(), processes=processes,
                                     parts_dir=Path(tmp) / f"rate{rate}", writer=None, sent_writer=None,
-                                    base=_base(f"rate{rate}"), warmup=0, schedule=sched)
+                                    base=_base(f"rate{rate}"), warmup=0)
             lags = [schedule_lag_ms(r) for r in recs]
             achieved = achieved_rate_rps(recs)
             p99 = float(np.percentile(lags, 99))

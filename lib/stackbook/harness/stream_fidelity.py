@@ -21,6 +21,7 @@ from stackbook.harness.pacing import Pacing
 from stackbook.loadgen.client_processes import send_point
 from stackbook.loadgen.drivers import Target
 from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.plans import ClosedPlan
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metrics import request_metrics
 
@@ -115,10 +116,10 @@ def stream_point(url: str, streams: int, processes: int = 1, tokens: int = TOKEN
     prompts = [PromptSpec(i, [{"role": "user", "content": f"stream {i}"}], 2) for i in range(streams * rounds)]
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="stackbook-streams-") as tmp:
-        recs, cost = send_point("closed", target, prompts, ApproximateTokenizer(), processes=processes,
+        recs, cost = send_point(ClosedPlan(streams), target, prompts, ApproximateTokenizer(), processes=processes,
                                 parts_dir=Path(tmp) / "parts", writer=None, sent_writer=None,
                                 base={"run_id": "selftest", "arm": "calibration", "point": f"streams{streams}",
-                                      "concurrency": streams}, warmup=streams, concurrency=streams)
+                                      "concurrency": streams}, warmup=streams)
     out = distortion(recs, paced_log(url), cost.start_s)
     return {"streams": streams, "processes": processes, "true_events_per_s": round(streams * 1000 / TRUTH.gap_ms),
             **out, "errors": sum(not r.ok for r in recs), "client_cpu_fraction": round(cost.busiest_fraction(), 3),
