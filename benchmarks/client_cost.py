@@ -44,6 +44,8 @@ import psutil
 from stackbook.harness.selftest import start_server
 from stackbook.host import cpu_model, isa_flags
 from stackbook.locations import REPO_ROOT
+from stackbook.measure.metric_definitions import rate_rps, schedule_lag_ms
+from stackbook.measure.validity import MAX_SCHEDULE_LAG_MS
 
 CAMPAIGN = "client-cost"
 PROMPT_TOKENS, OUTPUT_TOKENS = 32, 16
@@ -73,8 +75,7 @@ def error_counts(recs) -> dict:
 
 
 def validity(lags_ms: list[float], sends: list[float]) -> dict:
-    sends = sorted(sends)
-    achieved = (len(sends) - 1) / (sends[-1] - sends[0])
+    achieved = rate_rps(sends)
     return {"lag_p99_ms": round(float(np.percentile(lags_ms, 99)), 2), "achieved_rps": round(achieved, 1)}
 
 
@@ -105,7 +106,7 @@ def library(url: str, rate: float, n: int, writers: bool) -> dict:
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     out = {"client_cpu_s_per_1k": round(cpu / len(recs) * 1000, 2), "wall_s": round(wall, 1),
            "errors": error_counts(recs)}
-    out.update(validity([(r.sent_s - r.scheduled_s) * 1000 for r in recs], [r.sent_s for r in recs]))
+    out.update(validity([schedule_lag_ms(r) for r in recs], [r.sent_s for r in recs]))
     return out
 
 
@@ -218,7 +219,7 @@ def product(url: str, rate: float, n: int, server_pid: int) -> dict:
                "window_s": round(t1 - t0, 1), "requests": len(recs),
                "load_validity": lv, "achieved_rate_rps": point.get("achieved_rate_rps"),
                "errors": error_counts(recs)}
-        lags = [(r.sent_s - r.scheduled_s) * 1000 for r in recs]
+        lags = [schedule_lag_ms(r) for r in recs]
         out.update(validity(lags, [r.sent_s for r in recs]))
         return out
     finally:
@@ -238,7 +239,7 @@ def table(results: list[dict]) -> str:
             whole = sum(sum(v[k] for k in ("before_point", "during_point", "after_point"))
                         for v in r["whole_run_cpu_s"].values())
             cell += f", whole run {whole:.1f} s"
-        valid = r.get("load_validity", {}).get("valid", r["lag_p99_ms"] <= 5.0)
+        valid = r.get("load_validity", {}).get("valid", r["lag_p99_ms"] <= MAX_SCHEDULE_LAG_MS)
         rows.setdefault((r["rate_rps"], r["path"]), []).append(f"{cell}, lag p99 {r['lag_p99_ms']:.1f} ms"
                                                                f"{'' if valid else ' NOT HELD'}")
     return "\n".join(f"{rate:>6g} req/s  {path:<16} " + " | ".join(v) for (rate, path), v in rows.items())

@@ -54,6 +54,7 @@ from stackbook.loadgen.workload import (
     synthetic_prompts,
 )
 from stackbook.locations import REPO_ROOT
+from stackbook.measure.metric_definitions import schedule_lag_ms
 from stackbook.measure.metrics import request_metrics
 from stackbook.measure.telemetry import (
     HISTOGRAMS,
@@ -122,7 +123,7 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
                                  base={"run_id": "fidelity", "arm": "calibration", "point": f"rate{rate}", "concurrency": 0})
             lag = server_lag_ms(arrivals(url), rate)
             row["stackbook_server_lag_p99_ms"] = round(float(np.percentile(lag, 99)), 2)
-            row["stackbook_client_lag_p99_ms"] = round(float(np.percentile([(r.sent_s - r.scheduled_s) * 1000 for r in recs], 99)), 2)
+            row["stackbook_client_lag_p99_ms"] = round(float(np.percentile([schedule_lag_ms(r) for r in recs], 99)), 2)
             row["stackbook_errors"] = sum(not r.ok for r in recs)
             arrivals(url)
             vb = vllm_bench(workdir, url, "calibration", hf_dir, n, rate, 32, 16)

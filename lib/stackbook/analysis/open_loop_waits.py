@@ -19,10 +19,12 @@ import pandas as pd
 
 from stackbook.analysis.queueing import UNSTABLE, predict_wait
 from stackbook.config.arrival_patterns import ArrivalLaw
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RequestRecord, read_records
+from stackbook.measure.metric_definitions import rate_rps, ttft_ms
 from stackbook.measure.metrics import mean_ci95
 
-SERVED_IN_WINDOW = ("measure", "sentinel")  # the load the server saw while the measured requests ran
+SERVED_IN_WINDOW = (Phase.MEASURE, Phase.SENTINEL)  # the load the server saw while the measured requests ran
 BATCHES_FOR_CI = 10
 
 
@@ -68,8 +70,7 @@ def inter_arrival_cv(sent_s: Sequence[float]) -> float | None:
 
 def arrival_rate(sent_s: Sequence[float]) -> float | None:
     """The realized arrival rate: one over the mean gap between consecutive sends."""
-    t = np.sort(np.asarray(sent_s, float))
-    return (t.size - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else None
+    return rate_rps(np.asarray(sent_s, float))
 
 
 def batch_means_ci95(values: Sequence[float], batches: int = BATCHES_FOR_CI) -> tuple[float | None, float | None]:
@@ -118,7 +119,7 @@ class MeasuredQueue:
 
 
 def _window(records: list[RequestRecord]) -> tuple[float, float] | None:
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     if not measured:
         return None
     return min(r.sent_s for r in measured), max(r.end_s for r in measured)
@@ -139,7 +140,7 @@ class SingleServerFifo:
         if window is None:
             return MeasuredQueue(None, None, source, note="no measured request")
         waits, services = lindley([r.sent_s for r in records], [r.end_s for r in records])
-        measured = [w for r, w in zip(records, waits) if r.phase == "measure" and r.ok]
+        measured = [w for r, w in zip(records, waits) if r.phase == Phase.MEASURE and r.ok]
         stream = [(r, s) for r, s in zip(records, services) if r.phase in SERVED_IN_WINDOW and r.ok]
         served = [s for _, s in stream]
         mean, ci = batch_means_ci95([w * 1000 for w in measured])
@@ -169,8 +170,8 @@ class BatchingServer:
         if point.light_load_ttft_ms is None:
             return MeasuredQueue(None, None, source, note=note + "; the arm's lightest load is itself the "
                                  "unqueued TTFT reference")
-        ttft = [(r.first_token_s - r.sent_s) * 1000 for r in sorted(point.records, key=lambda r: r.sent_s)
-                if r.phase == "measure" and r.ok and r.first_token_s is not None]
+        ttft = [ttft_ms(r) for r in sorted(point.records, key=lambda r: r.sent_s)
+                if r.phase == Phase.MEASURE and r.ok and r.first_token_s is not None]
         mean, ci = batch_means_ci95(ttft)
         return MeasuredQueue(None if mean is None else mean - point.light_load_ttft_ms, ci, source, note=note)
 
@@ -267,8 +268,8 @@ def light_load_ttft_ms(records_by_point: dict[str, list[RequestRecord]], summari
     if not rated:
         return None
     lightest = min(rated, key=lambda p: summaries[p]["rate"])
-    ttft = [(r.first_token_s - r.sent_s) * 1000 for r in records_by_point[lightest]
-            if r.phase == "measure" and r.ok and r.first_token_s is not None]
+    ttft = [ttft_ms(r) for r in records_by_point[lightest]
+            if r.phase == Phase.MEASURE and r.ok and r.first_token_s is not None]
     return (lightest, float(np.median(ttft))) if ttft else None
 
 

@@ -1,6 +1,7 @@
 """Arrival patterns: how requests reach the engine at each load level of a sweep. Each pattern
 knows its load levels, its cool-down, how many prompts a level sends and the schedule they
-follow; the schedule arithmetic itself lives in loadgen.arrivals."""
+follow, and the plan a point is sent by (loadgen.plans); the schedule arithmetic itself lives in
+loadgen.arrivals."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, NamedTuple, TypedDict, Union
@@ -9,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from stackbook.config.strict import Strict
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
+from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, TracePlan
 from stackbook.locations import resolve_symbolic
 
 if TYPE_CHECKING:
@@ -35,6 +37,20 @@ class ArrivalLaw(NamedTuple):
 
 class ArrivalPattern(Strict):
     kind: str  # each pattern narrows it to its own tag; declared here so dumps list it first
+    plan_type: ClassVar[type] = OpenPlan  # the plan its points are sent by
+
+    def point_plan(self, level: LoadLevel, prompts: int, seed: int, cooldown: int) -> PointPlan:
+        """How this level's `prompts` prompts are sent (the last `cooldown` after the measured)."""
+        return self.plan_type(self.schedule(level, prompts, seed), cooldown)
+
+    def prompt_seed(self, level: LoadLevel, seed: int) -> int:
+        """The seed of this level's synthetic prompts, from the repetition's seed."""
+        return seed
+
+    def prompt_lengths(self, level: LoadLevel) -> list[tuple[int, int]] | None:
+        """(prompt, output) tokens of each prompt where the pattern fixes them (a trace); None
+        where the workload decides, and gating sentinels are mixed among the prompts."""
+        return None
 
     def arrival_law(self) -> ArrivalLaw | None:
         """The open queue's arrival law; None for a closed loop: its replies, not a clock, decide
@@ -74,6 +90,13 @@ class ClosedLoop(ArrivalPattern):
     """N clients, each sending its next request as soon as the previous one finishes."""
     kind: Literal["closed_loop"] = "closed_loop"
     concurrency: list[int] = Field(default_factory=lambda: [1])
+    plan_type: ClassVar[type] = ClosedPlan
+
+    def point_plan(self, level: LoadLevel, prompts: int, seed: int, cooldown: int) -> ClosedPlan:
+        return ClosedPlan(level["concurrency"], cooldown)
+
+    def prompt_seed(self, level: LoadLevel, seed: int) -> int:
+        return seed * 1000 + level["concurrency"]
 
     @field_validator("concurrency")
     @classmethod
@@ -120,6 +143,9 @@ class OpenLoop(ArrivalPattern):
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": f"rate{r:g}", "rate": r} for r in self.rates]
 
+    def prompt_seed(self, level: LoadLevel, seed: int) -> int:
+        return seed * 1000 + int(level["rate"] * 1000)
+
     def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
         # As many as the warm-up, so the measured requests never see the load tail off.
         return protocol.warmup_requests
@@ -165,6 +191,7 @@ class TraceReplay(ArrivalPattern):
     kind: Literal["trace"]
     path: str
     speedup: float = Field(1.0, gt=0, description="2 replays twice as fast")
+    plan_type: ClassVar[type] = TracePlan
 
     def arrival_law(self) -> ArrivalLaw:
         return ArrivalLaw("trace", None, False)
@@ -186,6 +213,9 @@ class TraceReplay(ArrivalPattern):
 
     def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
         return len(self.requests())
+
+    def prompt_lengths(self, level: LoadLevel) -> list[tuple[int, int]]:
+        return [(r["prompt_tokens"], r["output_tokens"]) for r in self.requests()]
 
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
         return [r["timestamp_s"] / self.speedup for r in self.requests()[:n]]

@@ -200,12 +200,14 @@ def output_problem(path: str | os.PathLike) -> str | None:
 def record_speeds(path: str, mtime_ns: int, size: int) -> tuple[float, float, float] | None:
     """(mean TTFT s, mean TPOT s, bytes per line) of one requests.jsonl's measured requests that
     succeeded; None when there are none. Keyed by the file's mtime and size, read once."""
+    from stackbook.loadgen.phases import Phase
     from stackbook.loadgen.records import read_records
+    from stackbook.measure.metric_definitions import ttft_s
 
-    recs = [r for r in read_records(path) if r.ok and r.phase == "measure" and r.first_token_s is not None]
+    recs = [r for r in read_records(path) if r.ok and r.phase == Phase.MEASURE and r.first_token_s is not None]
     if not recs:
         return None
-    ttft = sum(r.first_token_s - r.sent_s for r in recs) / len(recs)
+    ttft = sum(ttft_s(r) for r in recs) / len(recs)
     tpot = sum((r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or r.output_tokens_client) - 1)
                for r in recs) / len(recs)
     with open(path, "rb") as f:

@@ -7,6 +7,7 @@ never enter the latency statistics.
 from __future__ import annotations
 
 from stackbook.gate.canaries import Contains, Regex, Suite, out_of_scope_checks
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import PromptSpec
 
 SENTINEL_KINDS = (Contains, Regex)  # one exchange, a semantic answer (an exact reference is batch-variant)
@@ -50,7 +51,7 @@ def judge_sentinels(records, checks: list) -> dict:
     answered counts the replies with text, answered_wrongly those judged wrong, and
     completed_but_wrong the wrong ones among the replies that completed (no error)."""
     by_id = {c.id: c for c in checks}
-    mine = [r for r in records if r.phase == "sentinel" and r.sentinel in by_id]
+    mine = [r for r in records if r.phase == Phase.SENTINEL and r.sentinel in by_id]
     answered = [r for r in mine if r.ok or r.error_class == "length_truncated"]
     wrong = [r for r in answered if not by_id[r.sentinel].judge(r.output_text, {})["passed"]]
     return {"sent": len(mine), "completed": sum(r.ok for r in mine), "answered": len(answered),

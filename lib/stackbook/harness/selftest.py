@@ -15,14 +15,17 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from pydantic import TypeAdapter
 
 from stackbook.engines.spec import free_port
 from stackbook.harness.pacing import Pacing
 from stackbook.harness.stream_fidelity import TOKENS, TRUTH, core_plan, pinned, stream_point
-from stackbook.loadgen.arrivals import constant_schedule, poisson_schedule
 from stackbook.loadgen.client_processes import send_point
+from stackbook.config.arrival_patterns import Arrival, OpenLoop
 from stackbook.loadgen.drivers import Target, run_closed_loop
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
+from stackbook.measure.metric_definitions import achieved_rate_rps, itl_ms, rate_rps, schedule_lag_ms, ttft_ms
 from stackbook.measure.validity import MAX_SCHEDULE_LAG_MS, rate_held
 
 
@@ -64,8 +67,8 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
     floor = run_closed_loop(target, _prompts(30 if quick else 100), tok, concurrency=1, warmup=5, writer=None,
                             base=_base("floor", 1))
-    ttft = [(r.first_token_s - r.sent_s) * 1000 for r in floor if r.phase == "measure" and r.first_token_s]
-    itl = [g * 1000 for r in floor if r.phase == "measure" for g in np.diff(r.chunk_times_s)]
+    ttft = [ttft_ms(r) for r in floor if r.phase == Phase.MEASURE and r.first_token_s]
+    itl = [g for r in floor if r.phase == Phase.MEASURE for g in itl_ms(r)]
     stream_target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 64}, timeout_s=60)
     n = 100 if quick else 400
     t0 = time.perf_counter()
@@ -82,28 +85,36 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
             "note": "client and calibration server share this machine's cores"}
 
 
+def open_pattern(kind: str, rates: list[float]) -> OpenLoop:
+    """The campaign's open-loop arrival pattern of this kind ("poisson", "constant", ...) at these rates."""
+    pattern = TypeAdapter(Arrival).validate_python({"kind": kind, "rates": rates})
+    if not isinstance(pattern, OpenLoop):
+        raise ValueError(f"the rate ladder needs an open-loop arrival pattern, not {kind!r}")
+    return pattern
+
+
 def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: str = "poisson",
                 seconds: float = 3.0) -> tuple[float, list[dict]]:
     """Open-loop rates in turn against the calibration server, each for `seconds` (at least 60
-    requests), from `processes` client processes: the highest rate held by the sweep's own rule
-    (p99 schedule lag and achieved rate, see measure.validity), with no request failed; the
-    ladder stops at its first rate not held."""
+    requests), from `processes` client processes, on the schedule of the `arrivals` pattern kind:
+    the highest rate held by the sweep's own rule (p99 schedule lag and achieved rate, see
+    measure.validity), with no request failed; the ladder stops at its first rate not held."""
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
+    pattern = open_pattern(arrivals, rates)
     held, ladder = 0.0, []
     with tempfile.TemporaryDirectory(prefix="stackbook-selftest-") as tmp:
         for rate in rates:
             count = int(max(60, rate * seconds))
-            sched = poisson_schedule(rate, count, seed=int(rate)) if arrivals == "poisson" else \
-                constant_schedule(rate, count)
-            recs, cost = send_point("open", target, _prompts(count), ApproximateTokenizer(), processes=processes,
+            plan = pattern.point_plan({"level": f"rate{rate}", "rate": rate}, count, int(rate), cooldown=0)
+            sched = plan.schedule
+            recs, cost = send_point(plan, target, _prompts(count), ApproximateTokenizer(), processes=processes,
                                     parts_dir=Path(tmp) / f"rate{rate}", writer=None, sent_writer=None,
-                                    base=_base(f"rate{rate}"), warmup=0, schedule=sched)
-            lags = [(r.sent_s - r.scheduled_s) * 1000 for r in recs]
-            sends = sorted(r.sent_s for r in recs)
-            achieved = (len(sends) - 1) / (sends[-1] - sends[0])
+                                    base=_base(f"rate{rate}"), warmup=0)
+            lags = [schedule_lag_ms(r) for r in recs]
+            achieved = achieved_rate_rps(recs)
             p99 = float(np.percentile(lags, 99))
             ok = rate_held(p99, sched_rate(sched), achieved) and all(r.ok for r in recs) and len(recs) == count
-            ttft = [(r.first_token_s - r.sent_s) * 1000 for r in recs if r.first_token_s is not None]
+            ttft = [ttft_ms(r) for r in recs if r.first_token_s is not None]
             ladder.append({"rate_rps": rate, "processes": processes, "achieved_rps": round(achieved, 1),
                            "lag_p50_ms": round(float(np.percentile(lags, 50)), 3), "lag_p99_ms": round(p99, 3),
                            "ttft_p99_ms": round(float(np.percentile(ttft, 99)), 3) if ttft else None,
@@ -115,8 +126,8 @@ def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: s
     return held, ladder
 
 
-def sched_rate(schedule: list[float]) -> float:
-    return (len(schedule) - 1) / (schedule[-1] - schedule[0])
+def sched_rate(schedule: list[float]) -> float | None:
+    return rate_rps(schedule)
 
 
 def stop_server(proc: subprocess.Popen) -> None:

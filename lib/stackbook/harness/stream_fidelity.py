@@ -20,6 +20,8 @@ import numpy as np
 from stackbook.harness.pacing import Pacing
 from stackbook.loadgen.client_processes import send_point
 from stackbook.loadgen.drivers import Target
+from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.plans import ClosedPlan
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metrics import request_metrics
 
@@ -85,7 +87,7 @@ def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stre
     the client's per-event receive delay (its stamp minus the server's send; of the first event
     alone, the client's own share of TTFT) and request delivery delay (the server's arrival minus
     the client's write: the wire and the server's own wait to read it), in ms."""
-    pairs = [(r, log[key(r)]) for r in records if r.phase == "measure" and r.ok and key(r) in log]
+    pairs = [(r, log[key(r)]) for r in records if r.phase == Phase.MEASURE and r.ok and key(r) in log]
     m = [request_metrics(r) for r, _ in pairs]
     client = {**percentiles((x["ttft_ms"] for x in m), "ttft_ms"), **percentiles((x["tpot_ms"] for x in m if x["tpot_ms"]), "tpot_ms"),
               **percentiles((g for x in m for g in x["itl_ms"]), "itl_ms")}
@@ -114,10 +116,10 @@ def stream_point(url: str, streams: int, processes: int = 1, tokens: int = TOKEN
     prompts = [PromptSpec(i, [{"role": "user", "content": f"stream {i}"}], 2) for i in range(streams * rounds)]
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="stackbook-streams-") as tmp:
-        recs, cost = send_point("closed", target, prompts, ApproximateTokenizer(), processes=processes,
+        recs, cost = send_point(ClosedPlan(streams), target, prompts, ApproximateTokenizer(), processes=processes,
                                 parts_dir=Path(tmp) / "parts", writer=None, sent_writer=None,
                                 base={"run_id": "selftest", "arm": "calibration", "point": f"streams{streams}",
-                                      "concurrency": streams}, warmup=streams, concurrency=streams)
+                                      "concurrency": streams}, warmup=streams)
     out = distortion(recs, paced_log(url), cost.start_s)
     return {"streams": streams, "processes": processes, "true_events_per_s": round(streams * 1000 / TRUTH.gap_ms),
             **out, "errors": sum(not r.ok for r in recs), "client_cpu_fraction": round(cost.busiest_fraction(), 3),

@@ -21,13 +21,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
 import psutil
 
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
 from stackbook.loadgen.http_client import kernel_stamped
 from stackbook.loadgen.loop_lag import LoopLag
+from stackbook.loadgen.plans import ClosedPlan, PointPlan
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentWriter, read_sent
 from stackbook.loadgen.workload import PromptSpec
@@ -82,12 +81,6 @@ def deal(n: int, weights: list[int]) -> list[list[int]]:
     return out
 
 
-def concurrency_shares(concurrency: int, processes: int) -> list[int]:
-    """A closed loop's concurrency split as evenly as it goes (the first processes take one more)."""
-    base, extra = divmod(concurrency, processes)
-    return [base + (k < extra) for k in range(processes)]
-
-
 def part_path(parts_dir: Path, k: int, name: str) -> Path:
     """A file of client process k among the parts (its records, bodies, share and error output)."""
     return parts_dir / f"p{k}.{name}"
@@ -95,41 +88,44 @@ def part_path(parts_dir: Path, k: int, name: str) -> Path:
 
 @dataclass
 class Share:
-    """What one client process sends, and where it writes."""
-    kind: Literal["open", "closed"]
+    """What one client process sends (its part of the point's plan), and where it writes."""
+    plan: PointPlan
     target: Target
     tokenizer: object
     prompts: list[PromptSpec]
     positions: list[int]
     total: int
     warmup: int
-    cooldown: int
     base: dict
     records_path: str
     sent_path: str
     engine_pid: int | None = None
-    schedule: list[float] | None = None
-    concurrency: int | None = None
 
 
-def shares_for(kind: Literal["open", "closed"], target: Target, prompts: list[PromptSpec], tokenizer, *,
-               processes: int, parts_dir: Path, warmup: int, cooldown: int, base: dict,
-               schedule: list[float] | None = None, concurrency: int | None = None,
+def shares_for(plan: PointPlan, target: Target, prompts: list[PromptSpec], tokenizer, *,
+               processes: int, parts_dir: Path, warmup: int, base: dict,
                engine_pid: int | None = None) -> list[Share]:
-    """The point cut into one share per process (a closed loop never gets more processes than
-    its concurrency: a process with no client would send nothing)."""
-    clients = concurrency_shares(concurrency, min(processes, concurrency)) if kind == "closed" else [1] * processes
+    """The point cut into one share per process, each with its part of the plan (a closed loop
+    never gets more processes than its concurrency: a process with no client would send nothing)."""
+    clients = plan.client_weights(processes)
     portable = portable_target(target, prompts)
     out = []
     for k, positions in enumerate(deal(len(prompts), clients)):
         out.append(Share(
-            kind=kind, target=portable, tokenizer=tokenizer, prompts=[prompts[i] for i in positions],
-            positions=positions, total=len(prompts), warmup=warmup, cooldown=cooldown, base=base,
-            records_path=str(part_path(parts_dir, k, "requests.jsonl")),
-            sent_path=str(part_path(parts_dir, k, "requests_sent.jsonl.gz")), engine_pid=engine_pid,
-            schedule=[schedule[i] for i in positions] if schedule is not None else None,
-            concurrency=clients[k] if kind == "closed" else None))
+            plan=plan.share(positions, clients[k]), target=portable, tokenizer=tokenizer,
+            prompts=[prompts[i] for i in positions], positions=positions, total=len(prompts), warmup=warmup,
+            base=base, records_path=str(part_path(parts_dir, k, "requests.jsonl")),
+            sent_path=str(part_path(parts_dir, k, "requests_sent.jsonl.gz")), engine_pid=engine_pid))
     return out
+
+
+def run_plan(plan: PointPlan, target: Target, prompts: list[PromptSpec], tokenizer, **common) -> list[RequestRecord]:
+    """Send prompts by a plan from this process's event loop: a closed loop's clients, or each
+    prompt at its deadline (an open loop, a trace)."""
+    if isinstance(plan, ClosedPlan):
+        return run_closed_loop(target, prompts, tokenizer, concurrency=plan.concurrency, cooldown=plan.cooldown,
+                               **common)
+    return run_open_loop(target, prompts, tokenizer, schedule=plan.schedule, cooldown=plan.cooldown, **common)
 
 
 @dataclass
@@ -278,28 +274,23 @@ def merge_parts(parts_dir: Path, writer: RecordWriter | None, sent_writer: SentW
     return records
 
 
-def send_point(kind: Literal["open", "closed"], target: Target, prompts: list[PromptSpec], tokenizer, *,
+def send_point(plan: PointPlan, target: Target, prompts: list[PromptSpec], tokenizer, *,
                processes: int, parts_dir: Path, writer: RecordWriter | None, sent_writer: SentWriter | None, base: dict,
-               warmup: int, cooldown: int = 0, progress=None, alive=lambda: True, engine_pid: int | None = None,
-               schedule: list[float] | None = None, concurrency: int | None = None
+               warmup: int, progress=None, alive=lambda: True, engine_pid: int | None = None
                ) -> tuple[list[RequestRecord], ClientCost]:
-    """Send one point from this process (processes = 1: the event loop here) or from N client
-    processes; the records come back merged either way, with what the client spent."""
-    common = dict(warmup=warmup, cooldown=cooldown, base=base)
+    """Send one point by its plan from this process (processes = 1: the event loop here) or from
+    N client processes; the records come back merged either way, with what the client spent."""
+    common = dict(warmup=warmup, base=base)
     if processes == 1:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         probe = LoopLag()
-        if kind == "open":
-            recs = run_open_loop(target, prompts, tokenizer, schedule=schedule, writer=writer, progress=progress,
-                                 alive=alive, start=wall0, probe=probe, **common)
-        else:
-            recs = run_closed_loop(target, prompts, tokenizer, concurrency=concurrency, writer=writer,
-                                   progress=progress, alive=alive, start=wall0, probe=probe, **common)
+        recs = run_plan(plan, target, prompts, tokenizer, writer=writer, progress=progress, alive=alive, start=wall0,
+                        probe=probe, **common)
         return recs, ClientCost([time.process_time() - cpu0], time.perf_counter() - wall0,
                                 loop_delay=[probe.summary()], start_s=wall0,
                                 kernel_stamps=kernel_stamped(target.base_url))
-    shares = shares_for(kind, target, prompts, tokenizer, processes=processes, parts_dir=parts_dir,
-                        schedule=schedule, concurrency=concurrency, engine_pid=engine_pid, **common)
+    shares = shares_for(plan, target, prompts, tokenizer, processes=processes, parts_dir=parts_dir,
+                        engine_pid=engine_pid, **common)
     cost = run_shares(shares, parts_dir, progress)
     cost.kernel_stamps = kernel_stamped(target.base_url)
     return merge_parts(parts_dir, writer, sent_writer, alive), cost
@@ -315,13 +306,9 @@ def _client_main(payload: str) -> None:
         start = float(sys.stdin.readline())
         cpu0 = time.process_time()
         probe = LoopLag()
-        common = dict(warmup=share.warmup, cooldown=share.cooldown, writer=writer, base=share.base,
-                      alive=EngineWatch(share.engine_pid), start=start, positions=share.positions, total=share.total,
-                      probe=probe)
-        if share.kind == "open":
-            run_open_loop(target, share.prompts, share.tokenizer, schedule=share.schedule, **common)
-        else:
-            run_closed_loop(target, share.prompts, share.tokenizer, concurrency=share.concurrency, **common)
+        run_plan(share.plan, target, share.prompts, share.tokenizer, warmup=share.warmup, writer=writer,
+                 base=share.base, alive=EngineWatch(share.engine_pid), start=start, positions=share.positions,
+                 total=share.total, probe=probe)
         cost = {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - start,
                 "loop_delay": probe.summary()}
     print(json.dumps(cost), flush=True)

@@ -17,6 +17,7 @@ import uvloop
 
 from stackbook.loadgen.http_client import STANDARD_HEADERS, StreamClient, refuse_proxy, tls_context
 from stackbook.loadgen.loop_lag import LoopLag
+from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RecordWriter, RequestRecord
 from stackbook.loadgen.replies import Sent, classify_status, record_of
 from stackbook.loadgen.workload import PromptSpec
@@ -100,7 +101,7 @@ async def send_chat(client: StreamClient, target: Target, prompt: PromptSpec, *,
     body = request_body(target, messages or prompt.messages, output_tokens=n_out, schema=prompt.schema,
                         natural_end=prompt.natural_end)
     if prompt.sentinel:  # filed apart whatever its position: it adds load, never latency statistics
-        base = dict(base, phase="sentinel", sentinel=prompt.sentinel)
+        base = dict(base, phase=Phase.SENTINEL, sentinel=prompt.sentinel)
     rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
                prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None else prompt.prompt_tokens_client,
                output_tokens_requested=body.get(target.max_tokens_field, 0),
@@ -198,7 +199,7 @@ def keep(rec: RequestRecord, out: list, writer: RecordWriter | None, progress, a
 
 def phases(n: int, warmup: int, cooldown: int):
     """Request index -> its phase: the first `warmup` and last `cooldown` are not measured."""
-    return lambda i: "warmup" if i < warmup else "cooldown" if i >= n - cooldown else "measure"
+    return lambda i: Phase.WARMUP if i < warmup else Phase.COOLDOWN if i >= n - cooldown else Phase.MEASURE
 
 
 async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, concurrency: int,

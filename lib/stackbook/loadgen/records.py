@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from stackbook.loadgen.phases import Phase
 ErrorClass = Literal["none", "admission_rejected", "timeout", "transport", "http_error",
                      "malformed_stream", "length_truncated", "schema_failure", "engine_died"]
 
@@ -20,7 +21,7 @@ class RequestRecord(BaseModel):
     run_id: str
     arm: str
     point: str
-    phase: Literal["warmup", "measure", "cooldown", "sentinel"]
+    phase: Phase
     repetition: int = 0
     attempt: int = 0
     concurrency: int
@@ -200,9 +201,13 @@ def read_records(path: str | os.PathLike, latest_attempt: bool = False) -> list[
             out.append(RequestRecord.model_validate_json(line))
         except ValueError:
             continue
-    if latest_attempt:
-        last: dict[str, int] = {}
-        for r in out:
-            last[r.point] = max(last.get(r.point, 0), r.attempt)
-        out = [r for r in out if r.attempt == last[r.point]]
-    return out
+    return latest_attempt_only(out) if latest_attempt else out
+
+
+def latest_attempt_only(items: list) -> list:
+    """The items (request records, sent requests) of each point's latest attempt, in their order:
+    a resumed run re-runs a cut point as a new attempt, and only that one enters the metrics."""
+    last: dict[str, int] = {}
+    for x in items:
+        last[x.point] = max(last.get(x.point, 0), x.attempt)
+    return [x for x in items if x.attempt == last[x.point]]

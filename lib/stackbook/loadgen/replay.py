@@ -29,6 +29,7 @@ from stackbook.loadgen.http_client import StreamClient
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentRequest, SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
+from stackbook.measure.metric_definitions import schedule_lag_s
 
 # Body fields request_body() writes itself; everything else is passed through as recorded.
 _BUILT = ("model", "messages", "stream", "stream_options")
@@ -162,7 +163,7 @@ def replay_arm(run_dir, arm: str, *, points: list[str] | None = None, endpoint: 
             bodies_sha256=digests[p]["bodies_sha256"],
             original_bodies_sha256=original_digests[p]["bodies_sha256"],
             identical_bodies=digests[p]["bodies_sha256"] == original_digests[p]["bodies_sha256"],
-            send_offset_ms_p99=round(1000 * _p99([max(0.0, s.sent_s - s.scheduled_s)
+            send_offset_ms_p99=round(1000 * _p99([max(0.0, schedule_lag_s(s))
                                                   for s in replayed_sent if s.point == p]), 3))
         for p in chosen})
     write_model(replay.replay, result)

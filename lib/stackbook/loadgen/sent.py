@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from stackbook.config.protocol import Decoding
-from stackbook.loadgen.records import BackgroundWriter
+from stackbook.loadgen.records import BackgroundWriter, latest_attempt_only
+from stackbook.loadgen.phases import Phase
 
 # Fields of a body that carry the engine's own dialect (its name for the model, how it forces a
 # length, how it streams), not the prompt: left out of the prompt digest so that two engines
@@ -53,7 +54,7 @@ class SentRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     point: str
     attempt: int = 0
-    phase: str
+    phase: Phase
     request_index: int
     turn: int = 0
     scheduled_s: float = Field(description="the schedule's offset from the point's start")
@@ -113,12 +114,7 @@ def read_sent(path: str | os.PathLike, latest_attempt: bool = False) -> list[Sen
                     out.append(SentRequest.model_validate_json(line))
     except (EOFError, gzip.BadGzipFile, zlib.error):
         pass  # the end of a stream cut by a crash
-    if latest_attempt:
-        last: dict[str, int] = {}
-        for s in out:
-            last[s.point] = max(last.get(s.point, 0), s.attempt)
-        out = [s for s in out if s.attempt == last[s.point]]
-    return out
+    return latest_attempt_only(out) if latest_attempt else out
 
 
 def prompt_of(body: dict) -> dict:
@@ -152,7 +148,7 @@ def point_digests(sent: list[SentRequest]) -> dict[str, dict]:
         decodings = {json.dumps(decoding_sent(s.body), sort_keys=True) for s in items}
         phases: dict[str, int] = {}
         for x in items:
-            phases[x.phase] = phases.get(x.phase, 0) + 1
+            phases[x.phase.value] = phases.get(x.phase.value, 0) + 1
         out[point] = {"requests_sent": len(items), "phases_sent": phases,
                       "decoding_sent": [json.loads(d) for d in sorted(decodings)],
                       "bodies_sha256": _digest(s.body for s in items),

@@ -13,25 +13,32 @@ import numpy as np
 import pandas as pd
 
 from stackbook.loadgen.records import RequestRecord
+from stackbook.loadgen.phases import MEASURED_LOAD, Phase
+from stackbook.measure.metric_definitions import (
+    e2e_ms,
+    e2e_s,
+    in_flight_mean,
+    itl_ms,
+    norm_e2e_ms,
+    output_tokens,
+    rate_rps,
+    schedule_lag_ms,
+    tpot_ms,
+    ttft_ms,
+    ttft_s,
+)
 
 PERCENTILES = (50, 95, 99)
-
-
-def output_tokens(r: RequestRecord) -> int:
-    return r.output_tokens_server if r.output_tokens_server is not None else r.output_tokens_client
 
 
 def request_metrics(r: RequestRecord) -> dict:
     """Per-request latencies in milliseconds (None where undefined, e.g. a failed request)."""
     n = output_tokens(r)
-    e2e = (r.end_s - r.sent_s) * 1000
-    ttft = (r.first_token_s - r.sent_s) * 1000 if r.first_token_s is not None else None
-    tpot = (e2e - ttft) / (n - 1) if ttft is not None and n > 1 else None
-    itl = list(np.diff(r.chunk_times_s) * 1000) if len(r.chunk_times_s) > 1 else []
-    return {"point": r.point, "phase": r.phase, "repetition": r.repetition, "concurrency": r.concurrency,
+    e2e = e2e_ms(r)
+    return {"point": r.point, "phase": r.phase.value, "repetition": r.repetition, "concurrency": r.concurrency,
             "request_index": r.request_index, "ok": r.ok, "error_class": r.error_class,
-            "ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "norm_e2e_ms": e2e / n if n else None,
-            "itl_ms": itl, "output_tokens": n, "output_tokens_client": r.output_tokens_client,
+            "ttft_ms": ttft_ms(r), "tpot_ms": tpot_ms(r), "e2e_ms": e2e, "norm_e2e_ms": norm_e2e_ms(r),
+            "itl_ms": itl_ms(r), "output_tokens": n, "output_tokens_client": r.output_tokens_client,
             "output_tokens_requested": r.output_tokens_requested, "length_controlled": r.length_controlled,
             "turn": r.turn,
             "prompt_tokens": r.prompt_tokens_server if r.prompt_tokens_server is not None else r.prompt_tokens_client,
@@ -73,14 +80,11 @@ def meets_slo(row: dict, slo) -> bool:
     return True
 
 
-MEASURED_LOAD = ("measure", "sentinel")  # the requests of the measurement window: the load the protocol asked for
 
 
 def time_in_flight(records: list[RequestRecord], start: float, end: float) -> float | None:
     """The time-weighted mean number of these requests in flight over [start, end]."""
-    span = end - start
-    busy = sum(max(0.0, min(r.end_s, end) - max(r.sent_s, start)) for r in records)
-    return busy / span if span > 0 else None
+    return in_flight_mean(records, start, end)
 
 
 def window_activity(records: list[RequestRecord], start: float, end: float) -> dict:
@@ -102,7 +106,7 @@ def measured_load(records: list[RequestRecord], start: float, end: float) -> dic
     span = end - start
     out = {"in_flight_mean": time_in_flight(mine, start, end), "littles_law_concurrency": None}
     if done and span > 0:
-        out["littles_law_concurrency"] = len(done) / span * sum(r.end_s - r.sent_s for r in done) / len(done)
+        out["littles_law_concurrency"] = len(done) / span * sum(e2e_s(r) for r in done) / len(done)
     return out
 
 
@@ -114,7 +118,7 @@ def client_gaps(records: list[RequestRecord]) -> dict:
 
     client_gap_in_flight: the time-weighted mean number of clients inside such a gap over the
     measurement window; client_gap_ms_p99: how long the client's own gaps were."""
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     if not measured:
         return {}
     start, end = min(r.sent_s for r in measured), max(r.end_s for r in measured)
@@ -135,7 +139,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     """Aggregate one sweep point. Latencies come from the measured requests only; throughput
     is what streamed inside the measurement window (first measured send to last measured end),
     which warm-up and cool-down requests keep at the configured concurrency."""
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     rows = [request_metrics(r) for r in measured]
     ok = [row for row in rows if row["ok"]]
     out: dict = {"requests": len(rows), "completed": len(ok),
@@ -165,16 +169,13 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out.update(measured_load(records, start, end))
     out["engine_in_flight_mean"] = activity["in_flight_mean"]
     # Open-loop fidelity: how late each send was against its deadline, and the rate achieved.
-    out.update(_stats([(r.sent_s - r.scheduled_s) * 1000 for r in records], "schedule_lag_ms"))
-    def rate(times):
-        t = sorted(times)
-        return (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 and t[-1] > t[0] else None
+    out.update(_stats([schedule_lag_ms(r) for r in records], "schedule_lag_ms"))
     # The schedule's own rate over the measured window (a short Poisson sample strays from its
     # mean), against the rate the client achieved; sentinels are sent on the same schedule,
     # among the measured requests, so they count: this is the load the engine was offered.
-    offered = [r for r in records if r.phase in ("measure", "sentinel")]
-    out["scheduled_rate_rps"] = rate([r.scheduled_s for r in offered])
-    out["achieved_rate_rps"] = rate([r.sent_s for r in offered])
+    offered = [r for r in records if r.phase in MEASURED_LOAD]
+    out["scheduled_rate_rps"] = rate_rps([r.scheduled_s for r in offered])
+    out["achieved_rate_rps"] = rate_rps([r.sent_s for r in offered])
     # Per-stream decode rate: what one user sees once tokens flow.
     rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]
     out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)
@@ -193,7 +194,7 @@ def connection_setup(records: list[RequestRecord]) -> dict:
     return {"connections_opened": len(times), "connect_ms_max": max(times) if times else None,
             "connect_ms_mean": sum(times) / len(times) if times else None,
             "measured_requests_on_new_connections": sum(r.connect_s is not None for r in records
-                                                        if r.phase == "measure")}
+                                                        if r.phase == Phase.MEASURE)}
 
 
 # --------------------------------------------------------------------------- peer definitions
@@ -214,17 +215,17 @@ def peer_definitions(records: list[RequestRecord]) -> pd.DataFrame:
     rows = {"stackbook": {}, "vllm bench serve": {}, "GuideLLM": {}, "AIPerf": {}}
     ttft_vllm, ttft, itl_chunks, tpot_server, guide_itl, guide_w, guide_tpot, aiperf_itl = ([] for _ in range(8))
     for r in records:
-        if r.phase != "measure" or not r.ok or r.first_token_s is None:
+        if r.phase != Phase.MEASURE or not r.ok or r.first_token_s is None:
             continue
         n_server = output_tokens(r)
-        e2e = r.end_s - r.sent_s
-        first = r.first_token_s - r.sent_s
-        ttft.append(first * 1000)
+        e2e = e2e_s(r)
+        first = ttft_s(r)
+        ttft.append(ttft_ms(r))
         ttft_vllm.append(((r.first_event_s if r.first_event_s is not None else r.first_token_s) - r.sent_s) * 1000)
-        itl_chunks.extend(np.diff(r.chunk_times_s) * 1000)
+        itl_chunks.extend(itl_ms(r))
         last = r.chunk_times_s[-1] - r.sent_s
         if n_server > 1:
-            tpot_server.append((e2e - first) / (n_server - 1) * 1000)
+            tpot_server.append(tpot_ms(r))
             guide_itl.append((last - first) / (n_server - 1) * 1000)
             guide_w.append(n_server - 1)
         if n_server:

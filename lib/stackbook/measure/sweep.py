@@ -9,8 +9,9 @@ from tqdm import tqdm
 from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.gate.canaries import load_suite
 from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_checks
-from stackbook.loadgen.arrivals import read_trace
 from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
+from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.plans import ClosedPlan, PointPlan
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
@@ -18,7 +19,6 @@ from stackbook.loadgen.workload import (
     client_tokenizer,
     synthetic_prompts,
 )
-from stackbook.locations import resolve_symbolic
 from stackbook.measure.metrics import client_gaps, point_summary
 from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
@@ -45,7 +45,7 @@ NOT_ANSWERED = ("timeout", "transport", "engine_died")  # how a gone or frozen e
 def not_answered(records) -> bool:
     """Every measured request failed as a gone or frozen engine fails them: the point says nothing
     of the engine's speed, and a resumed run measures it again."""
-    measured = [r for r in records if r.phase == "measure"]
+    measured = [r for r in records if r.phase == Phase.MEASURE]
     return bool(measured) and all(r.error_class in NOT_ANSWERED for r in measured)
 
 
@@ -53,7 +53,7 @@ def check_engine(session, name: str, records: list | None = None) -> None:
     if not session.engine_alive():
         raise EngineFailure(f"the engine exited before point {name}")
     if records:
-        measured = [r for r in records if r.phase == "measure"]
+        measured = [r for r in records if r.phase == Phase.MEASURE]
         if not_answered(records):
             raise EngineFailure(f"every request of point {name} failed ({measured[0].error_class}): the engine "
                                 "is not answering")
@@ -106,23 +106,19 @@ def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
 
 
 def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinels: list
-                   ) -> tuple[str, list, dict]:
-    """One point's prompts, built before its readings start: the loop kind ("open" or "closed"),
-    the prompts in sending order, and the schedule or concurrency with the cool-down."""
-    if "trace" in level:
-        trace = read_trace(resolve_symbolic(level["trace"]))
-        prompts = synthetic_prompts(protocol.workload, tokenizer, len(trace), seed=seed,
-                                    lengths=[(r["prompt_tokens"], r["output_tokens"]) for r in trace])
-        return "open", prompts, {"schedule": [r["timestamp_s"] / level["speedup"] for r in trace]}
-    cooldown = cooldown_requests(protocol, level)
-    if "rate" in level:
-        prompts = mix_sentinels(
-            synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + int(level["rate"] * 1000)),
-            sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
-        return "open", prompts, {"schedule": schedule_for(protocol, level, len(prompts), seed), "cooldown": cooldown}
-    prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=seed * 1000 + level["concurrency"]),
-                            sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
-    return "closed", prompts, {"concurrency": level["concurrency"], "cooldown": cooldown}
+                   ) -> tuple[list, PointPlan]:
+    """One point's prompts, built before its readings start, in sending order, and the plan they
+    are sent by (its arrival pattern's: deadlines or clients, with the cool-down). Where the
+    pattern fixes the prompts' lengths (a trace) they are its own, without sentinels."""
+    arrival, cooldown = protocol.arrival, cooldown_requests(protocol, level)
+    lengths = arrival.prompt_lengths(level)
+    prompt_seed = arrival.prompt_seed(level, seed)
+    if lengths is not None:
+        prompts = synthetic_prompts(protocol.workload, tokenizer, len(lengths), seed=prompt_seed, lengths=lengths)
+    else:
+        prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=prompt_seed),
+                                sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
+    return prompts, arrival.point_plan(level, len(prompts), seed, cooldown)
 
 
 def earlier_points(session) -> tuple[dict, dict]:
@@ -181,15 +177,15 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 check_engine(session, name)
                 base = {"run_id": run_id, "arm": session.arm.name, "point": name, "repetition": rep,
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
-                kind, prompts, shape = point_requests(protocol, lv, n, seed, tokenizer, sentinels)
+                prompts, plan = point_requests(protocol, lv, n, seed, tokenizer, sentinels)
                 cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 procs0 = read_processes(pid)  # CPU, faults, switches: read at the point's start and end
                 wall0, unix0 = time.perf_counter(), time.time()
-                recs, cost = send_point(kind, target, prompts, tokenizer, processes=protocol.loadgen.processes,
+                recs, cost = send_point(plan, target, prompts, tokenizer, processes=protocol.loadgen.processes,
                                         parts_dir=session.arm_dir.client_parts, writer=writer,
                                         sent_writer=sent_writer, base=base, warmup=protocol.warmup_requests,
-                                        progress=bar, alive=alive, engine_pid=pid, **shape)
+                                        progress=bar, alive=alive, engine_pid=pid)
                 procs1, wall1 = read_processes(pid), time.perf_counter()
                 procs1["client"]["cpu_s"] += cost.elsewhere_s()
                 client_cost[name] = cost
@@ -227,7 +223,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 s = {k: v for k, v in (earlier.get(name) or {}).items() if k != "discarded"} | s
             s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
             s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
-            if "concurrency" in lv:
+            if issubclass(protocol.arrival.plan_type, ClosedPlan):
                 s.update(client_gaps([r for r in records if r.point == name]))
             s["sentinels"] = judge_sentinels([r for r in records if r.point == name], sentinels)
             if name in client_cost:
@@ -255,7 +251,7 @@ def realized_output_tokens(records) -> float | None:
     """Mean output length of the measured, completed replies by the server's own usage counts
     (None where the server reports none): what the engine really generated, for fairness."""
     counts = [r.output_tokens_server for r in records
-              if r.phase == "measure" and r.ok and r.output_tokens_server is not None]
+              if r.phase == Phase.MEASURE and r.ok and r.output_tokens_server is not None]
     return sum(counts) / len(counts) if counts else None
 
 
@@ -270,7 +266,7 @@ def latest_attempts(records) -> dict[str, tuple[int, int]]:
     for r in records:
         by_attempt.setdefault((r.point, r.attempt), []).append(r)
         a, n = out.get(r.point, (-1, 0))
-        one = 0 if r.phase == "sentinel" else 1
+        one = 0 if r.phase == Phase.SENTINEL else 1
         if r.attempt > a:
             out[r.point] = (r.attempt, one)
         elif r.attempt == a:
@@ -290,7 +286,8 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
     short = sum(s.get("length_not_honoured", 0) for s in points.values())
     as_json = protocol.workload.response_format == "json_schema"
     completed = sum(s.get("completed", 0) for s in points.values())
-    load_validity = {name: point_validity(s, harness_ceiling) for name, s in points.items()}
+    load_validity = {name: point_validity(s, harness_ceiling, plan=protocol.arrival.plan_type)
+                     for name, s in points.items()}
     # The client's own event-loop delay (measure.validity.client_delay_validity): a point it would distort is invalid.
     load_validity = {name: with_client_delay(v, points[name]) for name, v in load_validity.items()}
     discards = apply_discard_rules(points, load_validity, protocol.discard_rules)

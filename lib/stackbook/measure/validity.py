@@ -64,23 +64,32 @@ def measured_requests_for(concurrency: int) -> int:
     return 0 if concurrency <= 1 else math.ceil((1 - CONCURRENCY_TOLERANCE) / CONCURRENCY_TOLERANCE * (concurrency - 1))
 
 
-def point_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
+def point_validity(s: dict, harness_ceiling: dict | None = None, *, plan) -> dict:
     """Did the client deliver the load the protocol asked for? (A point where it did not is the
-    client's number, not the engine's.) Judged over the measured requests only; an open-loop
-    point offered above the harness's ceiling measured at campaign start is invalid too."""
-    if "concurrency" in s:
-        held = s.get("in_flight_mean")
-        out = {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
-               "littles_law_concurrency": s.get("littles_law_concurrency")}
-        if s.get("client_gap_in_flight") is not None:
-            out |= {"client_gap_in_flight": s["client_gap_in_flight"], "client_gap_ms_p99": s.get("client_gap_ms_p99")}
-        valid = concurrency_held(held, s["concurrency"], s.get("client_gap_in_flight"), s.get("client_gap_ms_p99"),
-                                 s.get("littles_law_concurrency"))
-        if not valid and s.get("requests") and s["requests"] < measured_requests_for(s["concurrency"]):
-            out["too_few_measured_requests"] = (f"{s['requests']} measured requests cannot hold concurrency "
-                                                f"{s['concurrency']} within {CONCURRENCY_TOLERANCE:.0%}; "
-                                                f"requests_per_point: {measured_requests_for(s['concurrency'])} can")
-        return out | {"valid": valid}
+    client's number, not the engine's.) Judged over the measured requests only, by the rule of
+    the point's plan (loadgen.plans: a closed loop's clients, an open loop's deadlines)."""
+    return plan.load_validity(s, harness_ceiling)
+
+
+def closed_loop_validity(s: dict) -> dict:
+    """A closed-loop point: did its clients keep the configured concurrency in flight?"""
+    held = s.get("in_flight_mean")
+    out = {"configured_concurrency": s["concurrency"], "in_flight_mean": held,
+           "littles_law_concurrency": s.get("littles_law_concurrency")}
+    if s.get("client_gap_in_flight") is not None:
+        out |= {"client_gap_in_flight": s["client_gap_in_flight"], "client_gap_ms_p99": s.get("client_gap_ms_p99")}
+    valid = concurrency_held(held, s["concurrency"], s.get("client_gap_in_flight"), s.get("client_gap_ms_p99"),
+                             s.get("littles_law_concurrency"))
+    if not valid and s.get("requests") and s["requests"] < measured_requests_for(s["concurrency"]):
+        out["too_few_measured_requests"] = (f"{s['requests']} measured requests cannot hold concurrency "
+                                            f"{s['concurrency']} within {CONCURRENCY_TOLERANCE:.0%}; "
+                                            f"requests_per_point: {measured_requests_for(s['concurrency'])} can")
+    return out | {"valid": valid}
+
+
+def open_loop_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
+    """An open-loop point: were its sends on time and at the schedule's rate? One offered above
+    the harness's ceiling measured at campaign start is invalid too."""
     lag = s.get("schedule_lag_ms_p99")
     out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
            "achieved_rate_rps": s.get("achieved_rate_rps"),

@@ -18,7 +18,7 @@ def _sweep(points: dict, **protocol) -> dict:
 def test_truncation_is_counted_by_whom_and_every_count_reaches_the_passport():
     """Two forced-length replies the engine ended short, one natural-end reply cut at its bound,
     one rejected at admission, one wrong sentinel: each lands in its own count."""
-    points = {"c1-r0": {"requests": 8, "completed": 6, "length_not_honoured": 2,
+    points = {"c1-r0": {"concurrency": 1, "requests": 8, "completed": 6, "length_not_honoured": 2,
                         "errors": {"length_truncated": 1, "admission_rejected": 1},
                         "sentinels": {"sent": 1, "completed": 1, "completed_but_wrong": 1}}}
     sweep = _sweep(points)
@@ -34,7 +34,8 @@ def test_truncation_is_counted_by_whom_and_every_count_reaches_the_passport():
 
 
 def test_a_clean_sweep_counts_zero_everywhere():
-    sweep = _sweep({"c1-r0": {"requests": 8, "completed": 8, "length_not_honoured": 0, "errors": {}}})
+    sweep = _sweep({"c1-r0": {"concurrency": 1, "requests": 8, "completed": 8, "length_not_honoured": 0,
+                           "errors": {}}})
     under = failure_counts(None, sweep)["under_load"]
     assert (under["admission_rejected"], under["length_truncated_by_engine"], under["length_truncated_by_budget"],
             under["completed_but_wrong"], under["request_failed"]) == (0, 0, 0, 0, 0)

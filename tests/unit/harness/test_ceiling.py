@@ -5,6 +5,7 @@ from typer.testing import CliRunner
 from stackbook.cli import app
 from stackbook.config.loading import parse_campaign
 from stackbook.harness import ceiling
+from stackbook.loadgen.plans import OpenPlan
 from stackbook.measure.validity import above_ceiling, point_validity
 
 OPEN_LOOP = {"name": "t", "protocol": {"workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16},
@@ -30,19 +31,19 @@ def test_the_ceiling_is_measured_here_and_remembered_for_this_host(tmp_path, mon
 def test_a_point_offered_above_the_ceiling_is_invalid_and_one_below_stands():
     measured = {"max_open_loop_rate_rps": 400, "first_rate_not_held": 800, "ladder_top_held": False, "processes": 1}
     above = {"rate": 900, "scheduled_rate_rps": 905.0, "achieved_rate_rps": 904.0, "schedule_lag_ms_p99": 0.5}
-    v = point_validity(above, measured)
+    v = point_validity(above, measured, plan=OpenPlan)
     assert v["valid"] is False
     assert v["above_harness_ceiling"] == ("offered 905 req/s, at or above 800 req/s, the first rate the harness did "
                                           "not hold at campaign start")
     below = {"rate": 2, "scheduled_rate_rps": 2.0, "achieved_rate_rps": 2.0, "schedule_lag_ms_p99": 0.5}
-    assert point_validity(below, measured)["valid"] is True
+    assert point_validity(below, measured, plan=OpenPlan)["valid"] is True
     assert above_ceiling(600.0, measured) is None          # between held and not held: not known
     # A busy host that held no rung (50 req/s missed): 2 req/s is not judged by it, 60 req/s is.
     none_held = {"max_open_loop_rate_rps": 0.0, "first_rate_not_held": 50, "ladder_top_held": False}
     assert above_ceiling(2.0, none_held) is None and above_ceiling(60.0, none_held) is True
     # Every rung held: the ceiling lies above the ladder's top, so nothing is judged above it.
     assert above_ceiling(905.0, measured | {"first_rate_not_held": None, "ladder_top_held": True}) is None
-    assert point_validity(above)["valid"] is True    # no ceiling recorded: the rate rule alone
+    assert point_validity(above, plan=OpenPlan)["valid"] is True    # no ceiling recorded: the rate rule alone
 
 
 def test_run_check_warns_about_a_rate_above_the_ceiling_last_measured_here(tmp_path, monkeypatch):

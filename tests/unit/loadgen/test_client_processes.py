@@ -12,7 +12,6 @@ from stackbook.loadgen.client_processes import (
     ClientCost,
     ClientProcessError,
     Share,
-    concurrency_shares,
     deal,
     merge_parts,
     portable_target,
@@ -20,6 +19,7 @@ from stackbook.loadgen.client_processes import (
     send_point,
 )
 from stackbook.loadgen.drivers import Target
+from stackbook.loadgen.plans import ClosedPlan, OpenPlan, concurrency_shares
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentWriter, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
@@ -67,8 +67,8 @@ def test_two_processes_send_one_schedule_on_one_clock(server, tmp_path):
     t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
     sched = arrivals.constant_schedule(40.0, 40)
     with RecordWriter(tmp_path / "requests.jsonl") as w, SentWriter(tmp_path / "sent.jsonl.gz") as sw:
-        recs, cost = send_point("open", t, prompts(40), TOK, processes=2, parts_dir=tmp_path / "parts", writer=w,
-                                sent_writer=sw, base=base(), warmup=2, cooldown=3, schedule=sched)
+        recs, cost = send_point(OpenPlan(sched, cooldown=3), t, prompts(40), TOK, processes=2, parts_dir=tmp_path / "parts",
+                                writer=w, sent_writer=sw, base=base(), warmup=2)
     assert not (tmp_path / "parts").exists()  # merged, then removed
     on_disk = read_records(tmp_path / "requests.jsonl")
     assert len(recs) == len(on_disk) == 40 and all(r.ok for r in on_disk)
@@ -86,8 +86,8 @@ def test_two_processes_send_one_schedule_on_one_clock(server, tmp_path):
 
 def test_a_closed_loop_splits_its_concurrency(server, tmp_path):
     t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
-    recs, cost = send_point("closed", t, prompts(12), TOK, processes=4, parts_dir=tmp_path / "parts", writer=None,
-                            sent_writer=None, base=base(3), warmup=1, cooldown=1, concurrency=3)
+    recs, cost = send_point(ClosedPlan(3, cooldown=1), t, prompts(12), TOK, processes=4, parts_dir=tmp_path / "parts",
+                            writer=None, sent_writer=None, base=base(3), warmup=1)
     assert len(cost.cpu_s) == 3  # never more processes than clients
     assert sorted(r.request_index for r in recs) == list(range(12)) and all(r.ok for r in recs)
     assert sum(r.phase == "measure" for r in recs) == 10
@@ -117,9 +117,9 @@ def test_parts_left_by_an_interrupted_point_are_kept_and_a_dead_engine_named(tmp
 
 def test_a_client_process_that_fails_says_why(server, tmp_path):
     t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
-    broken = Share(kind="open", target=t, tokenizer=TOK, prompts=prompts(2), positions=[0, 1], total=2, warmup=0,
-                   cooldown=0, base=base(), records_path=str(tmp_path / "r.jsonl"),
-                   sent_path=str(tmp_path / "s.jsonl.gz"), schedule=None)  # an open loop with no schedule
+    broken = Share(plan=OpenPlan(schedule=None), target=t, tokenizer=TOK, prompts=prompts(2), positions=[0, 1],
+                   total=2, warmup=0, base=base(), records_path=str(tmp_path / "r.jsonl"),
+                   sent_path=str(tmp_path / "s.jsonl.gz"))  # an open loop with no schedule
     with pytest.raises(ClientProcessError, match="(?s)client process 0 exited with 1: .*TypeError"):
         run_shares([broken], tmp_path / "parts")
 
@@ -135,8 +135,8 @@ def test_a_client_process_that_is_not_ready_in_time_is_stopped_and_named(server,
     from stackbook.loadgen import client_processes
     monkeypatch.setattr(client_processes, "READY_TIMEOUT_S", 0.01)  # no interpreter starts that fast
     t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
-    share = Share(kind="open", target=t, tokenizer=TOK, prompts=prompts(1), positions=[0], total=1, warmup=0,
-                  cooldown=0, base=base(), records_path=str(tmp_path / "r.jsonl"),
-                  sent_path=str(tmp_path / "s.jsonl.gz"), schedule=[0.0])
+    share = Share(plan=OpenPlan([0.0]), target=t, tokenizer=TOK, prompts=prompts(1), positions=[0], total=1,
+                  warmup=0, base=base(), records_path=str(tmp_path / "r.jsonl"),
+                  sent_path=str(tmp_path / "s.jsonl.gz"))
     with pytest.raises(ClientProcessError, match="client process 0 was not ready after 0 s"):
         run_shares([share], tmp_path / "parts")

@@ -4,6 +4,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from stackbook.harness import fidelity
+from stackbook.loadgen.plans import ClosedPlan, OpenPlan
 from stackbook.measure.validity import (
     MAX_SCHEDULE_LAG_MS,
     RATE_TOLERANCE,
@@ -27,9 +28,10 @@ def test_rate_held_needs_timely_sends_and_the_schedules_rate():
 
 
 def test_point_validity_closed_and_open_loop():
-    assert point_validity({"concurrency": 8, "in_flight_mean": 7.3})["valid"]
-    assert not point_validity({"concurrency": 8, "in_flight_mean": 7.1})["valid"]   # > 10% below
-    v = point_validity({"rate": 2.0, "schedule_lag_ms_p99": 0.4, "scheduled_rate_rps": 2.1, "achieved_rate_rps": 1.9})
+    assert point_validity({"concurrency": 8, "in_flight_mean": 7.3}, plan=ClosedPlan)["valid"]
+    assert not point_validity({"concurrency": 8, "in_flight_mean": 7.1}, plan=ClosedPlan)["valid"]   # > 10% below
+    v = point_validity({"rate": 2.0, "schedule_lag_ms_p99": 0.4, "scheduled_rate_rps": 2.1, "achieved_rate_rps": 1.9},
+                       plan=OpenPlan)
     assert v["valid"] is False and v["configured_rate_rps"] == 2.0
 
 
@@ -70,8 +72,8 @@ def test_a_concurrency_one_point_against_a_sub_millisecond_server_is_held():
     assert s["in_flight_mean"] == pytest.approx(5.5 / 9.5, rel=1e-6)
     assert s["client_gap_in_flight"] == pytest.approx(4.0 / 9.5, rel=1e-6)
     assert s["client_gap_ms_p99"] == pytest.approx(0.4)
-    assert not point_validity({"concurrency": 1, "in_flight_mean": s["in_flight_mean"]})["valid"]  # before
-    v = point_validity(s)
+    assert not point_validity({"concurrency": 1, "in_flight_mean": s["in_flight_mean"]}, plan=ClosedPlan)["valid"]  # before
+    v = point_validity(s, plan=ClosedPlan)
     assert v["valid"] and v["client_gap_in_flight"] == pytest.approx(0.421, abs=1e-3)
 
 
@@ -82,7 +84,7 @@ def test_a_slow_client_still_invalidates_a_closed_loop_point():
     records = _closed_loop(0.010, 0.020)
     s = point_summary(records, Slo()) | client_gaps(records) | {"concurrency": 1}
     assert s["client_gap_ms_p99"] == pytest.approx(20.0)
-    assert not point_validity(s)["valid"]
+    assert not point_validity(s, plan=ClosedPlan)["valid"]
 
 
 def test_a_few_long_client_gaps_beside_long_replies_leave_the_load_intact():
@@ -94,7 +96,7 @@ def test_a_few_long_client_gaps_beside_long_replies_leave_the_load_intact():
     s = point_summary(records, Slo()) | client_gaps(records) | {"concurrency": 1}
     assert s["client_gap_ms_p99"] == pytest.approx(6.5)
     assert s["client_gap_in_flight"] < 0.002
-    assert point_validity(s)["valid"]
+    assert point_validity(s, plan=ClosedPlan)["valid"]
 
 
 def test_a_client_near_one_core_is_named_with_the_setting_that_spreads_it():
@@ -126,7 +128,7 @@ def test_a_closed_loop_point_whose_measured_requests_did_not_hold_its_concurrenc
     assert s["engine_in_flight_mean"] == pytest.approx(3.999, abs=1e-3)
     assert s["in_flight_mean"] == pytest.approx(2.731, abs=1e-3)
     assert s["littles_law_concurrency"] == pytest.approx(2.731, abs=1e-3)  # every one inside the window
-    v = point_validity(s)
+    v = point_validity(s, plan=ClosedPlan)
     assert v["valid"] is False
     assert v["too_few_measured_requests"] == ("8 measured requests cannot hold concurrency 4 within 10%; "
                                               "requests_per_point: 27 can")
@@ -138,12 +140,12 @@ def test_a_closed_loop_point_that_held_its_concurrency_stands():
     s = _real_point("c1-r0")
     assert s["in_flight_mean"] == pytest.approx(0.999, abs=1e-3)
     assert s["littles_law_concurrency"] == pytest.approx(0.999, abs=2e-3)
-    assert point_validity(s)["valid"] is True
+    assert point_validity(s, plan=ClosedPlan)["valid"] is True
 
 
 def test_littles_law_alone_off_by_more_than_the_tolerance_invalidates():
-    assert point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.9})["valid"]
-    assert not point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.5})["valid"]
+    assert point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.9}, plan=ClosedPlan)["valid"]
+    assert not point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.5}, plan=ClosedPlan)["valid"]
 
 
 def _rules(**kw):

@@ -1,0 +1,66 @@
+"""What one sweep point sends, as its arrival pattern plans it: an open loop with each prompt's
+deadline, a closed loop with its clients, or a recorded trace replayed on its own clock.
+
+The sweep, the client processes and the load-validity rules act on the plan's type, so a new
+arrival pattern says which plan it makes and nothing else needs to know its keys.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Union
+
+from stackbook.measure.validity import closed_loop_validity, open_loop_validity
+
+
+def concurrency_shares(concurrency: int, processes: int) -> list[int]:
+    """A closed loop's concurrency split as evenly as it goes (the first processes take one more)."""
+    base, extra = divmod(concurrency, processes)
+    return [base + (k < extra) for k in range(processes)]
+
+
+@dataclass(frozen=True)
+class OpenPlan:
+    """Prompts sent on a clock whatever the replies do: `schedule` holds each one's deadline
+    (seconds from the point's start); `cooldown` prompts follow the measured ones."""
+    schedule: list[float]
+    cooldown: int = 0
+
+    def client_weights(self, processes: int) -> list[int]:
+        """How many of the point's senders each client process runs: one deadline stream each."""
+        return [1] * processes
+
+    def share(self, positions: list[int], clients: int) -> OpenPlan:
+        """The part of the plan one client process sends: the deadlines of its prompts."""
+        return dataclasses.replace(self, schedule=[self.schedule[i] for i in positions])
+
+    @staticmethod
+    def load_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
+        return open_loop_validity(s, harness_ceiling)
+
+
+@dataclass(frozen=True)
+class TracePlan(OpenPlan):
+    """A recorded trace replayed: its own timestamps as deadlines, and no cool-down."""
+
+
+@dataclass(frozen=True)
+class ClosedPlan:
+    """`concurrency` clients, each sending its next prompt when its previous reply ends;
+    `cooldown` prompts follow the measured ones so the last measured still run under full load."""
+    concurrency: int
+    cooldown: int = 0
+
+    def client_weights(self, processes: int) -> list[int]:
+        """The clients per process (never more processes than clients: one without would send nothing)."""
+        return concurrency_shares(self.concurrency, min(processes, self.concurrency))
+
+    def share(self, positions: list[int], clients: int) -> ClosedPlan:
+        return dataclasses.replace(self, concurrency=clients)
+
+    @staticmethod
+    def load_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
+        return closed_loop_validity(s)
+
+
+PointPlan = Union[OpenPlan, ClosedPlan]
