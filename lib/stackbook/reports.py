@@ -9,13 +9,11 @@ from pathlib import Path
 
 from stackbook.evidence.files import file_sha256
 from stackbook.evidence.manifest import ManifestFile
-from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, RunDir
+from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, ComparisonDir, RunDir
 from stackbook.locations import REPO_ROOT, symbolic
 from stackbook.notebook_execution import execute_notebook
 from stackbook.report_page import notebook_pages, write_page
 
-COMPARE_NOTEBOOK = "60_compare"
-OUTPUTS = REPO_ROOT / "outputs"
 
 
 def _repo_relative(path: str | os.PathLike) -> str:
@@ -115,15 +113,15 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     return run
 
 
-def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> RunDir:
+def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> ComparisonDir:
     """Execute the comparison notebook across runs of one campaign into a comparison directory
     (default outputs/<campaign>/compare-<run>-<run>...), with its report."""
     from stackbook.analysis.cross_run import load_runs
 
     runs = [RunDir.existing(r) for r in run_dirs]
     campaign = load_runs(runs)[0]  # refuses runs of different campaigns, naming them
-    target = RunDir(out) if out else RunDir(OUTPUTS / campaign / ("compare-" + "-vs-".join(r.name for r in runs)))
-    target = RunDir(_repo_relative(target.create().path))
+    target = ComparisonDir(out) if out else ComparisonDir.new(campaign, [r.name for r in runs])
+    target = ComparisonDir(_repo_relative(target.create().path))
     notebook = target.notebook(COMPARE_NOTEBOOK)
     execute_notebook(COMPARE_NOTEBOOK, notebook, {"run_dirs": [_repo_relative(r.path) for r in runs],
                                                   "out_dir": str(target)})
@@ -134,7 +132,8 @@ def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = N
 from stackbook.index_page import RunEntry, index_entries, run_entry, write_index  # noqa: E402,F401 - the index of runs
 
 
-def write_comparison_json(out_dir: RunDir, campaign: str, runs: list[str], verdict: list[str]) -> Path:
-    path = out_dir.path / "comparison.json"
+def write_comparison_json(out_dir: ComparisonDir, campaign: str, runs: list[str], verdict: list[str]) -> Path:
+    """comparison.json: the campaign, the runs compared and the verdict, for the index."""
+    path = out_dir.comparison
     path.write_text(json.dumps({"campaign": campaign, "runs": runs, "verdict": verdict}, indent=1) + "\n")
     return path
