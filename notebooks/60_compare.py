@@ -27,14 +27,14 @@ import os
 from IPython.display import Markdown, display
 from stackbook.analysis import cross_run, plots
 from stackbook.analysis.tables import readable
-from stackbook.evidence.rundir import RunDir
+from stackbook.evidence.rundir import ComparisonDir, RunDir
 from stackbook.locations import REPO_ROOT
 from stackbook.reports import write_comparison_json
 
 os.chdir(REPO_ROOT)
 runs = [RunDir(r) for r in run_dirs]
 campaign_name, loaded = cross_run.load_runs(runs)
-figures = RunDir(out_dir).figures if out_dir else None
+figures = ComparisonDir(out_dir).figures if out_dir else None
 display(Markdown(cross_run.runs_summary(campaign_name, loaded, runs, out_dir)))
 
 # %% [markdown]
@@ -86,5 +86,5 @@ readable(cross_run.throughput_ratios(overlay))
 # %%
 verdict = cross_run.verdict(loaded, fairness, overlay)
 if out_dir:
-    write_comparison_json(RunDir(out_dir), campaign_name, list(loaded), verdict)
+    write_comparison_json(ComparisonDir(out_dir), campaign_name, list(loaded), verdict)
 display(Markdown("\n".join(f"* {line}" for line in verdict)))

@@ -10,9 +10,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from stackbook.evidence.files import read_json
-from stackbook.locations import REPO_ROOT
-
-OUTPUTS = REPO_ROOT / "outputs"
+from stackbook.evidence.rundir import REPORT, ComparisonDir, RunDir
+from stackbook.locations import OUTPUTS_DIR
 # The vector extensions that decide which kernels an engine may use, widest first.
 ISA_NAMES = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512f", "AVX-512"), ("avx2", "AVX2"),
              ("neon", "NEON"), ("asimd", "NEON"))
@@ -48,7 +47,7 @@ def isa_summary(flags: list[str] | str | None) -> str:
 def _host(run: Path) -> tuple[str, str]:
     """(CPU and count, its instruction sets) from the first passport naming a host (a run sized
     for other hardware names the one its arithmetic ran on)."""
-    for passport in sorted(run.glob("arms/*/passport.json")):
+    for passport in RunDir(run).passports():
         ident = (read_json(passport, {}) or {}).get("identity", {})
         h = ident.get("host") or {}
         h = h.get("arithmetic_done_on", h) if isinstance(h, dict) else {}
@@ -61,7 +60,7 @@ def _host(run: Path) -> tuple[str, str]:
 
 
 def _passport_field(run: Path, *keys: str) -> str:
-    for passport in sorted(run.glob("arms/*/passport.json")):
+    for passport in RunDir(run).passports():
         v = read_json(passport, {}) or {}
         for k in keys:
             v = v.get(k, {}) if isinstance(v, dict) else {}
@@ -75,33 +74,33 @@ def _model(run: Path) -> str:
     import yaml
 
     try:
-        resolved = yaml.safe_load((run / "campaign.resolved.yaml").read_text()) or {}
+        resolved = yaml.safe_load(RunDir(run).campaign_resolved.read_text()) or {}
         return str((resolved.get("model") or {}).get("name") or _passport_field(run, "identity", "model", "name"))
     except (OSError, yaml.YAMLError):
         return _passport_field(run, "identity", "model", "name")
 
 
 def _pages(path: Path, outputs: Path) -> dict[str, str]:
-    pages = sorted(path.glob("arms/*/*.html")) + sorted(p for p in path.glob("[0-9][0-9]_*.html"))
+    pages = RunDir(path).pages()
     return {p.relative_to(path).with_suffix("").as_posix(): p.relative_to(outputs).as_posix() for p in pages}
 
 
-def run_entry(path: Path, outputs: Path = OUTPUTS) -> RunEntry | None:
+def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
     """The index row for a run or comparison directory; None for anything else."""
-    manifest = read_json(path / "manifest.json")
-    comparison = read_json(path / "comparison.json")
+    run, compared = RunDir(path), ComparisonDir(path)
+    manifest = read_json(run.manifest)
+    comparison = read_json(compared.comparison)
     if manifest is None and comparison is None:
         return None
-    report = path / "report.html"
     rel = path.relative_to(outputs).as_posix()
-    link = f"{rel}/report.html" if report.exists() else None
+    link = f"{rel}/{REPORT}" if run.report.exists() else None
     if comparison is not None:
-        stamp = (path / "comparison.json").stat().st_mtime
+        stamp = compared.comparison.stat().st_mtime
         lines = comparison.get("verdict", [])
         return RunEntry(path=rel, campaign=comparison["campaign"], kind="comparison",
                         date=time.strftime("%Y-%m-%d", time.gmtime(stamp)), host=", ".join(comparison["runs"]),
                         verdict=" ".join(lines[:1]) or "-", verdict_lines=lines, report=link, status="comparison")
-    analysis = read_json(path / "analysis.json", {}) or {}
+    analysis = read_json(run.analysis, {}) or {}
     lines = analysis.get("verdict") or []
     created = manifest.get("created_unix")
     host, isa = _host(path)
@@ -116,7 +115,7 @@ def run_entry(path: Path, outputs: Path = OUTPUTS) -> RunEntry | None:
                     pages=_pages(path, outputs))
 
 
-def index_entries(outputs: Path = OUTPUTS) -> list[RunEntry]:
+def index_entries(outputs: Path = OUTPUTS_DIR) -> list[RunEntry]:
     entries = [run_entry(p, outputs) for p in sorted(outputs.glob("*/*")) if p.is_dir()]
     return [e for e in entries if e is not None]
 
@@ -152,7 +151,7 @@ HEADERS = ("campaign", "run (report, notebook pages)", "kind", "model", "arms (l
            "harness", "date (UTC)", "status", "decision (click for every line)")
 
 
-def write_index(outputs: Path = OUTPUTS) -> Path:
+def write_index(outputs: Path = OUTPUTS_DIR) -> Path:
     """outputs/index.html: every run and comparison as one row of the dashboard."""
     rows = "\n".join(_row(e) for e in index_entries(outputs))
     head = "".join(f"<th>{h}</th>" for h in HEADERS)

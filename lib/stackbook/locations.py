@@ -8,6 +8,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(__file__).with_name("data")  # catalogs and canary suites shipped with the package
+OUTPUTS = Path("outputs")  # every run and comparison, relative to the repository root so records read the same anywhere
+OUTPUTS_DIR = REPO_ROOT / OUTPUTS  # the same, absolute: where the index and default comparisons are written
 
 
 def cache_dir() -> Path:

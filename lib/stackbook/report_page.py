@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 
+from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, RunDir
 from stackbook.locations import DATA_DIR, symbolic
 
 TEMPLATE = DATA_DIR / "report.html.j2"
@@ -98,13 +99,13 @@ def contents(nb) -> str:
 def remake_command(name: str, parameters: dict, run: Path) -> str:
     """The command that makes this page again, from the notebook and its parameters."""
     rel = symbolic(run)
-    if name == "40_analysis":
+    if name == ANALYSIS_NOTEBOOK:
         return f"stackbook report {rel}"
-    if name == "60_compare":
+    if name == COMPARE_NOTEBOOK:
         return "stackbook compare " + " ".join(parameters.get("run_dirs") or [])
     if name in ("00_decide", "50_demand_map"):
         return f"stackbook attach {rel} {name}"
-    manifest = _read(run.parent.parent / "manifest.json")
+    manifest = _read(RunDir(run.parent.parent).manifest)
     campaign = manifest.get("campaign_file") or parameters.get("campaign_file", "<campaign>")
     return (f"stackbook run {campaign} --run-id {run.parent.parent.name}; "
             f"an interrupted run continues with stackbook run --resume {symbolic(run.parent.parent)}")
@@ -165,5 +166,4 @@ def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Pat
 def notebook_pages(run_dir: Path) -> list[Path]:
     """The executed notebooks of a run directory that get a page beside them (the analysis has
     report.html instead)."""
-    found = sorted(run_dir.glob("arms/*/*.ipynb")) + sorted(run_dir.glob("[0-9][0-9]_*.ipynb"))
-    return [p for p in found if p.stem != "40_analysis"]
+    return [p for p in RunDir(run_dir).notebooks() if p.stem != ANALYSIS_NOTEBOOK]

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stackbook.evidence.files import file_sha256
-from stackbook.evidence.rundir import RunDir
-from stackbook.locations import REPO_ROOT
+from stackbook.evidence.manifest import ManifestFile
+from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, ComparisonDir, RunDir
+from stackbook.locations import REPO_ROOT, symbolic
+from stackbook.notebook_execution import execute_notebook
 from stackbook.report_page import notebook_pages, write_page
 
-COMPARE_NOTEBOOK = "60_compare"
-OUTPUTS = REPO_ROOT / "outputs"
 
 
 def _repo_relative(path: str | os.PathLike) -> str:
@@ -37,15 +37,31 @@ def write_report(notebook: Path, html_path: Path) -> None:
             write_page(other, other.with_suffix(".html"))
 
 
+def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
+    """Execute the analysis notebook over a run and write its report; the manifest records how it
+    went (analysis.json is written even when the notebook failed)."""
+    out = run_dir.analysis_notebook
+    try:
+        secs = execute_notebook(ANALYSIS_NOTEBOOK, out, {"run_dir": str(run_dir)})
+        manifest.data["analysis"] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
+        write_report(out, run_dir.report)
+    except Exception as err:  # the executed notebook keeps the traceback; the manifest says where
+        manifest.data["analysis"] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
+        if not run_dir.analysis.exists():
+            try:  # analysis.json is plain data: write it even when a figure failed the notebook
+                from stackbook.analysis.comparison import write_analysis
+                write_analysis(run_dir)
+            except Exception as inner:  # noqa: BLE001 - the manifest already says the analysis failed
+                manifest.data["analysis"]["error"] += f"; analysis.json not written: {symbolic(str(inner))[-500:]}"
+    manifest.save()
+
+
 def rerender(run_dir: str | os.PathLike) -> RunDir:
     """Execute the analysis notebook again over a finished run's records and rewrite analysis.json,
     figures/ and report.html (and their hashes in the manifest): the run as today's workbook draws it."""
-    from stackbook.evidence.manifest import ManifestFile
-    from stackbook.evidence.portable import make_portable
-    from stackbook.runner import run_analysis
-
     from stackbook.config.loading import load_campaign
     from stackbook.evidence.passport import write_passport
+    from stackbook.evidence.portable import make_portable
 
     run = RunDir.existing(run_dir)
     run = RunDir(_repo_relative(run.path))
@@ -78,9 +94,7 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     """Execute a workbook notebook over a finished run, keep it in the run directory beside the
     analysis and record it in the manifest (`attached`: status, seconds, hash, note) with the
     other outputs' hashes, so a teaching notebook run on real evidence is part of the audit record."""
-    from stackbook.evidence.manifest import ManifestFile
     from stackbook.evidence.portable import make_portable
-    from stackbook.runner import execute_notebook
 
     if name not in ATTACHABLE:
         raise ValueError(f"{name!r} cannot be attached to a run; attachable notebooks: {', '.join(ATTACHABLE)}")
@@ -99,16 +113,15 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     return run
 
 
-def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> RunDir:
+def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> ComparisonDir:
     """Execute the comparison notebook across runs of one campaign into a comparison directory
     (default outputs/<campaign>/compare-<run>-<run>...), with its report."""
     from stackbook.analysis.cross_run import load_runs
-    from stackbook.runner import execute_notebook
 
     runs = [RunDir.existing(r) for r in run_dirs]
     campaign = load_runs(runs)[0]  # refuses runs of different campaigns, naming them
-    target = RunDir(out) if out else RunDir(OUTPUTS / campaign / ("compare-" + "-vs-".join(r.name for r in runs)))
-    target = RunDir(_repo_relative(target.create().path))
+    target = ComparisonDir(out) if out else ComparisonDir.new(campaign, [r.name for r in runs])
+    target = ComparisonDir(_repo_relative(target.create().path))
     notebook = target.notebook(COMPARE_NOTEBOOK)
     execute_notebook(COMPARE_NOTEBOOK, notebook, {"run_dirs": [_repo_relative(r.path) for r in runs],
                                                   "out_dir": str(target)})
@@ -119,7 +132,8 @@ def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = N
 from stackbook.index_page import RunEntry, index_entries, run_entry, write_index  # noqa: E402,F401 - the index of runs
 
 
-def write_comparison_json(out_dir: RunDir, campaign: str, runs: list[str], verdict: list[str]) -> Path:
-    path = out_dir.path / "comparison.json"
+def write_comparison_json(out_dir: ComparisonDir, campaign: str, runs: list[str], verdict: list[str]) -> Path:
+    """comparison.json: the campaign, the runs compared and the verdict, for the index."""
+    path = out_dir.comparison
     path.write_text(json.dumps({"campaign": campaign, "runs": runs, "verdict": verdict}, indent=1) + "\n")
     return path

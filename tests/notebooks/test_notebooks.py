@@ -10,7 +10,7 @@ import papermill as pm
 import pytest
 from stackbook.evidence.rundir import RunDir
 from stackbook.notebook_sources import SOURCES_DIR, load_notebook, read_source, source_names, source_path
-from stackbook.runner import execute_notebook
+from stackbook.notebook_execution import execute_notebook
 
 NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map", "60_compare"]
 

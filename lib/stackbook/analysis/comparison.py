@@ -1,4 +1,5 @@
-"""Campaign-level analysis: load a run, check fairness, compare arms, state a verdict."""
+"""Campaign-level analysis: check fairness, compare arms, state a verdict (loading a run is
+stackbook.analysis.run_data, whose load_run and arm_labels are re-exported here)."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
+from stackbook.analysis.run_data import arm_labels, load_run
 from stackbook.analysis.verdict import (
     aa_control_lines,
     decisions,
@@ -20,44 +22,10 @@ from stackbook.analysis.verdict import (
     verdict_confidence,
     verdict_lines,
 )
-from stackbook.config.loading import load_campaign
-from stackbook.evidence.files import read_json, write_model
+from stackbook.evidence.files import write_model
 from stackbook.evidence.label import Label
-from stackbook.evidence.results import ArmResults, Open
+from stackbook.evidence.results import Open
 from stackbook.evidence.rundir import STAGE_NOTEBOOK, ArmDir, RunDir
-from stackbook.loadgen.records import read_records
-from stackbook.measure.metrics import requests_frame
-
-
-def load_run(run_dir: str | os.PathLike | RunDir) -> tuple:
-    """(campaign, {arm: {arm, dir, engine, results, passport, requests, status}}) for a run
-    directory; status is the arm's status in the manifest (e.g. engine_died)."""
-    run = run_dir if isinstance(run_dir, RunDir) else RunDir.existing(run_dir)
-    campaign = load_campaign(run.campaign_resolved)
-    manifest_arms = (read_json(run.manifest, {}) or {}).get("arms", {})
-    arms = {}
-    for arm in campaign.arms:
-        d = run.arm(arm.name)
-        if not d.exists():
-            continue
-        arms[arm.name] = {
-            "arm": arm, "dir": d,
-            "engine": read_json(d.engine_json, {}) or {},
-            "results": read_json(d.results, {}) or {},
-            "passport": read_json(d.passport_json, {}) or {},
-            "requests": requests_frame(read_records(d.requests)),
-            "status": manifest_arms.get(arm.name, {}).get("status"),
-        }
-    return campaign, arms
-
-
-def arm_labels(arms: dict, fairness: pd.DataFrame | None = None) -> dict[str, Label]:
-    """Each arm's label from its typed results, its manifest status and, when given, the
-    fairness check (the rule itself is evidence.label.arm_label)."""
-    comparable = dict(fairness["comparable"]) if fairness is not None and not fairness.empty else {}
-    return {name: ArmResults.model_validate(a["results"]).label(
-                engine_died=a.get("status") == "engine_died", comparable=bool(comparable.get(name, True)))
-            for name, a in arms.items()}
 
 
 def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -3,10 +3,14 @@ engines' builds are the declared variables under test; everything the fairness c
 across arms must also match across runs, or the comparison says it is not comparable."""
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from stackbook.analysis import comparison
 from stackbook.analysis.fairness import MEASURED_FIELDS
+from stackbook.analysis.run_data import load_run
+from stackbook.analysis.verdict import decisions
 from stackbook.evidence.rundir import RunDir
 
 # What differs between the runs by design: shown side by side, never a reason to refuse.
@@ -24,7 +28,7 @@ def load_runs(runs: list[RunDir]) -> tuple[str, dict[str, tuple]]:
     if len(runs) < 2:
         raise ValueError("compare needs at least two run directories (e.g. outputs/quickstart/reference "
                          "outputs/quickstart/avx2-host)")
-    loaded = {run_key(r, runs): comparison.load_run(r) for r in runs}
+    loaded = {run_key(r, runs): load_run(r) for r in runs}
     names = {key: c.name for key, (c, _) in loaded.items()}
     if len(set(names.values())) != 1:
         raise ValueError("runs of different campaigns cannot be compared (campaign.resolved.yaml, field name: "
@@ -35,8 +39,6 @@ def load_runs(runs: list[RunDir]) -> tuple[str, dict[str, tuple]]:
 def runs_summary(campaign: str, loaded: dict[str, tuple], runs: list[RunDir], out_dir: str | None) -> str:
     """One Markdown line naming the campaign and linking each run's report (its directory when it has
     none), relative to where the comparison is written."""
-    import os
-
     def link(run: RunDir) -> str:
         target = run.report if run.report.exists() else run.path
         return os.path.relpath(target, out_dir or ".")
@@ -141,8 +143,6 @@ def differences_line(diffs: list[tuple[str, dict[str, object]]]) -> str:
 def run_decisions(loaded: dict[str, tuple]) -> dict[str, dict[float, str]]:
     """Per run, per load: what that run's own decision rule says on its primary figure (the leader,
     "no difference" or "undecided"), over every pair of its ranked arms."""
-    from stackbook.analysis.verdict import decisions
-
     out = {}
     for key, (campaign, arms) in loaded.items():
         fair = comparison.fairness_table(campaign, arms)

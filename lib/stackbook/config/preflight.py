@@ -219,6 +219,7 @@ def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
     """Per arm name, what the latest earlier run of this campaign measured: mean TTFT and TPOT
     (seconds), seconds outside the sweep (engine start, canaries), bytes per record, and the run."""
     from stackbook.evidence.files import read_json
+    from stackbook.evidence.rundir import RunDir
 
     out: dict[str, dict] = {}
     root = runs_root / campaign.name
@@ -228,7 +229,7 @@ def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
         manifest = read_json(mpath, {}) or {}
         for arm in campaign.arms:
             entry = (manifest.get("arms") or {}).get(arm.name) or {}
-            requests = mpath.parent / "arms" / arm.name / "requests.jsonl"
+            requests = RunDir(mpath.parent).arm(arm.name).requests
             if arm.name in out or entry.get("engine") != arm.engine.kind or not requests.exists():
                 continue
             st = requests.stat()

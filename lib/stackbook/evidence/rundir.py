@@ -10,11 +10,14 @@ import re
 import time
 from pathlib import Path
 
-OUTPUTS = Path("outputs")  # relative to the repository root, so records read the same anywhere
+from stackbook.locations import OUTPUTS, OUTPUTS_DIR, shown
 
 ARM_NOTEBOOKS = ("10_sizing", "20_canaries", "30_load_sweep")
 STAGE_NOTEBOOK = {"sizing": "10_sizing", "canaries": "20_canaries", "sweep": "30_load_sweep"}
 ANALYSIS_NOTEBOOK = "40_analysis"
+COMPARE_NOTEBOOK = "60_compare"
+REPORT = "report.html"
+COMPARISON_JSON = "comparison.json"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # one directory name under outputs/<campaign>/
 
 
@@ -102,9 +105,11 @@ class ArmDir:
     def engine_log(self) -> Path:
         return self.path / "engine.log"
 
+    PASSPORT_JSON = "passport.json"
+
     @property
     def passport_json(self) -> Path:
-        return self.path / "passport.json"
+        return self.path / self.PASSPORT_JSON
 
     @property
     def passport_md(self) -> Path:
@@ -135,8 +140,6 @@ class RunDir:
     @classmethod
     def existing(cls, path: str | os.PathLike) -> RunDir:
         """An existing run, checked: resuming or analysing anything else is a mistake to name."""
-        from stackbook.locations import shown
-
         run = cls(path)
         try:
             found = run.campaign_resolved.is_file()
@@ -182,6 +185,7 @@ class RunDir:
 
     @property
     def manifest(self) -> Path:
+        """manifest.json: what ran, how it ended, and the hash of every output."""
         return self.path / "manifest.json"
 
     @property
@@ -214,7 +218,7 @@ class RunDir:
 
     @property
     def report(self) -> Path:
-        return self.path / "report.html"
+        return self.path / REPORT
 
     @property
     def figures(self) -> Path:
@@ -227,6 +231,67 @@ class RunDir:
     def arm(self, name: str) -> ArmDir:
         return ArmDir(self.arms_dir / name, name)
 
+    def passports(self) -> list[Path]:
+        """Every arm's passport.json that exists, sorted by arm."""
+        return sorted(self.arms_dir.glob(f"*/{ArmDir.PASSPORT_JSON}"))
+
+    def notebooks(self) -> list[Path]:
+        """The executed notebooks of this directory: every arm's, then the campaign-level ones."""
+        return sorted(self.arms_dir.glob("*/*.ipynb")) + sorted(self.path.glob("[0-9][0-9]_*.ipynb"))
+
+    def pages(self) -> list[Path]:
+        """The notebook pages beside those notebooks, in the same order."""
+        return sorted(self.arms_dir.glob("*/*.html")) + sorted(self.path.glob("[0-9][0-9]_*.html"))
+
     def files(self) -> list[Path]:
         """Every file of the run, sorted, for hashing and the portability rewrite."""
         return sorted(p for p in self.path.rglob("*") if p.is_file() and p != self.lock)
+
+
+class ComparisonDir:
+    """A comparison of runs of one campaign, `outputs/<campaign>/compare-<run>-vs-<run>/`: the
+    executed comparison notebook, its figures, report.html and comparison.json."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    @classmethod
+    def new(cls, campaign: str, run_names: list[str]) -> ComparisonDir:
+        """The default place of a comparison, named after its runs, the baseline first."""
+        return cls(OUTPUTS_DIR / campaign / ("compare-" + "-vs-".join(run_names)))
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"ComparisonDir({str(self.path)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ComparisonDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def create(self) -> ComparisonDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def notebook(self, name: str = COMPARE_NOTEBOOK) -> Path:
+        """The executed comparison notebook."""
+        return self.path / f"{name}.ipynb"
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT
+
+    @property
+    def figures(self) -> Path:
+        return self.path / "figures"
+
+    @property
+    def comparison(self) -> Path:
+        """comparison.json: the campaign, the runs compared and the verdict, for the index."""
+        return self.path / COMPARISON_JSON

@@ -1,7 +1,7 @@
 """Where a campaign's arms run. Each executor kind is one module with one class: a `name`, the
-command-line options it takes (`OPTIONS`) and `run_arms(run, arms)`, which calls the runner's
-`run_arm` for every arm wherever it places it. Only the chosen kind's module is imported, so the
-local executor never imports Ray."""
+command-line options it takes (`OPTIONS`) and `run_arms(run, arms)`, which calls
+`stackbook.arm_run.run_arm` for every arm wherever it places it. Only the chosen kind's module is
+imported, so the local executor never imports Ray."""
 from __future__ import annotations
 
 import importlib

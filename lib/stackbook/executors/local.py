@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from stackbook.arm_run import ArmSlot, run_arm
+from stackbook.evidence.passport import write_passport
 from stackbook.executors.rounds import run_rounds
 
 
@@ -12,15 +14,13 @@ class LocalExecutor:
     OPTIONS: tuple[str, ...] = ()
 
     def run_arms(self, run, arms: list) -> None:
-        from stackbook.runner import run_arm
-
         def slot(arm, repetitions: list[int]) -> None:
             entry = run.manifest.arm(arm.name)
             placement = entry.setdefault("placement", {"executor": self.name})
             placement.setdefault("started_unix", time.time())
             try:
-                run_arm(run.campaign, arm, run.run_dir, run.resolved, entry, run.manifest.save, run.steps,
-                        run.progress, run.log, repetitions=repetitions)
+                run_arm(ArmSlot(run.campaign, arm, run.run_dir, run.resolved, entry, run.manifest.save, run.steps,
+                                run.progress, run.log, repetitions=repetitions))
             finally:
                 placement["finished_unix"] = time.time()
                 run.manifest.save()
@@ -32,8 +32,6 @@ class LocalExecutor:
 def rewrite_passports(run, arms: list) -> None:
     """Each arm's passport once more after the last round: how many repetitions ran and why they
     stopped is known only then."""
-    from stackbook.evidence.passport import write_passport
-
     for arm in arms:
         entry = run.manifest.arm(arm.name)
         if run.run_dir.arm(arm.name).exists():

@@ -1,6 +1,6 @@
 """The ray executor: each arm is one Ray task on a node holding the arm's `resources`.
 
-The task stages a run directory in the node's temporary directory, runs the runner's `run_arm`
+The task stages a run directory in the node's temporary directory, runs `stackbook.arm_run.run_arm`
 there (engine started, notebooks executed and engine stopped on that node; the passport reads
 that node's host), and ships the arm folder home as a tar archive: at every notebook boundary and
 every SHIP_EVERY_S to a small inbox actor on this machine (so what a lost node recorded is kept),
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from stackbook.arm_run import ArmSlot, RunInterrupted, run_arm
 from stackbook.evidence.rundir import ARM_NOTEBOOKS
 from stackbook.executors.shipping import PackedArm, StagedRun, pack_arm, unpack_arm
 from stackbook.locations import symbolic
@@ -174,7 +175,6 @@ def run_arm_on_node(job: ArmJob, inbox) -> ArmShipment:
 
     from stackbook.config.loading import load_campaign
     from stackbook.locations import REPO_ROOT
-    from stackbook.runner import run_arm
 
     os.chdir(REPO_ROOT)
     staged = StagedRun.create(job.run_path, job.campaign_text, job.arm, job.prior)
@@ -184,8 +184,8 @@ def run_arm_on_node(job: ArmJob, inbox) -> ArmShipment:
         send()
         campaign = load_campaign(staged.run.campaign_resolved)
         with send:
-            run_arm(campaign, campaign.arm(job.arm), staged.run, staged.run.campaign_resolved, entry, send,
-                    tqdm(disable=True), False, print)
+            run_arm(ArmSlot(campaign, campaign.arm(job.arm), staged.run, staged.run.campaign_resolved, entry, send,
+                            tqdm(disable=True), False, print))
         entry["placement"]["finished_unix"] = time.time()
         return send.shipment(final=True)
     except KeyboardInterrupt:  # ray.cancel: run_arm has stopped the engine; send what there is
@@ -263,8 +263,6 @@ class _Campaign:
             self.cancel()
             # A signal that lands inside Ray's compiled wait surfaces as a SystemError caused by
             # the runner's RunInterrupted: give the runner the interruption it raised.
-            from stackbook.runner import RunInterrupted
-
             if not isinstance(err, RunInterrupted) and isinstance(err.__cause__ or err.__context__, RunInterrupted):
                 raise (err.__cause__ or err.__context__) from None
             raise

@@ -14,6 +14,7 @@ import yaml
 from stackbook.locations import DATA_DIR, symbolic
 from stackbook.model.checkpoint import indexed_bytes, safetensors_totals, shipped_precision
 from stackbook.model.definition import count_parameters, normalized_config
+from stackbook.model.parameters import parameters_from_config
 from stackbook.model.schedule import FULL, LINEAR, MAMBA, SLIDING, mamba_state_elements, schedule_from_config
 
 # --------------------------------------------------------------------------- geometry
@@ -173,7 +174,6 @@ def _count(cfg: dict, where: str, mamba_layers: int, checkpoint: dict | None) ->
     if mamba_layers:
         raise ValueError(f"{where}: counting a Mamba hybrid's parameters needs transformers' definition of "
                          f"{cfg.get('model_type')!r} (pip install transformers), or give --artifact-bytes")
-    from stackbook.model.parameters import parameters_from_config
     try:
         est = parameters_from_config(cfg)
     except KeyError as err:

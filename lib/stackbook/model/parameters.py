@@ -3,6 +3,8 @@ transformers does not define (stackbook.model.definition counts the rest exactly
 gated queries, Gated DeltaNet layers, dense and expert MLPs, norms), so each part can be checked."""
 from __future__ import annotations
 
+from stackbook.model.schedule import FULL, LINEAR, SLIDING, schedule_from_config
+
 GATED_QUERY_TYPES = ("qwen3_next", "qwen3_5")      # q_proj also produces the output gate
 QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5")
 
@@ -60,7 +62,6 @@ def parameters_from_config(cfg: dict) -> dict:
     """Total and active parameters, and the parts they add up from, for a Hugging Face config."""
     cfg = cfg.get("text_config", cfg)
     h, layers, vocab = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-    from stackbook.model.schedule import FULL, LINEAR, SLIDING, schedule_from_config
     sched = schedule_from_config(cfg, layers)
     full, sliding, linear = sched.count(FULL), sched.count(SLIDING), sched.count(LINEAR)
     embeddings = vocab * h

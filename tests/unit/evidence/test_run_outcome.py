@@ -1,6 +1,7 @@
 """How an arm and a run end: a HOLD is never reported as complete."""
+from stackbook.arm_run import arm_outcome
 from stackbook.evidence.manifest import Manifest
-from stackbook.runner import arm_outcome, run_outcome
+from stackbook.runner import run_outcome
 
 
 def test_an_arm_whose_canaries_held_is_held_with_the_reason():

@@ -2,7 +2,8 @@
 from pathlib import Path
 
 import pytest
-from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
+from stackbook.evidence.rundir import ARM_NOTEBOOKS, ComparisonDir, RunDir
+from stackbook.locations import OUTPUTS, OUTPUTS_DIR, REPO_ROOT
 
 
 def test_layout_of_a_run():
@@ -34,3 +35,30 @@ def test_existing_refuses_a_folder_that_is_not_a_run(tmp_path):
     (tmp_path / "campaign.resolved.yaml").write_text("name: x\n")
     run = RunDir.existing(tmp_path)
     assert run.arm("a").create().exists() and (tmp_path / "arms" / "a").is_dir()
+
+
+def test_a_run_lists_its_passports_notebooks_and_pages_arms_first(tmp_path):
+    run = RunDir(tmp_path)
+    for arm in ("b", "a"):
+        run.arm(arm).create()
+        for name in ("30_load_sweep.ipynb", "30_load_sweep.html"):
+            (run.arm(arm) / name).write_text("")
+    run.arm("a").passport_json.write_text("{}")
+    for name in ("40_analysis.ipynb", "50_demand_map.ipynb", "50_demand_map.html", "report.html", "notes.ipynb"):
+        (run / name).write_text("")
+    assert run.passports() == [tmp_path / "arms/a/passport.json"]
+    assert [p.relative_to(tmp_path).as_posix() for p in run.notebooks()] == [
+        "arms/a/30_load_sweep.ipynb", "arms/b/30_load_sweep.ipynb", "40_analysis.ipynb", "50_demand_map.ipynb"]
+    assert [p.relative_to(tmp_path).as_posix() for p in run.pages()] == [
+        "arms/a/30_load_sweep.html", "arms/b/30_load_sweep.html", "50_demand_map.html"]
+
+
+def test_layout_of_a_comparison():
+    default = ComparisonDir.new("quickstart", ["reference", "avx2-host"])
+    assert default.path == OUTPUTS_DIR / "quickstart" / "compare-reference-vs-avx2-host"
+    assert OUTPUTS_DIR == REPO_ROOT / "outputs" and OUTPUTS == Path("outputs")
+    out = ComparisonDir("elsewhere/cmp")
+    assert out.notebook() == Path("elsewhere/cmp/60_compare.ipynb")
+    assert (out.report, out.figures, out.comparison) == (
+        Path("elsewhere/cmp/report.html"), Path("elsewhere/cmp/figures"), Path("elsewhere/cmp/comparison.json"))
+    assert str(out) == "elsewhere/cmp" and out == ComparisonDir(Path("elsewhere/cmp")) != RunDir("elsewhere/cmp")

@@ -16,6 +16,8 @@ from stackbook.analysis.demand_map.experiments import (
     unattributed_ms,
 )
 from stackbook.analysis.demand_map.layers import Layer, demand_map
+from stackbook.analysis.fairness import fairness_table
+from stackbook.analysis.run_data import arm_labels, load_run
 
 
 class CentreRow(BaseModel):
@@ -229,15 +231,12 @@ def e2e_slo_ms(slo: dict | None, point: dict) -> float | None:
 
 def measured_demand_maps(run_dir, risk_cost: dict | None = None) -> dict[str, ArmDemandMap]:
     """Every arm of a run: its measured demand map (or why it is not measured)."""
-    from stackbook.analysis.comparison import arm_labels, load_run
-    from stackbook.analysis.fairness import fairness_table
-
     campaign, arms = load_run(run_dir)
     return demand_maps_of(arms, arm_labels(arms, fairness_table(campaign, arms)), risk_cost)
 
 
 def demand_maps_of(arms: dict, labels: dict, risk_cost: dict | None = None) -> dict[str, ArmDemandMap]:
-    """The same from arms already loaded (`comparison.load_run`) and their labels."""
+    """The same from arms already loaded (`run_data.load_run`) and their labels."""
     out = {}
     for name, a in arms.items():
         log = a["dir"].engine_log

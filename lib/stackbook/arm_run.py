@@ -1,0 +1,225 @@
+"""One arm's slot of a run: start its engine, execute its notebooks, stop the engine, write the
+passport. Every executor (`stackbook.executors`) calls `run_arm` with an `ArmSlot`, so an arm does
+the same thing wherever it runs."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tqdm import tqdm
+
+from stackbook.config.campaign import Arm, Campaign
+from stackbook.engines import EngineStartError, adapter_for
+from stackbook.evidence.files import file_sha256, read_json
+from stackbook.evidence.passport import write_passport
+from stackbook.evidence.rundir import ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
+from stackbook.locations import symbolic
+from stackbook.notebook_execution import execute_notebook, notebook_ok
+from stackbook.steps.session import record_engine
+
+
+class RunInterrupted(BaseException):
+    """The runner was asked to stop (SIGINT or SIGTERM): engines are stopped, records kept."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@dataclass(frozen=True)
+class ArmSlot:
+    """What one arm's slot needs: the campaign and the arm, the run directory and its resolved
+    campaign file, the arm's manifest record (`entry`, updated in place) and `save`, called
+    whenever it changed (the local executor rewrites the manifest, a Ray task ships the record and
+    folder home), the progress bar, whether to show request progress, and the log.
+    `repetitions` are the sweep repetitions this slot measures (None: the protocol's minimum, all
+    in one engine process)."""
+    campaign: Campaign
+    arm: Arm
+    run_dir: RunDir
+    resolved: Path
+    entry: dict
+    save: Callable[[], None]
+    steps: tqdm
+    progress: bool
+    log: Callable[[str], None]
+    repetitions: list[int] | None = None
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+class _RequestProgress:
+    """A bar of requests completed, read from the arm's requests.jsonl while a notebook runs."""
+
+    def __init__(self, path: Path, total: int, desc: str, enabled: bool):
+        self.path, self.start = path, _count_lines(path)
+        self.bar = tqdm(total=total, desc=desc, unit="req", leave=False, disable=not enabled)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(0.5):
+            n = min(self.bar.total, _count_lines(self.path) - self.start)
+            if n != self.bar.n:
+                self.bar.update(n - self.bar.n)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(2)
+        self.bar.close()
+
+
+def repetitions_began(reps: list[int], started_here: bool, ready_s: float | None) -> str:
+    """How this call's repetitions began, in the passport's words."""
+    fresh = (f"fresh engine start (the engine process started anew, ready after {ready_s:.1f} s; no process "
+             "state of an earlier repetition carries over)" if started_here and ready_s is not None else
+             "the engine the runner attached")
+    if len(reps) == 1:
+        return fresh
+    return (f"repetition {reps[0]}: {fresh}; repetitions {', '.join(map(str, reps[1:]))}: the same engine process, "
+            "the prefix cache prepared before every point as the protocol says")
+
+
+def run_arm(slot: ArmSlot) -> None:
+    """One arm's slot: start its engine, execute its notebooks, stop the engine, write the passport.
+
+    The slot holding repetition 0 runs every stage; a later one only the sweep, with its own fresh
+    engine start, and only once repetition 0 measured the arm."""
+    campaign, arm, run_dir, resolved = slot.campaign, slot.arm, slot.run_dir, slot.resolved
+    entry, save, steps, progress, log = slot.entry, slot.save, slot.steps, slot.progress, slot.log
+    repetitions = slot.repetitions
+    protocol = campaign.protocol_for(arm)
+    reps = list(range(protocol.repetitions.min)) if repetitions is None else sorted(repetitions)
+    done = set(entry.get("repetitions_done") or [])
+    first_slot = 0 in reps
+    if (entry["status"] == "complete" and set(reps) <= done) or (not first_slot and 0 not in done):
+        steps.update(len(ARM_NOTEBOOKS) + 1 if first_slot else 1)
+        return
+    arm_dir = run_dir.arm(arm.name).create()
+    needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))
+    stages = ("sizing", "canaries", "sweep") if first_slot else ("sweep",)
+    notebooks = [STAGE_NOTEBOOK[st] for st in stages if st in protocol.stages]
+    if first_slot:
+        steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
+    adapter = adapter_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)
+    t_arm = time.monotonic()
+    entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
+    entry.pop("error", None)
+    slot_reps = ",".join(map(str, reps))
+    entry["slots_begun"] = sorted(set(entry.get("slots_begun") or []) | {slot_reps})
+    save()
+    if needs_engine:
+        steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
+        entry["engine_starts"] = entry.get("engine_starts", 0) + 1
+        try:
+            adapter.start()
+            adapter.wait_ready()
+        except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
+            adapter.stop()
+            entry.update(status="failed", error=symbolic(str(err))[-2000:])
+            save()
+            log(f"arm {arm.name}: engine did not start: {err}")
+            steps.update(len(notebooks) + 1)
+            return
+    # Each slot starts its engine once by design; a start beyond that is a restart.
+    restarts = max(0, entry.get("engine_starts", 1) - len(entry["slots_begun"]))
+    began = repetitions_began(reps, needs_engine, adapter.ready_after_s if needs_engine else None)
+    try:
+        if needs_engine:
+            record_engine(adapter, arm_dir, restarts=restarts)
+            entry["engine_ready_s"] = adapter.ready_after_s
+        steps.update(1)
+        for name in notebooks:
+            out = arm_dir.notebook(name)
+            if name != "30_load_sweep" and notebook_ok(entry, name, out):
+                steps.update(1)
+                continue
+            if name == "30_load_sweep" and set(reps) <= done and notebook_ok(entry, name, out):
+                steps.update(1)
+                continue
+            if name == "10_sizing" and arm.engine.sizing_skip_reason:
+                entry["notebooks"][name] = {"status": "skipped", "reason": arm.engine.sizing_skip_reason}
+                steps.update(1)
+                continue
+            if name == "30_load_sweep":
+                canaries = (read_json(arm_dir.results, {}) or {}).get("canaries", {})
+                if canaries.get("verdict") != "PASS" and not protocol.canaries.run_sweep_on_hold:
+                    entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}"
+                                                f"{': ' + canaries['reason'] if canaries.get('reason') else ''}; "
+                                                "set protocol.canaries.run_sweep_on_hold to measure anyway"}
+                    save()
+                    steps.update(1)
+                    continue
+            steps.set_postfix_str(f"{arm.name}: {name}" + (f" (repetition {slot_reps})" if name == "30_load_sweep" else ""))
+            entry["notebooks"][name] = {"status": "running"}
+            save()
+            params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
+                      "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
+                      "start_engine": needs_engine}
+            if name == "30_load_sweep":
+                params |= {"repetitions": reps, "began": began}
+            total = len(reps) * protocol.requests_per_repetition()
+            try:
+                with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests",
+                                      progress and name == "30_load_sweep"):
+                    secs = execute_notebook(name, out, params)
+                entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
+                if name == "30_load_sweep":
+                    entry["repetitions_done"] = sorted(done | set(reps))
+                    log_ = entry.setdefault("repetition_log", {})
+                    for r in reps:
+                        log_[str(r)] = {"began": began, "engine_start": entry.get("engine_starts"),
+                                        "sweep_seconds": round(secs, 1), "finished_unix": time.time()}
+            except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
+                entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
+                entry["status"] = "failed"
+                if needs_engine and not adapter.is_alive():
+                    entry["status"] = "engine_died"
+                    entry["error"] = (f"the engine exited (code {adapter.proc.returncode}) during {name}; "
+                                      "its records are kept, --resume restarts it and re-runs what was cut")
+                save()
+                log(f"arm {arm.name}: {name} failed: {entry.get('error') or str(err).splitlines()[-1:]}")
+                break
+            save()
+            steps.update(1)
+    except (RunInterrupted, KeyboardInterrupt):  # a signal here, or a Ray task cancelled on its node
+        entry["status"] = "interrupted"
+        raise
+    finally:
+        steps.set_postfix_str(f"{arm.name}: stopping engine")
+        if needs_engine:
+            # Capacity lines can arrive late in the log: record them once more before stopping.
+            try:
+                if adapter.is_alive():
+                    record_engine(adapter, arm_dir, restarts=restarts)
+            finally:  # a record that cannot be written (a full disk) must not leave the engine running
+                entry["engine_exit_code"] = adapter.stop()
+        write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
+        if entry["status"] == "running":
+            entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))
+        entry["seconds"] = round(entry.get("seconds", 0) * (not first_slot) + time.monotonic() - t_arm, 1)
+        save()
+
+
+def arm_outcome(results: dict) -> dict:
+    """How an arm that ran through its stages ended: "held" (with the gate's reason) when its
+    canaries did not pass, so a skipped sweep is never reported as a complete arm."""
+    canaries = results.get("canaries") or {}
+    if canaries and canaries.get("verdict") != "PASS":
+        return {"status": "held", "error": f"canaries {canaries.get('verdict')}: "
+                                           f"{canaries.get('reason') or canaries.get('failed')}"}
+    return {"status": "complete"}

@@ -1,0 +1,27 @@
+"""Executing a workbook notebook with papermill, and telling whether an executed copy still holds."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from stackbook.evidence.files import file_sha256
+
+
+def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
+    """Execute notebooks/<name>.py (built into a notebook in memory) and write the executed
+    .ipynb to out_path."""
+    import papermill as pm
+
+    from stackbook.notebook_sources import load_notebook
+
+    t = time.monotonic()
+    pm.execute_notebook(load_notebook(name), str(out_path), parameters=parameters,
+                        kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
+                        request_save_on_cell_execute=True)
+    return time.monotonic() - t
+
+
+def notebook_ok(manifest_arm: dict, name: str, out_path: Path) -> bool:
+    """Whether the manifest says this notebook ran and its executed copy is still the one it hashed."""
+    entry = manifest_arm["notebooks"].get(name, {})
+    return entry.get("status") == "ok" and out_path.exists() and entry.get("sha256") == file_sha256(out_path)

@@ -1,0 +1,202 @@
+"""The stackbook package imports without cycles, and each module imports alone.
+
+The static graph is read with ``ast``: every ``import`` and ``from ... import``
+anywhere in a module counts, late imports inside functions included, because a
+late import only hides a cycle from the interpreter, not from the reader.
+Imports under ``if TYPE_CHECKING:`` do not count: they never run.  An edge to a
+package is an edge to its ``__init__`` module only; ``from pkg import name``
+where ``name`` is a submodule is an edge to that submodule as well.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+LIB = Path(__file__).resolve().parents[2] / "lib"
+PACKAGE = "stackbook"
+
+
+def module_files(lib: Path = LIB, package: str = PACKAGE) -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    modules: dict[str, Path] = {}
+    for path in sorted((lib / package).rglob("*.py")):
+        parts = list(path.relative_to(lib).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _is_type_checking_guard(node: ast.If) -> bool:
+    test = node.test
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _imports(tree: ast.AST):
+    """Import nodes of a module, skipping those under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking_guard(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _resolve_base(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    anchor = module.split(".") if is_package else module.split(".")[:-1]
+    anchor = anchor[: len(anchor) - (node.level - 1)]
+    return ".".join(anchor + ([node.module] if node.module else []))
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of ``name`` that is a module of the package."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in modules:
+            return candidate
+        parts.pop()
+    return None
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module name -> the package's modules it imports."""
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in _imports(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = _resolve_base(module, is_package, node)
+                submodules = [f"{base}.{a.name}" for a in node.names]
+                targets = [t if t in modules else base for t in submodules]
+            for target in targets:
+                known = _known(target, modules)
+                if known is not None and known != module:
+                    edges.add(known)
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles covering every module caught in one: per strongly connected component, a shortest
+    cycle through each member no earlier cycle passed through."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = [0]
+
+    def strongconnect(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                strongconnect(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for node in sorted(graph):
+        if node not in index:
+            strongconnect(node)
+    found: list[list[str]] = []
+    for component in sorted(components):
+        covered: set[str] = set()
+        for start in component:
+            if start not in covered:
+                found.append(_a_cycle_through(start, set(component), graph))
+                covered.update(found[-1])
+    return found
+
+
+def _a_cycle_through(start: str, members: set[str], graph: dict[str, set[str]]) -> list[str]:
+    """A shortest path from ``start`` back to itself within its component."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & members):
+                if succ == start:
+                    return paths[node] + [start]
+                if succ not in paths:
+                    paths[succ] = paths[node] + [succ]
+                    following.append(succ)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")
+
+
+def test_the_graph_sees_relative_late_and_submodule_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .a import thing\n")
+    (pkg / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg import b\n"
+        "def f():\n    from .sub import c\n"
+    )
+    (pkg / "b.py").write_text("import pkg.a\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("from .. import b\n")
+    (pkg / "d.py").write_text("from . import a, CONSTANT\n")
+    graph = import_graph(module_files(tmp_path, "pkg"))
+    assert graph == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.sub.c"},
+        "pkg.b": {"pkg.a"},
+        "pkg.d": {"pkg", "pkg.a"},
+        "pkg.sub": set(),
+        "pkg.sub.c": {"pkg.b"},
+    }
+    assert cycles(graph) == [["pkg.a", "pkg.sub.c", "pkg.b", "pkg.a"]]
+
+
+def test_the_package_has_no_import_cycle():
+    found = cycles(import_graph(module_files()))
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def _import_alone(module: str) -> tuple[str, int, str]:
+    env = {**os.environ, "PYTHONPATH": str(LIB)}
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    return module, done.returncode, done.stderr[-2000:]
+
+
+def test_each_module_imports_alone_in_a_fresh_interpreter():
+    skipped = {name for name in module_files() if name.endswith("convert_gguf_to_hf")}
+    names = [name for name in module_files() if name not in skipped]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        failures = [r for r in pool.map(_import_alone, names) if r[1] != 0]
+    assert not failures, "\n\n".join(f"{m}:\n{err}" for m, _, err in failures)
