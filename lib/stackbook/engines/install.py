@@ -99,7 +99,8 @@ def fresh_venv(ctx: InstallContext, folder: Path) -> Path:
     """An empty virtual environment in `folder` (what a failed install left there is removed);
     its interpreter."""
     shutil.rmtree(folder, ignore_errors=True)
-    subprocess.run([ctx.python, "-m", "venv", str(folder)], check=True)
+    if subprocess.run([ctx.python, "-m", "venv", str(folder)]).returncode != 0:
+        raise InstallFailed(f"{ctx.python} -m venv {folder} failed")
     return folder / "bin" / "python"
 
 
