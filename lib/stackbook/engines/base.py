@@ -298,6 +298,10 @@ class EngineAdapter(EngineKindFacts):
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    # -- set-up (a kind with a bootstrap_step also has is_installed() and install(ctx)) -----
+    install_label: ClassVar[str] = ""  # how set-up's progress line names this kind's install
+    builds_from_source: ClassVar[bool] = False  # its install needs a C++ compiler, cmake and make
+
 
 class PythonEngineAdapter(EngineAdapter):
     """An engine that runs from a Python environment of its own: the interpreter the campaign
@@ -340,6 +344,10 @@ class PythonEngineAdapter(EngineAdapter):
             out = ""
         found = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
         return {d: found.get(d, "unknown") for d in distributions}
+
+    @classmethod
+    def is_installed(cls) -> bool:
+        return (cls.install_dir() / ".installed").is_file()
 
 
 def dtype_flag(kind: str, field: str, value: str, names: dict[str, str], weights: str) -> str:

@@ -23,6 +23,7 @@ from stackbook import sizing
 from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
 from stackbook.engines.capacity import capacity_limit, smallest_limit
 from stackbook.engines.facts import DecisionFacts, ProcessRole, local_runner_reason
+from stackbook.engines.install import InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed, pip_logged
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"
@@ -196,3 +197,20 @@ class MlxAdapter(PythonEngineAdapter):
             "kv_blocks": capacity_limit(None, "no pool: KV grows per sequence", "mlx_lm reports no KV pool"),
             "context": capacity_limit(None, "not enforced", "mlx_lm has no context limit",
                                       unit="tokens per sequence")})
+
+    # -- set-up -----------------------------------------------------------------------------
+    install_label = "MLX install"
+
+    @classmethod
+    def install(cls, ctx: InstallContext) -> None:
+        """mlx with its CPU backend and mlx-lm; the same packages serve a Mac with the Metal
+        backend (`pip install mlx mlx-lm` there)."""
+        log(f"MLX (CPU backend): installing mlx {MLX_VERSION} and mlx-lm {MLX_LM_VERSION} into their own "
+            "environment (about 355 MB)")
+        python = fresh_venv(ctx, cls.install_dir())
+        pip_log = ctx.pip_log("mlx")
+        pip_logged(pip_log, [str(python), "-m", "pip", "install", "-q", f"mlx[cpu]=={MLX_VERSION}",
+                             f"mlx-lm=={MLX_LM_VERSION}"])
+        if not imports(python, "import mlx.core, mlx_lm.server"):
+            raise InstallFailed(f"MLX install failed; see {pip_log}")
+        mark_installed(cls.install_dir())

@@ -13,6 +13,7 @@ from pydantic import Field
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
 from stackbook.engines.facts import DecisionFacts, MetricSeries
+from stackbook.engines.install import InstallContext, gpu_env, require_gpu
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 SGLANG_VERSION = "0.5.23"
@@ -166,3 +167,11 @@ class SglangAdapter(PythonEngineAdapter):
 
     def realized_capacity(self) -> dict:
         return parse_sglang_capacity("".join(self.log_lines))
+
+    # -- set-up -----------------------------------------------------------------------------
+    install_label = "SGLang install"
+
+    @classmethod
+    def install(cls, ctx: InstallContext) -> None:
+        require_gpu()
+        gpu_env(ctx, cls.env_name, "import sglang", f"sglang=={SGLANG_VERSION}")

@@ -18,6 +18,7 @@ from pydantic import Field
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
 from stackbook.engines.facts import DecisionFacts
+from stackbook.engines.install import InstallContext, gpu_env, log, require_gpu, system_has_mpi
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 TRTLLM_VERSION = "1.2.1"
@@ -233,3 +234,14 @@ class TrtllmAdapter(PythonEngineAdapter):
             if "kv_tokens" in stats:
                 return stats
         return out
+
+    # -- set-up -----------------------------------------------------------------------------
+    install_label = "TensorRT-LLM install"
+
+    @classmethod
+    def install(cls, ctx: InstallContext) -> None:
+        require_gpu()
+        # TensorRT-LLM's wheel needs the MPI runtime from the system (Debian/Ubuntu: apt-get install libopenmpi-dev).
+        if not system_has_mpi():
+            log("TensorRT-LLM: no libmpi.so found; install libopenmpi-dev first if the import check fails")
+        gpu_env(ctx, cls.env_name, "import tensorrt_llm", f"tensorrt-llm=={TRTLLM_VERSION}")

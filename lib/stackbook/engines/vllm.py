@@ -13,6 +13,7 @@ from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.facts import DecisionFacts, MetricSeries, ProcessRole
+from stackbook.engines.install import InstallContext, gpu_env, require_gpu
 from stackbook.engines.spec import LOOPBACK_HOSTS, CapacityBasis, PythonEngineSpec
 
 VLLM_VERSION = "0.33.0"
@@ -246,3 +247,11 @@ class VllmAdapter(PythonEngineAdapter):
             "context": capacity_limit(out.get("max_concurrency_context"), self.protocol.context_length,
                                       "vLLM log: Maximum concurrency for N tokens per request",
                                       unit="tokens per sequence")})
+
+    # -- set-up -----------------------------------------------------------------------------
+    install_label = "vLLM (GPU build) install"
+
+    @classmethod
+    def install(cls, ctx: InstallContext) -> None:
+        require_gpu()
+        gpu_env(ctx, cls.env_name, "import vllm", f"vllm=={VLLM_VERSION}")

