@@ -8,19 +8,23 @@ from typing import Optional
 import typer
 
 from stackbook.cli_common import fail as _fail
+from stackbook.engines.registry import ADAPTERS
+
+# The kinds set-up installs, as the help names them.
+INSTALLABLE = " ".join(a.kind for a in ADAPTERS.values() if a.bootstrap_step)
 
 
-def setup_engine(kinds: Optional[list[str]] = typer.Argument(None, help="engine kinds, e.g. llama_cpp vllm_cpu"),
+def setup_engine(kinds: Optional[list[str]] = typer.Argument(None, help=f"engine kinds: {INSTALLABLE}"),
                  target: Optional[str] = typer.Option(None, "--target", help="every kind this make target needs, "
                                                       "installed in parallel (quickstart, setup-gpu)"),
                  needs_compiler: bool = typer.Option(False, "--needs-compiler", help="install nothing; exit 0 when a "
                                                      "kind still to install builds from source, 1 when none does")) -> None:
     """Install engine kinds into $STACKBOOK_CACHE/engines; an installed one is skipped."""
     from stackbook.engines.install import InstallContext, InstallFailed, install_in_parallel, log, require_gpu, together
-    from stackbook.engines.registry import ADAPTERS, adapter_class
+    from stackbook.engines.registry import adapter_class
 
     if bool(kinds) == bool(target):
-        _fail("name engine kinds or give --target, not both, e.g. `stackbook setup-engine llama_cpp` or "
+        _fail(f"name engine kinds or give --target, not both, e.g. `stackbook setup-engine {INSTALLABLE.split()[0]}` or "
               "`stackbook setup-engine --target quickstart`")
     if target:
         selected = [a for a in ADAPTERS.values() if a.bootstrap_step and a.setup_target == target]

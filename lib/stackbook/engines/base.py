@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import httpx
 
 from stackbook.engines.facts import EngineKindFacts
+from stackbook.engines.process_group import die_with_parent, group_alive, signal_group
 from stackbook.engines.spec import EngineSpec, PythonEngineSpec, free_port
 from stackbook.locations import cache_dir, symbolic
 
@@ -157,7 +158,7 @@ class EngineAdapter(EngineKindFacts):
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env={**os.environ, **self.env()},
                                      start_new_session=True, text=True, errors="replace", bufsize=1,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=die_with_parent)
         self._log_thread = threading.Thread(target=self._pump_log, daemon=True)
         self._log_thread.start()
         return self
@@ -254,19 +255,19 @@ class EngineAdapter(EngineKindFacts):
             return None
         pgid = self.proc.pid
         if self.proc.poll() is None:
-            _signal_group(pgid, signal.SIGTERM)
-            _signal_group(pgid, signal.SIGCONT)  # a frozen (SIGSTOPped) engine must wake to act on it
+            signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGCONT)  # a frozen (SIGSTOPped) engine must wake to act on it
             try:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
-                _signal_group(pgid, signal.SIGKILL)
+                signal_group(pgid, signal.SIGKILL)
                 self.proc.wait(10)
         # Children that outlived the leader (same group) get the same treatment.
         deadline = time.monotonic() + grace_s
-        while _group_alive(pgid) and time.monotonic() < deadline:
+        while group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
+        if group_alive(pgid):
+            signal_group(pgid, signal.SIGKILL)
         self.exit_code = self.proc.returncode
         self._join_log()
         return self.exit_code
@@ -360,32 +361,6 @@ def dtype_flag(kind: str, field: str, value: str, names: dict[str, str], weights
         return "auto"
     raise ValueError(f"{kind} has no setting for protocol.precision.{field}={value!r}; use one of "
                      f"{sorted(names)} or the weights' precision {weights!r}")
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to send SIGTERM if the process that started the engine
-    dies, even by SIGKILL, so no engine outlives its runner."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 def chat_template_sha256(hf_dir: Path | None) -> str | None:
