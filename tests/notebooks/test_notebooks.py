@@ -189,13 +189,11 @@ def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes):
+def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes, start_calibration_server):
     """The whole sweep notebook, no engine: an endpoint arm on the zero-latency calibration server,
     two Poisson rates, each its own column of per-request statistics (lightest first); sent from
     the kernel itself, or from two client processes it starts."""
-    from stackbook.harness.calibration_server import CalibrationServer
-
-    server = CalibrationServer().start_in_thread()
+    server = start_calibration_server()
     campaign = tmp_path / "c.yaml"
     campaign.write_text(f"""
 name: calibration
@@ -215,12 +213,8 @@ arms:
     engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
 """)
     out = tmp_path / "30.ipynb"
-    try:
-        pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
-                            parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"),
-                                        "arm": "cal"})
-    finally:
-        server.stop()
+    pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"), "arm": "cal"})
     nb = nbformat.read(out, as_version=4)
     outputs_text(nb)  # raises on any cell error
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
