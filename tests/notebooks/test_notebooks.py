@@ -2,7 +2,6 @@
 ids; and the notebooks that need no engine still execute with papermill (the arm notebooks run
 against real engines in test_end_to_end)."""
 import json
-import shutil
 
 import jupytext
 import nbformat
@@ -174,9 +173,8 @@ def test_committed_poisson_run_has_one_statistics_column_per_rate():
     assert stats.loc[("e2e_ms", "count")].tolist() == [32.0, 32.0, 32.0]
 
 
-def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
-    run = RunDir(tmp_path / "run")
-    shutil.copytree("outputs/workloads/reference", run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb"))
+def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path, copy_committed_run):
+    run = RunDir(copy_committed_run("workloads", to="run", ignore=("40_analysis.ipynb",)))
     out = tmp_path / "40.ipynb"
     pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"run_dir": str(run)})
