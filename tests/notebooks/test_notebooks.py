@@ -11,6 +11,8 @@ from stackbook.evidence.rundir import RunDir
 from stackbook.notebook_sources import SOURCES_DIR, load_notebook, read_source, source_names, source_path
 from stackbook.runner import execute_notebook
 
+from tests.support.calibration import endpoint_campaign
+
 NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map", "60_compare"]
 
 
@@ -187,29 +189,15 @@ def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path,
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes, start_calibration_server):
+def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes, start_calibration_server,
+                                                            write_campaign):
     """The whole sweep notebook, no engine: an endpoint arm on the zero-latency calibration server,
     two Poisson rates, each its own column of per-request statistics (lightest first); sent from
     the kernel itself, or from two client processes it starts."""
     server = start_calibration_server()
-    campaign = tmp_path / "c.yaml"
-    campaign.write_text(f"""
-name: calibration
-model: {{name: smollm2-135m-instruct, source: embedded}}
-protocol:
-  stages: [sweep]
-  canaries: {{run_sweep_on_hold: true}}
-  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
-  arrival: {{kind: poisson, rates: [20, 5]}}
-  context_length: 512
-  requests_per_point: 6
-  repetitions: 1
-  warmup_requests: 1
-  loadgen: {{processes: {processes}}}
-arms:
-  - name: cal
-    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
-""")
+    campaign = write_campaign(endpoint_campaign(
+        server.base_url, model="{name: smollm2-135m-instruct, source: embedded}",
+        arrival="{kind: poisson, rates: [20, 5]}", requests_per_point=6, warmup_requests=1, processes=processes))
     out = tmp_path / "30.ipynb"
     pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"), "arm": "cal"})

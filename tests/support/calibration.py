@@ -23,3 +23,26 @@ def calibration_servers() -> Iterator[StartServer]:
     finally:
         for server in started:
             server.stop()
+
+
+def endpoint_campaign(base_url: str, *, model: str, arrival: str, requests_per_point: int, warmup_requests: int,
+                      processes: int) -> str:
+    """A sweep-only campaign text whose one arm, cal, is an OpenAI-compatible endpoint served by the
+    calibration server at `base_url` (`model` and `arrival` as YAML flow mappings)."""
+    return f"""
+name: calibration
+model: {model}
+protocol:
+  stages: [sweep]
+  canaries: {{run_sweep_on_hold: true}}
+  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
+  arrival: {arrival}
+  context_length: 512
+  requests_per_point: {requests_per_point}
+  repetitions: 1
+  warmup_requests: {warmup_requests}
+  loadgen: {{processes: {processes}}}
+arms:
+  - name: cal
+    engine: {{kind: openai_endpoint, base_url: "{base_url}/v1", served_model: calibration}}
+"""

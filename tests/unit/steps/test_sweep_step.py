@@ -4,6 +4,7 @@ from stackbook.measure.metrics import requests_frame
 from stackbook.measure.sweep import load_levels, point_name
 from stackbook.steps.sweep import request_stats_by_load, sweep_summary
 
+from tests.support.calibration import endpoint_campaign
 from tests.support.records import request_record
 
 
@@ -65,7 +66,8 @@ def test_sweep_summary_line():
     assert line == "Label: **HOLD** · peak engine memory 1.5 GiB · errors {'timeout': 2}"
 
 
-def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path, start_calibration_server):
+def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path, start_calibration_server,
+                                                                write_campaign):
     """An endpoint arm on the calibration server, each rate sent by two client processes: the
     arm's own files hold every request once, the points are judged over the merged records and
     say how many processes sent them and what each spent."""
@@ -76,24 +78,9 @@ def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path, start_
     from stackbook.steps.sweep import arm_sweep
 
     server = start_calibration_server()
-    campaign = tmp_path / "c.yaml"
-    campaign.write_text(f"""
-name: calibration
-model: {{name: calibration, source: remote}}
-protocol:
-  stages: [sweep]
-  canaries: {{run_sweep_on_hold: true}}
-  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
-  arrival: {{kind: constant, rates: [40, 20]}}
-  context_length: 512
-  requests_per_point: 24
-  repetitions: 1
-  warmup_requests: 2
-  loadgen: {{processes: 2}}
-arms:
-  - name: cal
-    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
-""")
+    campaign = write_campaign(endpoint_campaign(
+        server.base_url, model="{name: calibration, source: remote}", arrival="{kind: constant, rates: [40, 20]}",
+        requests_per_point=24, warmup_requests=2, processes=2))
     session = open_arm(str(campaign), run_dir=str(tmp_path / "run"), start_engine=True)
     try:
         out = arm_sweep(session, progress=False)
