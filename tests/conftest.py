@@ -8,6 +8,9 @@ from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.locations import REPO_ROOT
 from stackbook.model.artifacts import embedded_artifacts
 
+from tests.support.calibration import calibration_servers
+from tests.support.runs import copy_committed_run_to
+
 os.chdir(REPO_ROOT)
 
 
@@ -42,3 +45,27 @@ def write_campaign(tmp_path):
         p.write_text(text)
         return p
     return write
+
+
+@pytest.fixture
+def start_calibration_server():
+    """`start(**options)`: a calibration server for this test, stopped after it."""
+    with calibration_servers() as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def start_module_calibration_server():
+    """`start(**options)`: a calibration server shared by a module's tests, stopped after them."""
+    with calibration_servers() as start:
+        yield start
+
+
+@pytest.fixture
+def copy_committed_run(tmp_path):
+    """`copy(campaign, run_id="reference", to=campaign, ignore=...)`: a committed run copied to
+    tmp_path/`to` (see copy_committed_run_to for what is left out)."""
+    def copy(campaign: str, run_id: str = "reference", *, to: str | None = None,
+             ignore: tuple[str, ...] = ("*.ipynb",)) -> Path:
+        return copy_committed_run_to(tmp_path / (to or campaign), campaign, run_id, ignore=ignore)
+    return copy

@@ -1,7 +1,6 @@
 """A small campaign against both real engines, start to finish: run directory, records,
 passports, report, portability, and no engine left running."""
 import json
-import os
 
 import nbformat
 import psutil
@@ -38,14 +37,9 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(real_engines, tmp_path_factory):
-    path = tmp_path_factory.mktemp("c") / "e2e.yaml"
-    path.write_text(CAMPAIGN)
-    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path_factory.getbasetemp().name}", progress=False)
-    yield run_dir
-    import shutil
-    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+def run(run_module_campaign, tmp_path_factory):
+    return run_module_campaign(CAMPAIGN, tmp_path_factory.mktemp("c") / "e2e.yaml",
+                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
 
 
 def test_run_directory_is_complete(run):

@@ -5,11 +5,8 @@ what was asked: truncated by the engine. Its realized context is read from its l
 configured one. The canaries that need more context fail as requests, and the tool check, kept
 in scope, fails on llama.cpp."""
 import json
-import os
-import shutil
 
 import pytest
-from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine
 
@@ -36,14 +33,9 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(real_engines, tmp_path_factory):
+def run(run_module_campaign, tmp_path_factory):
     d = tmp_path_factory.mktemp("failure-counts")
-    path = d / "failure-counts.yaml"
-    path.write_text(CAMPAIGN)
-    run_dir = run_campaign(str(path), run_id=f"test-{d.name}", progress=False)
-    yield run_dir
-    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+    return run_module_campaign(CAMPAIGN, d / "failure-counts.yaml", run_id=f"test-{d.name}")
 
 
 def test_forced_replies_cut_by_the_engine_are_counted_as_its_truncation(run):

@@ -1,11 +1,9 @@
 """The validity gate against a real engine: an arm served with a broken chat template (it drops
 the user's message) fails its canaries, is HOLD everywhere, and is never ranked."""
 import json
-import os
 
 import nbformat
 import pytest
-from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine
 
@@ -35,16 +33,11 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(real_engines, tmp_path_factory):
+def run(run_module_campaign, tmp_path_factory):
     d = tmp_path_factory.mktemp("gate")
     (d / "broken.jinja").write_text(BROKEN_TEMPLATE)
-    path = d / "gate.yaml"
-    path.write_text(CAMPAIGN.replace("TEMPLATE", str(d / "broken.jinja")))
-    run_dir = run_campaign(str(path), run_id=f"test-{d.name}", progress=False)
-    yield run_dir
-    import shutil
-    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+    return run_module_campaign(CAMPAIGN.replace("TEMPLATE", str(d / "broken.jinja")), d / "gate.yaml",
+                               run_id=f"test-{d.name}")
 
 
 def test_broken_arm_is_hold_and_good_arm_passes(run):

@@ -2,13 +2,10 @@
 sweep of two short requests), its answers beside the other engines' recorded greedy text, its
 output length forced without ignore_eos, and its passport's statements about itself."""
 import json
-import os
-import shutil
 
 import psutil
 import pytest
 from stackbook.loadgen.records import read_records
-from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine
 
@@ -37,13 +34,9 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(real_engines, tmp_path_factory):
-    path = tmp_path_factory.mktemp("c") / "mlx.yaml"
-    path.write_text(CAMPAIGN)
-    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path_factory.getbasetemp().name}", progress=False)
-    yield run_dir
-    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+def run(run_module_campaign, tmp_path_factory):
+    return run_module_campaign(CAMPAIGN, tmp_path_factory.mktemp("c") / "mlx.yaml",
+                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
 
 
 def test_the_arm_runs_through_and_passes_its_canaries(run):

@@ -2,12 +2,9 @@
 then B A, each begun with a fresh engine start; the verdict never ranks the two, the realized
 prefix cache reads cold, and every passport carries the run's one harness revision."""
 import json
-import os
-import shutil
 
 import pytest
 from stackbook.loadgen.records import read_records
-from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine
 
@@ -37,13 +34,9 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(real_engines, tmp_path_factory):
-    path = tmp_path_factory.mktemp("aa") / "aa.yaml"
-    path.write_text(CAMPAIGN)
-    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path_factory.getbasetemp().name}", progress=False)
-    yield run_dir
-    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+def run(run_module_campaign, tmp_path_factory):
+    return run_module_campaign(CAMPAIGN, tmp_path_factory.mktemp("aa") / "aa.yaml",
+                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
 
 
 def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):

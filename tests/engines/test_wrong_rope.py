@@ -3,11 +3,8 @@ wrong RoPE base (--rope-freq-base 1000) still answers fluently ("2 + 2 = 4") but
 (the capital of France). The canaries HOLD it; measured on request, every point whose sentinels
 answered wrongly is discarded by the preregistered rule max_wrong_fraction."""
 import json
-import os
-import shutil
 
 import pytest
-from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine
 
@@ -33,14 +30,9 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(real_engines, tmp_path_factory):
+def run(run_module_campaign, tmp_path_factory):
     d = tmp_path_factory.mktemp("wrong-rope")
-    path = d / "wrong-rope.yaml"
-    path.write_text(CAMPAIGN)
-    run_dir = run_campaign(str(path), run_id=f"test-{d.name}", progress=False)
-    yield run_dir
-    if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+    return run_module_campaign(CAMPAIGN, d / "wrong-rope.yaml", run_id=f"test-{d.name}")
 
 
 def test_the_canaries_hold_a_fluent_but_wrong_engine(run):

@@ -2,7 +2,6 @@
 ids; and the notebooks that need no engine still execute with papermill (the arm notebooks run
 against real engines in test_end_to_end)."""
 import json
-import shutil
 
 import jupytext
 import nbformat
@@ -11,6 +10,8 @@ import pytest
 from stackbook.evidence.rundir import RunDir
 from stackbook.notebook_sources import SOURCES_DIR, load_notebook, read_source, source_names, source_path
 from stackbook.notebook_execution import execute_notebook
+
+from tests.support.calibration import endpoint_campaign
 
 NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map", "60_compare"]
 
@@ -174,9 +175,8 @@ def test_committed_poisson_run_has_one_statistics_column_per_rate():
     assert stats.loc[("e2e_ms", "count")].tolist() == [32.0, 32.0, 32.0]
 
 
-def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path):
-    run = RunDir(tmp_path / "run")
-    shutil.copytree("outputs/workloads/reference", run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb"))
+def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path, copy_committed_run):
+    run = RunDir(copy_committed_run("workloads", to="run", ignore=("40_analysis.ipynb",)))
     out = tmp_path / "40.ipynb"
     pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
                         parameters={"run_dir": str(run)})
@@ -189,38 +189,18 @@ def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes):
+def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes, start_calibration_server,
+                                                            write_campaign):
     """The whole sweep notebook, no engine: an endpoint arm on the zero-latency calibration server,
     two Poisson rates, each its own column of per-request statistics (lightest first); sent from
     the kernel itself, or from two client processes it starts."""
-    from stackbook.harness.calibration_server import CalibrationServer
-
-    server = CalibrationServer().start_in_thread()
-    campaign = tmp_path / "c.yaml"
-    campaign.write_text(f"""
-name: calibration
-model: {{name: smollm2-135m-instruct, source: embedded}}
-protocol:
-  stages: [sweep]
-  canaries: {{run_sweep_on_hold: true}}
-  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
-  arrival: {{kind: poisson, rates: [20, 5]}}
-  context_length: 512
-  requests_per_point: 6
-  repetitions: 1
-  warmup_requests: 1
-  loadgen: {{processes: {processes}}}
-arms:
-  - name: cal
-    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
-""")
+    server = start_calibration_server()
+    campaign = write_campaign(endpoint_campaign(
+        server.base_url, model="{name: smollm2-135m-instruct, source: embedded}",
+        arrival="{kind: poisson, rates: [20, 5]}", requests_per_point=6, warmup_requests=1, processes=processes))
     out = tmp_path / "30.ipynb"
-    try:
-        pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
-                            parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"),
-                                        "arm": "cal"})
-    finally:
-        server.stop()
+    pm.execute_notebook(load_notebook("30_load_sweep"), str(out), kernel_name="python3", progress_bar=False,
+                        parameters={"campaign_file": str(campaign), "run_dir": str(tmp_path / "run"), "arm": "cal"})
     nb = nbformat.read(out, as_version=4)
     outputs_text(nb)  # raises on any cell error
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]

@@ -4,7 +4,6 @@ its links to the arm notebooks' pages and raw files must lead to files that exis
 open on its answer: the decision table inside the first 1,000 px, no code cell visible, no image
 wider than its column."""
 import json
-import shutil
 from pathlib import Path
 
 import nbformat
@@ -12,6 +11,8 @@ import pytest
 from stackbook.browser import INSTALL_HINT, Chromium, find_chromium, inspect_page
 from stackbook.evidence.files import file_sha256
 from stackbook.evidence.rundir import RunDir
+
+from tests.support.runs import copy_committed_run_to
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason=f"no Chromium: {INSTALL_HINT}")
 
@@ -25,8 +26,7 @@ def fresh_report(tmp_path_factory) -> RunDir:
     from stackbook.reports import rerender
 
     run = RunDir(tmp_path_factory.mktemp("report") / "run")
-    shutil.copytree(AVX2_RUN, run.path, ignore=shutil.ignore_patterns("figures", "*.html", "40_analysis.ipynb",
-                                                                      "analysis.json"))
+    copy_committed_run_to(run.path, "quickstart", "avx2-host", ignore=("40_analysis.ipynb", "analysis.json"))
     rerender(run.path)
     return run
 
@@ -139,12 +139,11 @@ def test_committed_reports_draw_their_figures(report):
         assert len(page.images) >= 4
 
 
-def test_comparison_report_overlays_the_runs_figures(tmp_path):
+def test_comparison_report_overlays_the_runs_figures(tmp_path, copy_committed_run):
     """stackbook compare across the committed AVX2-host run and a copy of it on a faster "host"."""
     from stackbook.reports import compare
 
-    other = RunDir(tmp_path / "quickstart" / "faster-host")
-    shutil.copytree(AVX2_RUN, other.path, ignore=shutil.ignore_patterns("*.html", "*.ipynb", "figures"))
+    other = RunDir(copy_committed_run("quickstart", "avx2-host", to="quickstart/faster-host"))
     results = json.loads(other.arm("vllm-cpu").results.read_text())
     for point in results["sweep"]["points"].values():
         point["output_throughput_tok_s"] *= 4

@@ -8,16 +8,13 @@ import sys
 
 import pytest
 from stackbook.evidence.rundir import RunDir
-from stackbook.harness.calibration_server import CalibrationServer
 
 KEY = "sk-planted-4f1b2c9d8e7a6b5c"
 
 
 @pytest.fixture
-def keyed_server():
-    s = CalibrationServer(api_key=KEY).start_in_thread()
-    yield s
-    s.stop()
+def keyed_server(start_calibration_server):
+    return start_calibration_server(api_key=KEY)
 
 
 def test_api_key_never_reaches_outputs(keyed_server, tmp_path):

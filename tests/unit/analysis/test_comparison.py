@@ -118,16 +118,9 @@ def test_verdict_names_each_label_that_keeps_an_arm_out():
                          "Fewer than two accepted, comparable arms: no ranking."]
 
 
-def copy_run(tmp_path, name="quickstart"):
-    import shutil
-    run = tmp_path / name
-    shutil.copytree(f"outputs/{name}/reference", run, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.png"))
-    return run
-
-
-def test_write_analysis_beside_the_notebook(tmp_path):
+def test_write_analysis_beside_the_notebook(copy_committed_run):
     import json
-    run = copy_run(tmp_path)
+    run = copy_committed_run("quickstart")
     result = analysis.write_analysis(run)
     on_disk = json.loads((run / "analysis.json").read_text())
     assert on_disk["campaign"] == "quickstart"
@@ -142,9 +135,9 @@ def test_write_analysis_beside_the_notebook(tmp_path):
     assert on_disk["discards"] == [] and {r["arm"] for r in on_disk["slo_capacity"]} == {"llama-cpp", "vllm-cpu"}
 
 
-def test_the_analysis_labels_an_arm_whose_engine_died(tmp_path):
+def test_the_analysis_labels_an_arm_whose_engine_died(copy_committed_run):
     import json
-    run = copy_run(tmp_path)
+    run = copy_committed_run("quickstart")
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["arms"]["vllm-cpu"]["status"] = "engine_died"
     (run / "manifest.json").write_text(json.dumps(manifest))
@@ -154,8 +147,8 @@ def test_the_analysis_labels_an_arm_whose_engine_died(tmp_path):
                                   "Fewer than two accepted, comparable arms: no ranking."]
 
 
-def test_a_sizing_only_run_is_not_measured(tmp_path):
-    result = analysis.write_analysis(copy_run(tmp_path, "seed-qwen3.8-27b"))
+def test_a_sizing_only_run_is_not_measured(copy_committed_run):
+    result = analysis.write_analysis(copy_committed_run("seed-qwen3.8-27b"))
     assert {a.label for a in result.arms.values()} == {"not measured"}
     assert all(a.comparable and not a.differs for a in result.arms.values())  # the reference arm too
     assert result.verdict == ["No arm produced measurements."] and result.points == []

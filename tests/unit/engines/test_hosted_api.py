@@ -292,7 +292,7 @@ def test_401_during_readiness_fails_at_once_with_the_reason(serve, monkeypatch):
     assert len(api.requests) == 1
 
 
-def test_403_during_readiness_fails_at_once(monkeypatch):
+def test_403_during_readiness_fails_at_once(monkeypatch, start_calibration_server):
     from stackbook.harness.calibration_server import CalibrationServer
 
     class Forbidden(CalibrationServer):
@@ -300,13 +300,10 @@ def test_403_during_readiness_fails_at_once(monkeypatch):
             self._respond(writer, 403, b'{"error": {"message": "this key may not use this model"}}')
             await writer.drain()
             return True
-    s = Forbidden().start_in_thread()
-    try:
-        a = adapter(s.base_url + "/v1")
-        with pytest.raises(EngineStartError, match="HTTP 403 .*this key may not use this model"):
-            a.wait_ready(timeout_s=20)
-    finally:
-        s.stop()
+    s = start_calibration_server(Forbidden)
+    a = adapter(s.base_url + "/v1")
+    with pytest.raises(EngineStartError, match="HTTP 403 .*this key may not use this model"):
+        a.wait_ready(timeout_s=20)
 
 
 # -- spec validation ---------------------------------------------------------------------------
@@ -382,26 +379,22 @@ def test_tls_without_the_ca_bundle_fails_with_a_clear_error(serve, self_signed):
     assert not [r for r in api.requests if r["body"] is not None]
 
 
-def test_a_kept_alive_connection_records_no_set_up_time():
-    from stackbook.harness.calibration_server import CalibrationServer
-    s = CalibrationServer().start_in_thread()
-    try:
-        t = Target(s.base_url, "calibration", {"temperature": 0.0}, {"max_tokens": 4}, timeout_s=10)
+def test_a_kept_alive_connection_records_no_set_up_time(start_calibration_server):
+    s = start_calibration_server()
+    t = Target(s.base_url, "calibration", {"temperature": 0.0}, {"max_tokens": 4}, timeout_s=10)
 
-        async def two():
-            async with t.stream_client() as client:
-                out = []
-                for i in range(2):
-                    out.append(await stream_chat(
-                        client, t, PromptSpec(i, [{"role": "user", "content": "x"}], 1, 4), ApproximateTokenizer(),
-                        base={"run_id": "t", "arm": "a", "point": "p", "phase": "measure", "concurrency": 1},
-                        t0=0.0, scheduled_s=0.0))
-                return out
-        first, second = run_sync(two())
-        assert first.connect_s is not None and first.connect_s > 0
-        assert second.connect_s is None
-    finally:
-        s.stop()
+    async def two():
+        async with t.stream_client() as client:
+            out = []
+            for i in range(2):
+                out.append(await stream_chat(
+                    client, t, PromptSpec(i, [{"role": "user", "content": "x"}], 1, 4), ApproximateTokenizer(),
+                    base={"run_id": "t", "arm": "a", "point": "p", "phase": "measure", "concurrency": 1},
+                    t0=0.0, scheduled_s=0.0))
+            return out
+    first, second = run_sync(two())
+    assert first.connect_s is not None and first.connect_s > 0
+    assert second.connect_s is None
 
 
 def test_a_proxy_set_for_the_target_host_is_refused_by_name(monkeypatch):

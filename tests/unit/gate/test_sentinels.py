@@ -1,10 +1,10 @@
 """Sentinels: known-answer canary prompts mixed into each sweep point and judged after it."""
 from stackbook.gate.canaries import load_suite
 from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_checks
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.loadgen.drivers import Target, run_closed_loop
-from stackbook.loadgen.records import RequestRecord
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
+
+from tests.support.records import request_record, sentinel_record
 
 SCOPE = {"tool_calls": "t", "multi_turn": "m", "instruction_following": "i", "batch_invariance": "b"}
 
@@ -36,20 +36,14 @@ def test_the_sentinel_share_is_the_protocols():
     assert mix_sentinels(prompts, checks, 2, 3, share=0) == prompts  # none at 0
 
 
-def _rec(check, text, error="none"):
-    return RequestRecord(run_id="r", arm="a", point="c1-r0", phase="sentinel", sentinel=check, concurrency=1,
-                         request_index=0, scheduled_s=0, sent_s=0, end_s=1, sent_unix=0, prompt_tokens_client=1,
-                         output_tokens_requested=16, output_text=text, error_class=error)
-
-
 def test_sentinels_are_judged_after_the_point():
     suite, _ = load_suite("embedded-smollm2")
     checks = sentinel_checks(suite, SCOPE)
-    out = judge_sentinels([_rec("capital-of-france", "The capital of France is Paris."),
-                           _rec("two-plus-two", "2+2 is 5"),
-                           _rec("two-plus-two", "", error="timeout"),
+    out = judge_sentinels([sentinel_record("capital-of-france", "The capital of France is Paris."),
+                           sentinel_record("two-plus-two", "2+2 is 5"),
+                           sentinel_record("two-plus-two", "", error="timeout"),
                            # llama-server with a wrong RoPE base, babbling to the sentinel's bound:
-                           _rec("capital-of-france", "Cherche, I am here to help. Cherche, I am",
+                           sentinel_record("capital-of-france", "Cherche, I am here to help. Cherche, I am",
                                 error="length_truncated")], checks)
     assert out == {"sent": 4, "completed": 2, "answered": 3, "answered_wrongly": 2, "completed_but_wrong": 1,
                    "wrong": [{"check": "two-plus-two", "output": "2+2 is 5"},
@@ -57,19 +51,16 @@ def test_sentinels_are_judged_after_the_point():
                               "cut_at_bound": True}]}
 
 
-def test_a_sentinel_is_filed_apart_with_a_natural_end():
+def test_a_sentinel_is_filed_apart_with_a_natural_end(start_calibration_server):
     """Against the calibration server (every reply stops at max_tokens) a sentinel is recorded as
     phase 'sentinel', bounded not forced, and its cut reply is truncation, never a measured request."""
-    server = CalibrationServer().start_in_thread()
-    try:
-        t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 8})
-        prompts = [PromptSpec(0, [{"role": "user", "content": "x"}], 1),
-                   PromptSpec(1, [{"role": "user", "content": "2+2?"}], 3, output_tokens=4, sentinel="two-plus-two")]
-        recs = sorted(run_closed_loop(t, prompts, ApproximateTokenizer(), concurrency=1, warmup=0, writer=None,
-                                      base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 1}),
-                      key=lambda r: r.request_index)
-    finally:
-        server.stop()
+    server = start_calibration_server()
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 8})
+    prompts = [PromptSpec(0, [{"role": "user", "content": "x"}], 1),
+               PromptSpec(1, [{"role": "user", "content": "2+2?"}], 3, output_tokens=4, sentinel="two-plus-two")]
+    recs = sorted(run_closed_loop(t, prompts, ApproximateTokenizer(), concurrency=1, warmup=0, writer=None,
+                                  base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 1}),
+                  key=lambda r: r.request_index)
     assert [(r.phase, r.sentinel, r.length_controlled, r.error_class) for r in recs] == [
         ("measure", None, True, "none"), ("sentinel", "two-plus-two", False, "length_truncated")]
     assert recs[1].output_tokens_requested == 4
@@ -77,8 +68,6 @@ def test_a_sentinel_is_filed_apart_with_a_natural_end():
 
 def test_sentinels_do_not_count_towards_a_points_completion():
     from stackbook.measure.sweep import latest_attempts
-    recs = [_rec("two-plus-two", "4")] + [
-        RequestRecord(run_id="r", arm="a", point="c1-r0", phase="measure", concurrency=1, request_index=i,
-                      scheduled_s=0, sent_s=0, end_s=1, sent_unix=0, prompt_tokens_client=1,
-                      output_tokens_requested=4) for i in range(3)]
+    recs = [sentinel_record("two-plus-two", "4")] + [
+        request_record(request_index=i) for i in range(3)]
     assert latest_attempts(recs) == {"c1-r0": (0, 3)}

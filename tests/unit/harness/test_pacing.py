@@ -8,7 +8,6 @@ import pytest
 from typer.testing import CliRunner
 
 from stackbook.cli import app
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.harness.pacing import Pacing
 from stackbook.harness.stream_fidelity import distortion, paced_log, truth_of
 from stackbook.loadgen.drivers import Target, run_closed_loop
@@ -26,19 +25,16 @@ def test_deadlines_keep_the_ttft_and_the_mean_gap():
         assert statistics.pstdev(gaps) > 0.001, jitter
 
 
-def test_a_paced_stream_is_sent_on_time_and_the_client_sees_the_truth():
-    server = CalibrationServer(pacing=Pacing(ttft_ms=30, gap_ms=5)).start_in_thread()
-    try:
-        target = Target(server.base_url, "calibration", {}, {"max_tokens": 12}, timeout_s=30)
-        prompts = [PromptSpec(i, [{"role": "user", "content": f"stream {i}"}], 2) for i in range(8)]
-        import time
-        start = time.perf_counter()
-        recs = run_closed_loop(target, prompts, ApproximateTokenizer(), concurrency=4, warmup=4, writer=None,
-                               base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 4}, start=start)
-        log = paced_log(server.base_url)
-        assert paced_log(server.base_url) == {}  # read once, then forgotten
-    finally:
-        server.stop()
+def test_a_paced_stream_is_sent_on_time_and_the_client_sees_the_truth(start_calibration_server):
+    server = start_calibration_server(pacing=Pacing(ttft_ms=30, gap_ms=5))
+    target = Target(server.base_url, "calibration", {}, {"max_tokens": 12}, timeout_s=30)
+    prompts = [PromptSpec(i, [{"role": "user", "content": f"stream {i}"}], 2) for i in range(8)]
+    import time
+    start = time.perf_counter()
+    recs = run_closed_loop(target, prompts, ApproximateTokenizer(), concurrency=4, warmup=4, writer=None,
+                           base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 4}, start=start)
+    log = paced_log(server.base_url)
+    assert paced_log(server.base_url) == {}  # read once, then forgotten
     assert sorted(log) == sorted(f"stream {i}" for i in range(8))
     for stream in log.values():
         # Never early (a busy host may make it late: the truth is what was sent, and when).
@@ -51,17 +47,14 @@ def test_a_paced_stream_is_sent_on_time_and_the_client_sees_the_truth():
     assert abs(d["error_ms"]["tpot_ms_p50"]) < 0.5
 
 
-def test_an_unpaced_request_and_a_misbehaving_mode_still_answer_at_once():
-    server = CalibrationServer(pacing=Pacing(ttft_ms=500, gap_ms=100)).start_in_thread()
-    try:
-        r = httpx.post(server.base_url + "/v1/chat/completions", timeout=5,
-                       json={"model": "calibration", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2})
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
-        r = httpx.post(server.base_url + "/v1/chat/completions", timeout=5,
-                       json={"model": "calibration-http_429", "messages": [], "stream": True})
-        assert r.status_code == 429
-    finally:
-        server.stop()
+def test_an_unpaced_request_and_a_misbehaving_mode_still_answer_at_once(start_calibration_server):
+    server = start_calibration_server(pacing=Pacing(ttft_ms=500, gap_ms=100))
+    r = httpx.post(server.base_url + "/v1/chat/completions", timeout=5,
+                   json={"model": "calibration", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+    r = httpx.post(server.base_url + "/v1/chat/completions", timeout=5,
+                   json={"model": "calibration-http_429", "messages": [], "stream": True})
+    assert r.status_code == 429
 
 
 def test_selftest_streams_prints_each_point_beside_the_truth():

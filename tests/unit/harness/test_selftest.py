@@ -5,16 +5,12 @@ import json
 from typer.testing import CliRunner
 
 from stackbook.cli import app
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.harness.selftest import QUICK_LADDER, rate_ladder
 
 
-def test_the_ladder_from_two_processes_records_each_rung():
-    server = CalibrationServer().start_in_thread()
-    try:
-        held, ladder = rate_ladder(server.base_url, [20, 40], processes=2, arrivals="constant", seconds=1.5)
-    finally:
-        server.stop()
+def test_the_ladder_from_two_processes_records_each_rung(start_calibration_server):
+    server = start_calibration_server()
+    held, ladder = rate_ladder(server.base_url, [20, 40], processes=2, arrivals="constant", seconds=1.5)
     # A busy host may miss the 5 ms bound even at 40 req/s: the ladder then stops there, and says so.
     assert [r["rate_rps"] for r in ladder] == [20, 40][:len(ladder)]
     assert held == max([0] + [r["rate_rps"] for r in ladder if r["held"]])

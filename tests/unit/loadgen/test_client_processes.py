@@ -6,7 +6,6 @@ import statistics
 import threading
 
 import pytest
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.loadgen import arrivals
 from stackbook.loadgen.client_processes import (
     ClientCost,
@@ -20,18 +19,18 @@ from stackbook.loadgen.client_processes import (
 )
 from stackbook.loadgen.drivers import Target
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan, concurrency_shares
-from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
+from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
+
+from tests.support.records import request_record
 
 TOK = ApproximateTokenizer()
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = CalibrationServer().start_in_thread()
-    yield s
-    s.stop()
+def server(start_module_calibration_server):
+    return start_module_calibration_server()
 
 
 def prompts(n, out=None):
@@ -98,9 +97,8 @@ def test_parts_left_by_an_interrupted_point_are_kept_and_a_dead_engine_named(tmp
     parts.mkdir()
 
     def rec(i, sent, error="none"):
-        return RequestRecord(run_id="t", arm="a", point="p", phase="measure", concurrency=0, request_index=i,
-                             scheduled_s=sent, sent_s=sent, end_s=sent + 1, sent_unix=0, prompt_tokens_client=1,
-                             output_tokens_requested=4, error_class=error)
+        return request_record(run_id="t", point="p", concurrency=0, request_index=i, scheduled_s=sent, sent_s=sent,
+                              end_s=sent + 1, error_class=error)
 
     (parts / "p0.requests.jsonl").write_text(rec(0, 0.1).model_dump_json() + "\n" +
                                             rec(2, 0.5, "transport").model_dump_json() + "\n" + '{"cut')

@@ -3,7 +3,6 @@ arrival statistics, absolute deadlines, and every error class it must tell apart
 import statistics
 
 import pytest
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.loadgen import arrivals
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
@@ -13,10 +12,8 @@ TOK = ApproximateTokenizer()
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = CalibrationServer(slow_headers_s=3.0).start_in_thread()
-    yield s
-    s.stop()
+def server(start_module_calibration_server):
+    return start_module_calibration_server(slow_headers_s=3.0)
 
 
 def prompts(n):
@@ -125,24 +122,21 @@ def test_connection_refused_is_a_transport_error():
     assert rec.error_class == "transport" and "Connect" in rec.error
 
 
-def test_api_key_is_sent_as_bearer():
-    s = CalibrationServer(api_key="sk-test-123").start_in_thread()
-    try:
-        bad = Target(s.base_url, "calibration", {}, {"max_tokens": 2})
-        assert run_closed_loop(bad, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].status == 401
-        good = Target(s.base_url, "calibration", {}, {"max_tokens": 2}, headers={"Authorization": "Bearer sk-test-123"})
-        assert run_closed_loop(good, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].ok
-    finally:
-        s.stop()
+def test_api_key_is_sent_as_bearer(start_calibration_server):
+    s = start_calibration_server(api_key="sk-test-123")
+    bad = Target(s.base_url, "calibration", {}, {"max_tokens": 2})
+    assert run_closed_loop(bad, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].status == 401
+    good = Target(s.base_url, "calibration", {}, {"max_tokens": 2}, headers={"Authorization": "Bearer sk-test-123"})
+    assert run_closed_loop(good, prompts(1), TOK, concurrency=1, warmup=0, writer=None, base=base())[0].ok
 
 
-def test_engine_gauges_are_sampled_while_the_load_runs():
+def test_engine_gauges_are_sampled_while_the_load_runs(start_calibration_server):
     """The gauge sampler (a separate process) sees requests in flight during an open-loop burst
     of slow replies, and nothing once they are done."""
     import time
 
     from stackbook.measure.telemetry import GaugeSampler
-    server = CalibrationServer(slow_headers_s=1.0).start_in_thread()
+    server = start_calibration_server(slow_headers_s=1.0)
     t = Target(server.base_url, "calibration-slow_headers", {"temperature": 0.0}, {"max_tokens": 4}, timeout_s=10)
     with GaugeSampler(server.base_url, "/metrics", interval_s=0.2) as gauges:
         time.sleep(1.0)  # the sampling process is up
@@ -155,7 +149,6 @@ def test_engine_gauges_are_sampled_while_the_load_runs():
     assert all(r.ok for r in recs)
     assert during["samples"] >= 5
     assert during["calibration:num_requests_running"]["max"] == 5
-    server.stop()
     assert after["calibration:num_requests_running"]["max"] == 0
 
 

@@ -7,11 +7,11 @@ import pytest
 from stackbook.loadgen.records import RecordsNotWritten, RecordWriter, RequestRecord, read_records, repair_torn_tail
 from stackbook.loadgen.sent import SentWriter
 
+from tests.support.records import request_record
+
 
 def record(i: int) -> RequestRecord:
-    return RequestRecord(run_id="t", arm="a", point="c1-r0", phase="measure", concurrency=1, request_index=i,
-                         scheduled_s=0, sent_s=i, end_s=i + 1, sent_unix=0, prompt_tokens_client=8,
-                         output_tokens_requested=4)
+    return request_record(run_id="t", request_index=i, sent_s=i, end_s=i + 1, prompt_tokens_client=8)
 
 
 def test_a_torn_last_line_is_cut_and_the_next_record_starts_its_own_line(tmp_path):

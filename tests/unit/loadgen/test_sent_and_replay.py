@@ -7,7 +7,6 @@ import pytest
 import yaml
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.rundir import RunDir
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.loadgen import arrivals
 from stackbook.loadgen.drivers import Target, request_body, run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
@@ -19,10 +18,8 @@ TOK = ApproximateTokenizer()
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = CalibrationServer().start_in_thread()
-    yield s
-    s.stop()
+def server(start_module_calibration_server):
+    return start_module_calibration_server()
 
 
 def prompts(n, word="x"):

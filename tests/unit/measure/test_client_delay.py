@@ -7,7 +7,6 @@ import time
 import pytest
 
 from stackbook.config.protocol import Slo
-from stackbook.harness.calibration_server import CalibrationServer
 from stackbook.harness.pacing import Pacing
 from stackbook.loadgen.drivers import Target, closed_loop, collector_paused, run_sync
 from stackbook.loadgen.http_client import kernel_stamped
@@ -46,19 +45,15 @@ def test_the_shares_are_the_delay_against_the_median_ttft_and_the_stream_decode_
 
 
 @pytest.fixture(scope="module")
-def paced():
-    s = CalibrationServer(pacing=Pacing(ttft_ms=200, gap_ms=5)).start_in_thread()
-    yield s
-    s.stop()
+def paced(start_module_calibration_server):
+    return start_module_calibration_server(pacing=Pacing(ttft_ms=200, gap_ms=5))
 
 
 @pytest.fixture(scope="module")
-def slow_paced():
+def slow_paced(start_module_calibration_server):
     """A TTFT (1 s) and streams (64 tokens, 10 ms apart) long enough that a busy host's own
     delays stay a small share of both."""
-    s = CalibrationServer(pacing=Pacing(ttft_ms=1000, gap_ms=10)).start_in_thread()
-    yield s
-    s.stop()
+    return start_module_calibration_server(pacing=Pacing(ttft_ms=1000, gap_ms=10))
 
 
 def _point(url: str, busy_ms: float | None, tokens: int = 8) -> dict:

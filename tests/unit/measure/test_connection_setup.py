@@ -2,16 +2,16 @@
 point apart from TTFT."""
 import pytest
 from stackbook.config.protocol import Slo
-from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.metrics import connection_setup, point_summary
+
+from tests.support.records import request_record
 
 
 def rec(i, phase, connect_s):
-    return RequestRecord(run_id="r", arm="a", point="p", phase=phase, concurrency=2, request_index=i,
-                         scheduled_s=i, sent_s=i, first_token_s=i + 0.2, end_s=i + 0.5, sent_unix=0.0,
-                         chunk_times_s=[i + 0.2, i + 0.5], chunk_tokens=[1, 1], prompt_tokens_client=4,
-                         output_tokens_client=2, output_tokens_requested=2, finish_reason="length",
-                         connect_s=connect_s)
+    return request_record(point="p", phase=phase, concurrency=2, request_index=i, scheduled_s=i, sent_s=i,
+                          first_token_s=i + 0.2, end_s=i + 0.5, chunk_times_s=[i + 0.2, i + 0.5], chunk_tokens=[1, 1],
+                          prompt_tokens_client=4, output_tokens_client=2, output_tokens_requested=2,
+                          finish_reason="length", connect_s=connect_s)
 
 
 def test_connections_opened_and_their_set_up_time():

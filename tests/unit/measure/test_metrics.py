@@ -1,17 +1,18 @@
 """Metric definitions against hand-computed records."""
 import pytest
 from stackbook.config.protocol import Slo
-from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
+from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.measure.metrics import peer_definitions, point_summary, request_metrics
+
+from tests.support.records import request_record
 
 
 def rec(i, sent, first, end, n, chunks=None, error="none", phase="measure"):
-    return RequestRecord(run_id="r", arm="a", point="c2-r0", phase=phase, concurrency=2, request_index=i,
-                         scheduled_s=sent, sent_s=sent, first_token_s=first, end_s=end, sent_unix=0.0,
-                         chunk_times_s=chunks or [], chunk_tokens=[1] * len(chunks or []),
-                         prompt_tokens_client=10, prompt_tokens_server=10, output_tokens_server=n,
-                         output_tokens_client=n, output_tokens_requested=5, finish_reason="length",
-                         error_class=error)
+    return request_record(point="c2-r0", phase=phase, concurrency=2, request_index=i, scheduled_s=sent, sent_s=sent,
+                          first_token_s=first, end_s=end, chunk_times_s=chunks or [],
+                          chunk_tokens=[1] * len(chunks or []), prompt_tokens_client=10, prompt_tokens_server=10,
+                          output_tokens_server=n, output_tokens_client=n, output_tokens_requested=5,
+                          finish_reason="length", error_class=error)
 
 
 def test_request_metrics_by_hand():

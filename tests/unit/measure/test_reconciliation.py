@@ -58,14 +58,12 @@ def test_an_arm_fails_when_any_point_fails_and_old_runs_get_verdicts():
     assert reconciliation_verdict(old["c2-r0"]["engine_reconciliation"], tolerance=0.03)["verdict"] == "FAIL"
 
 
-def test_the_passport_and_the_analysis_carry_the_verdicts(tmp_path):
+def test_the_passport_and_the_analysis_carry_the_verdicts(copy_committed_run):
     """Over the committed quickstart reference (copied): vLLM-CPU PASS at every point of both
     repetitions (client within 5% of its histograms), llama.cpp not available (it exports none)."""
-    import shutil
     from stackbook.analysis.comparison import analyse_run, load_run
     from stackbook.evidence.passport import build_passport
-    run = tmp_path / "run"
-    shutil.copytree("outputs/quickstart/reference", run, ignore=shutil.ignore_patterns("*.ipynb", "*.html", "*.png"))
+    run = copy_committed_run("quickstart", to="run")
     rows = {(r["arm"], r["point"]): r["verdict"] for r in analyse_run(run).reconciliation}
     assert {v for (arm, _), v in rows.items() if arm == "vllm-cpu"} == {"PASS"}
     assert {p for (arm, p) in rows if arm == "vllm-cpu"} == {f"c{c}-r{r}" for c in (1, 2, 4) for r in (0, 1)}

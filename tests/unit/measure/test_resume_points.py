@@ -3,11 +3,11 @@ every measured request) is run again, like one its death cut short; one it answe
 from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.sweep import latest_attempts, not_answered
 
+from tests.support.records import request_record
+
 
 def rec(point: str, i: int, error: str = "none", attempt: int = 0) -> RequestRecord:
-    return RequestRecord(run_id="r", arm="a", point=point, phase="measure", concurrency=1, request_index=i,
-                         attempt=attempt, scheduled_s=0, sent_s=0, end_s=1, sent_unix=0, prompt_tokens_client=1,
-                         output_tokens_requested=4, error_class=error)
+    return request_record(point=point, request_index=i, attempt=attempt, error_class=error)
 
 
 def test_a_point_the_engine_never_answered_is_measured_again():

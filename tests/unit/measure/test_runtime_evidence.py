@@ -6,7 +6,6 @@ import sys
 import pytest
 
 from stackbook.loadgen.http_client import StreamedReply, final_chunk_timings
-from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.runtime import (
     batch_size_mean,
     engine_time_from_histograms,
@@ -20,6 +19,8 @@ from stackbook.measure.runtime import (
     work_tokens,
 )
 from stackbook.measure.telemetry import metrics_delta, parse_exposition
+
+from tests.support.records import request_record
 
 
 @pytest.mark.parametrize("name, cmdline, role", [
@@ -189,10 +190,9 @@ def test_llama_server_timings_from_the_final_chunk():
 
 
 def rec(i, ok=True, timings=None):
-    return RequestRecord(run_id="r", arm="a", point="c2-r0", phase="measure", concurrency=2, request_index=i,
-                         scheduled_s=0, sent_s=0, end_s=1, sent_unix=0, prompt_tokens_client=30,
-                         prompt_tokens_server=31, output_tokens_server=8, output_tokens_requested=8,
-                         error_class="none" if ok else "timeout", engine_timings=timings)
+    return request_record(point="c2-r0", concurrency=2, request_index=i, prompt_tokens_client=30,
+                          prompt_tokens_server=31, output_tokens_server=8, output_tokens_requested=8,
+                          error_class="none" if ok else "timeout", engine_timings=timings)
 
 
 def test_runtime_evidence_of_a_llama_point():

@@ -16,6 +16,8 @@ from stackbook.measure.validity import (
     rate_held,
 )
 
+from tests.support.records import request_record, sentinel_record
+
 
 def test_rate_held_needs_timely_sends_and_the_schedules_rate():
     assert (MAX_SCHEDULE_LAG_MS, RATE_TOLERANCE) == (5.0, 0.05)
@@ -49,14 +51,13 @@ def test_discard_rules_name_the_rule_and_the_figure():
 
 def _closed_loop(service_s: float, gap_s: float, n: int = 12):
     """One client (concurrency 1): each request is sent `gap_s` after the previous reply ended."""
-    from stackbook.loadgen.records import RequestRecord
     out, t = [], 0.0
     for i in range(n):
-        out.append(RequestRecord(run_id="r", arm="a", point="c1-r0", phase="warmup" if i == 0 else "measure",
-                                 concurrency=1, request_index=i, scheduled_s=t, sent_s=t, first_token_s=t + service_s / 2,
-                                 end_s=t + service_s, sent_unix=0.0, chunk_times_s=[t + service_s], chunk_tokens=[1],
-                                 prompt_tokens_client=4, prompt_tokens_server=4, output_tokens_server=1,
-                                 output_tokens_client=1, output_tokens_requested=1, finish_reason="length"))
+        out.append(request_record(phase="warmup" if i == 0 else "measure", request_index=i, scheduled_s=t, sent_s=t,
+                                  first_token_s=t + service_s / 2, end_s=t + service_s, chunk_times_s=[t + service_s],
+                                  chunk_tokens=[1], prompt_tokens_client=4, prompt_tokens_server=4,
+                                  output_tokens_server=1, output_tokens_client=1, output_tokens_requested=1,
+                                  finish_reason="length"))
         t += service_s + gap_s
     return out
 
@@ -158,16 +159,10 @@ def test_a_point_whose_sentinels_answered_wrongly_is_discarded():
     (--rope-freq-base 1000): fluent, completed, wrong. The default rule (0) discards the point."""
     from stackbook.gate.canaries import load_suite
     from stackbook.gate.sentinels import judge_sentinels, sentinel_checks
-    from stackbook.loadgen.records import RequestRecord
     suite, _ = load_suite("embedded-smollm2")
     checks = sentinel_checks(suite, {"tool_calls": "t", "multi_turn": "m"})
-
-    def sentinel(check, text):
-        return RequestRecord(run_id="r", arm="a", point="c1-r0", phase="sentinel", sentinel=check, concurrency=1,
-                             request_index=0, scheduled_s=0, sent_s=0, end_s=1, sent_unix=0,
-                             prompt_tokens_client=1, output_tokens_requested=16, output_text=text)
-    judged = judge_sentinels([sentinel("capital-of-france", "Cherche, I am here to help."),
-                              sentinel("two-plus-two", "2 + 2 = 4")], checks)
+    judged = judge_sentinels([sentinel_record("capital-of-france", "Cherche, I am here to help."),
+                              sentinel_record("two-plus-two", "2 + 2 = 4")], checks)
     points = {"c1-r0": {"requests": 8, "completed": 8, "sentinels": judged}}
     assert apply_discard_rules(points, {}, _rules()) == [
         {"point": "c1-r0", "rule": "max_wrong_fraction", "detail": "1/2 sentinels answered wrongly (> 0%)"}]

@@ -1,9 +1,11 @@
 """The sweep notebook's per-request statistics: one column per load level, in load order."""
 from stackbook.config.loading import parse_campaign
-from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.metrics import requests_frame
 from stackbook.measure.sweep import load_levels, point_name
 from stackbook.steps.sweep import request_stats_by_load, sweep_summary
+
+from tests.support.calibration import endpoint_campaign
+from tests.support.records import request_record
 
 
 def protocol(arrival: dict):
@@ -14,10 +16,9 @@ def protocol(arrival: dict):
 
 
 def rec(point: str, repetition: int, concurrency: int, i: int, e2e_s: float, phase: str = "measure"):
-    return RequestRecord(run_id="r", arm="a", point=point, phase=phase, repetition=repetition,
-                         concurrency=concurrency, request_index=i, scheduled_s=0.0, sent_s=0.0,
-                         first_token_s=0.1, end_s=e2e_s, sent_unix=0.0, prompt_tokens_client=64,
-                         output_tokens_server=16, output_tokens_requested=16)
+    return request_record(point=point, phase=phase, repetition=repetition, concurrency=concurrency, request_index=i,
+                          first_token_s=0.1, end_s=e2e_s, prompt_tokens_client=64, output_tokens_server=16,
+                          output_tokens_requested=16)
 
 
 def records_for(levels, e2e_by_level: dict, repetitions=(0,), concurrency=lambda lv: lv.get("concurrency", 0)):
@@ -65,42 +66,26 @@ def test_sweep_summary_line():
     assert line == "Label: **HOLD** · peak engine memory 1.5 GiB · errors {'timeout': 2}"
 
 
-def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path):
+def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path, start_calibration_server,
+                                                                write_campaign):
     """An endpoint arm on the calibration server, each rate sent by two client processes: the
     arm's own files hold every request once, the points are judged over the merged records and
     say how many processes sent them and what each spent."""
     from stackbook.evidence.files import read_json
-    from stackbook.harness.calibration_server import CalibrationServer
     from stackbook.loadgen.records import read_records
     from stackbook.loadgen.sent import read_sent
     from stackbook.steps.session import open_arm
     from stackbook.steps.sweep import arm_sweep
 
-    server = CalibrationServer().start_in_thread()
-    campaign = tmp_path / "c.yaml"
-    campaign.write_text(f"""
-name: calibration
-model: {{name: calibration, source: remote}}
-protocol:
-  stages: [sweep]
-  canaries: {{run_sweep_on_hold: true}}
-  workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: 4}}
-  arrival: {{kind: constant, rates: [40, 20]}}
-  context_length: 512
-  requests_per_point: 24
-  repetitions: 1
-  warmup_requests: 2
-  loadgen: {{processes: 2}}
-arms:
-  - name: cal
-    engine: {{kind: openai_endpoint, base_url: "{server.base_url}/v1", served_model: calibration}}
-""")
+    server = start_calibration_server()
+    campaign = write_campaign(endpoint_campaign(
+        server.base_url, model="{name: calibration, source: remote}", arrival="{kind: constant, rates: [40, 20]}",
+        requests_per_point=24, warmup_requests=2, processes=2))
     session = open_arm(str(campaign), run_dir=str(tmp_path / "run"), start_engine=True)
     try:
         out = arm_sweep(session, progress=False)
     finally:
         session.close()
-        server.stop()
     arm = session.arm_dir
     assert not arm.client_parts.exists()
     records = read_records(arm.requests)
