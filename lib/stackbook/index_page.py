@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from stackbook.evidence.files import read_json
-from stackbook.evidence.rundir import REPORT, ComparisonDir, RunDir
+from stackbook.evidence.rundir import REPORT, ComparisonDir, OutputsRoot, RunDir
 from stackbook.locations import OUTPUTS_DIR
 # The vector extensions that decide which kernels an engine may use, widest first.
 ISA_NAMES = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512f", "AVX-512"), ("avx2", "AVX2"),
@@ -159,6 +159,6 @@ def write_index(outputs: Path = OUTPUTS_DIR) -> Path:
             "</style></head><body><h1>Runs</h1><p>Every run directory under <code>outputs/</code>: its report, "
             "the pages of its notebooks, and its whole decision (or verdict), one line per load.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table></body></html>\n")
-    out = outputs / "index.html"
+    out = OutputsRoot(outputs).index_page
     out.write_text(page)
     return out

@@ -219,17 +219,15 @@ def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
     """Per arm name, what the latest earlier run of this campaign measured: mean TTFT and TPOT
     (seconds), seconds outside the sweep (engine start, canaries), bytes per record, and the run."""
     from stackbook.evidence.files import read_json
-    from stackbook.evidence.rundir import RunDir
+    from stackbook.evidence.rundir import OutputsRoot
 
     out: dict[str, dict] = {}
-    root = runs_root / campaign.name
-    manifests = sorted(root.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime, reverse=True) \
-        if root.is_dir() else []
-    for mpath in manifests:
+    for run in OutputsRoot(runs_root).runs(campaign.name):
+        mpath = run.manifest
         manifest = read_json(mpath, {}) or {}
         for arm in campaign.arms:
             entry = (manifest.get("arms") or {}).get(arm.name) or {}
-            requests = RunDir(mpath.parent).arm(arm.name).requests
+            requests = run.arm(arm.name).requests
             if arm.name in out or entry.get("engine") != arm.engine.kind or not requests.exists():
                 continue
             st = requests.stat()

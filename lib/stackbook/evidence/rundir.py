@@ -18,6 +18,8 @@ ANALYSIS_NOTEBOOK = "40_analysis"
 COMPARE_NOTEBOOK = "60_compare"
 REPORT = "report.html"
 COMPARISON_JSON = "comparison.json"
+MANIFEST = "manifest.json"
+INDEX_PAGE = "index.html"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # one directory name under outputs/<campaign>/
 
 
@@ -186,7 +188,7 @@ class RunDir:
     @property
     def manifest(self) -> Path:
         """manifest.json: what ran, how it ended, and the hash of every output."""
-        return self.path / "manifest.json"
+        return self.path / MANIFEST
 
     @property
     def lock(self) -> Path:
@@ -295,3 +297,26 @@ class ComparisonDir:
     def comparison(self) -> Path:
         """comparison.json: the campaign, the runs compared and the verdict, for the index."""
         return self.path / COMPARISON_JSON
+
+
+class OutputsRoot:
+    """`outputs/`: every campaign's runs and comparisons, and the dashboard that lists them."""
+
+    def __init__(self, path: str | os.PathLike = OUTPUTS_DIR):
+        self.path = Path(path)
+
+    @property
+    def index_page(self) -> Path:
+        """outputs/index.html: one row per run and comparison."""
+        return self.path / INDEX_PAGE
+
+    def campaign(self, name: str) -> Path:
+        return self.path / name
+
+    def runs(self, campaign: str) -> list[RunDir]:
+        """The runs of one campaign that wrote a manifest, the latest first."""
+        root = self.campaign(campaign)
+        if not root.is_dir():
+            return []
+        manifests = sorted(root.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime, reverse=True)
+        return [RunDir(m.parent) for m in manifests]

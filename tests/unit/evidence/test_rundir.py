@@ -62,3 +62,20 @@ def test_layout_of_a_comparison():
     assert (out.report, out.figures, out.comparison) == (
         Path("elsewhere/cmp/report.html"), Path("elsewhere/cmp/figures"), Path("elsewhere/cmp/comparison.json"))
     assert str(out) == "elsewhere/cmp" and out == ComparisonDir(Path("elsewhere/cmp")) != RunDir("elsewhere/cmp")
+
+
+def test_the_outputs_root_names_its_index_and_lists_a_campaigns_runs_latest_first(tmp_path):
+    import os
+
+    from stackbook.evidence.rundir import OutputsRoot
+
+    root = OutputsRoot(tmp_path)
+    assert root.index_page == tmp_path / "index.html"
+    assert root.runs("none-yet") == []
+    for i, name in enumerate(("older", "newer")):
+        run = tmp_path / "camp" / name
+        run.mkdir(parents=True)
+        (run / "manifest.json").write_text("{}")
+        os.utime(run / "manifest.json", (1_000 + i, 1_000 + i))
+    (tmp_path / "camp" / "no-manifest").mkdir()
+    assert [r.name for r in root.runs("camp")] == ["newer", "older"]
