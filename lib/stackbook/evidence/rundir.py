@@ -30,12 +30,11 @@ def check_run_id(run_id: str | None, option: str = "--run-id") -> None:
                          "'.', starting with a letter or digit (at most 128), e.g. --run-id reference")
 
 
-class ArmDir:
-    """One arm's folder, `arms/<arm>/`: its executed notebooks, raw records, engine log and passport."""
+class Folder:
+    """A directory of the outputs layout: a path-like value, equal to another of its kind at the same path."""
 
-    def __init__(self, path: str | os.PathLike, name: str):
+    def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self.name = name
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -44,24 +43,32 @@ class ArmDir:
         return str(self.path)
 
     def __repr__(self) -> str:
-        return f"ArmDir({str(self.path)!r})"
+        return f"{type(self).__name__}({str(self.path)!r})"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ArmDir) and other.path == self.path
+        return type(other) is type(self) and other.path == self.path
 
     def __hash__(self) -> int:
         return hash(self.path)
 
     def __truediv__(self, name: str) -> Path:
-        """A file this arm holds beyond the standard ones (e.g. a notebook's own output)."""
+        """A file this folder holds beyond the standard ones (e.g. a notebook's own output)."""
         return self.path / name
+
+    def create(self):
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+class ArmDir(Folder):
+    """One arm's folder, `arms/<arm>/`: its executed notebooks, raw records, engine log and passport."""
+
+    def __init__(self, path: str | os.PathLike, name: str):
+        super().__init__(path)
+        self.name = name
 
     def exists(self) -> bool:
         return self.path.is_dir()
-
-    def create(self) -> ArmDir:
-        self.path.mkdir(parents=True, exist_ok=True)
-        return self
 
     def notebook(self, name: str) -> Path:
         """The executed copy of an arm notebook, e.g. notebook("30_load_sweep")."""
@@ -123,11 +130,8 @@ class ArmDir:
         return self.path / "figures"
 
 
-class RunDir:
+class RunDir(Folder):
     """A run directory: the resolved campaign, the manifest, the analysis, figures and arms."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
 
     @classmethod
     def new(cls, campaign: str, run_id: str | None = None) -> RunDir:
@@ -152,33 +156,10 @@ class RunDir:
                                     f"give {OUTPUTS}/<campaign>/<run-id>")
         return run
 
-    def __fspath__(self) -> str:
-        return str(self.path)
-
-    def __str__(self) -> str:
-        return str(self.path)
-
-    def __repr__(self) -> str:
-        return f"RunDir({str(self.path)!r})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, RunDir) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
-    def __truediv__(self, name: str) -> Path:
-        """A file this run holds beyond the standard ones."""
-        return self.path / name
-
     @property
     def name(self) -> str:
         """The run id."""
         return self.path.name
-
-    def create(self) -> RunDir:
-        self.path.mkdir(parents=True, exist_ok=True)
-        return self
 
     @property
     def campaign_resolved(self) -> Path:
@@ -250,36 +231,14 @@ class RunDir:
         return sorted(p for p in self.path.rglob("*") if p.is_file() and p != self.lock)
 
 
-class ComparisonDir:
+class ComparisonDir(Folder):
     """A comparison of runs of one campaign, `outputs/<campaign>/compare-<run>-vs-<run>/`: the
     executed comparison notebook, its figures, report.html and comparison.json."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
 
     @classmethod
     def new(cls, campaign: str, run_names: list[str]) -> ComparisonDir:
         """The default place of a comparison, named after its runs, the baseline first."""
         return cls(OUTPUTS_DIR / campaign / ("compare-" + "-vs-".join(run_names)))
-
-    def __fspath__(self) -> str:
-        return str(self.path)
-
-    def __str__(self) -> str:
-        return str(self.path)
-
-    def __repr__(self) -> str:
-        return f"ComparisonDir({str(self.path)!r})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, ComparisonDir) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
-    def create(self) -> ComparisonDir:
-        self.path.mkdir(parents=True, exist_ok=True)
-        return self
 
     def notebook(self, name: str = COMPARE_NOTEBOOK) -> Path:
         """The executed comparison notebook."""
@@ -299,11 +258,11 @@ class ComparisonDir:
         return self.path / COMPARISON_JSON
 
 
-class OutputsRoot:
+class OutputsRoot(Folder):
     """`outputs/`: every campaign's runs and comparisons, and the dashboard that lists them."""
 
     def __init__(self, path: str | os.PathLike = OUTPUTS_DIR):
-        self.path = Path(path)
+        super().__init__(path)
 
     @property
     def index_page(self) -> Path:
