@@ -82,18 +82,13 @@ def meets_slo(row: dict, slo) -> bool:
 
 
 
-def time_in_flight(records: list[RequestRecord], start: float, end: float) -> float | None:
-    """The time-weighted mean number of these requests in flight over [start, end]."""
-    return in_flight_mean(records, start, end)
-
-
 def window_activity(records: list[RequestRecord], start: float, end: float) -> dict:
     """What the engine did inside [start, end], counting every request of the point (warm-up
     and cool-down included): tokens streamed, requests finished, and the time-weighted number
     of requests in flight."""
     tokens = sum(n for r in records for t, n in zip(r.chunk_times_s, r.chunk_tokens) if start <= t <= end)
     finished = sum(1 for r in records if r.ok and start <= r.end_s <= end)
-    return {"tokens": tokens, "finished": finished, "in_flight_mean": time_in_flight(records, start, end)}
+    return {"tokens": tokens, "finished": finished, "in_flight_mean": in_flight_mean(records, start, end)}
 
 
 def measured_load(records: list[RequestRecord], start: float, end: float) -> dict:
@@ -104,7 +99,7 @@ def measured_load(records: list[RequestRecord], start: float, end: float) -> dic
     mine = [r for r in records if r.phase in MEASURED_LOAD]
     done = [r for r in mine if r.ok and start <= r.end_s <= end]
     span = end - start
-    out = {"in_flight_mean": time_in_flight(mine, start, end), "littles_law_concurrency": None}
+    out = {"in_flight_mean": in_flight_mean(mine, start, end), "littles_law_concurrency": None}
     if done and span > 0:
         out["littles_law_concurrency"] = len(done) / span * sum(e2e_s(r) for r in done) / len(done)
     return out
