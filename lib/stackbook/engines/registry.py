@@ -27,6 +27,7 @@ ENGINE_ADAPTERS: tuple[type[EngineAdapter], ...] = (
     OpenAIEndpointAdapter,
 )
 
+# Every kind a campaign accepts: the built-in ones above, then any register() added, in order.
 ADAPTERS: dict[str, type[EngineAdapter]] = {a.kind: a for a in ENGINE_ADAPTERS}
 # What must follow when the kinds change (the campaign's engine union): called after each change.
 _ON_CHANGE: list[Callable[[], None]] = []
@@ -40,10 +41,8 @@ def on_change(rebuild: Callable[[], None]) -> None:
 def register(adapter: type[EngineAdapter]) -> None:
     """Add a kind defined elsewhere (its adapter, naming its spec model): the campaign accepts it
     and every fact it states is read with the others'."""
-    global ENGINE_ADAPTERS
     if adapter.kind in ADAPTERS:
         raise ValueError(f"engine kind {adapter.kind!r} is already registered")
-    ENGINE_ADAPTERS = (*ENGINE_ADAPTERS, adapter)
     ADAPTERS[adapter.kind] = adapter
     for rebuild in _ON_CHANGE:
         rebuild()
@@ -51,9 +50,7 @@ def register(adapter: type[EngineAdapter]) -> None:
 
 def unregister(kind: str) -> None:
     """Remove a kind that register() added."""
-    global ENGINE_ADAPTERS
     adapter_class(kind)
-    ENGINE_ADAPTERS = tuple(a for a in ENGINE_ADAPTERS if a.kind != kind)
     del ADAPTERS[kind]
     for rebuild in _ON_CHANGE:
         rebuild()
@@ -66,7 +63,7 @@ def engine_kinds() -> list[str]:
 
 def engine_specs() -> tuple[type[EngineSpec], ...]:
     """The spec model of every kind: the members of the campaign's engine union."""
-    return tuple(a.spec_model for a in ENGINE_ADAPTERS)
+    return tuple(a.spec_model for a in ADAPTERS.values())
 
 
 def adapter_class(kind: str) -> type[EngineAdapter]:
@@ -84,12 +81,12 @@ def gpu_kinds() -> list[str]:
 def process_roles() -> tuple[ProcessRole, ...]:
     """Every kind's process roles, in registry order, each once: the first whose pattern a
     process matches names it."""
-    return tuple(dict.fromkeys(r for a in ENGINE_ADAPTERS for r in a.process_roles))
+    return tuple(dict.fromkeys(r for a in ADAPTERS.values() for r in a.process_roles))
 
 
 def metric_series() -> tuple[MetricSeries, ...]:
     """Every kind's metric series, in registry order, each once (a kind may share its parent's)."""
-    return tuple({id(a.metric_series): a.metric_series for a in ENGINE_ADAPTERS}.values())
+    return tuple({id(a.metric_series): a.metric_series for a in ADAPTERS.values()}.values())
 
 
 def series(field: str) -> tuple[str, ...]:
@@ -99,4 +96,4 @@ def series(field: str) -> tuple[str, ...]:
 
 def decision_kinds() -> list[type[EngineAdapter]]:
     """The kinds 00_decide's shortlist can name, in their shortlist order."""
-    return sorted((a for a in ENGINE_ADAPTERS if a.decision is not None), key=lambda a: a.decision.rank)
+    return sorted((a for a in ADAPTERS.values() if a.decision is not None), key=lambda a: a.decision.rank)
