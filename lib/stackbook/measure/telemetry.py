@@ -139,9 +139,9 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
     return out
 
 
-def _gauge(key: str) -> bool:
+def _gauge(key: str, gauges: tuple[str, ...]) -> bool:
     name = key.split("{", 1)[0]
-    return any(word in name for word in registry.series("gauges")) and not name.endswith(
+    return any(word in name for word in gauges) and not name.endswith(
         ("_total", "_count", "_sum", "_bucket", "_created", "_info"))
 
 
@@ -267,7 +267,8 @@ class RssSampler(_ProcessSampler):
 
 
 def engine_gauges(base_url: str, path: str) -> dict | None:
-    values = {k: v for k, v in scrape_metrics(base_url, path).items() if _gauge(k)}
+    gauges = registry.series("gauges")
+    values = {k: v for k, v in scrape_metrics(base_url, path).items() if _gauge(k, gauges)}
     return values or None
 
 
