@@ -19,7 +19,9 @@ from tqdm import tqdm
 
 from stackbook.arm_run import RunInterrupted
 from stackbook.config.campaign import Campaign
+from stackbook.config.errors import CampaignError
 from stackbook.config.loading import load_campaign
+from stackbook.config.preflight import load_refusals
 from stackbook.evidence.files import file_sha256
 from stackbook.evidence.harness import fix_revision
 from stackbook.evidence.manifest import ManifestFile
@@ -45,6 +47,9 @@ def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tupl
         run = RunDir.existing(resume)
         return load_campaign(run.campaign_resolved), _repo_relative(run)
     campaign = load_campaign(campaign_file)
+    unheld = load_refusals(campaign)
+    if unheld:
+        raise CampaignError(f"{campaign_file}: the campaign cannot hold its load:\n" + "\n".join(f"  - {r}" for r in unheld))
     run = RunDir.new(campaign.name, run_id)
     refuse_if_held(run)
     if run.manifest.exists():

@@ -16,7 +16,7 @@ model: {source: embedded}
 protocol:
   decoding: {preset: greedy}
   workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}
-  arrival: {kind: closed_loop, concurrency: [2]}
+  arrival: {kind: closed_loop, concurrency: [1]}   # two requests hold one client's load, not two
   context_length: 320              # short needle trials: MLX prefills slowly on this CPU
   requests_per_point: 2
   repetitions: 1

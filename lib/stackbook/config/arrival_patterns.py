@@ -12,6 +12,8 @@ from stackbook.config.strict import Strict
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, TracePlan
 from stackbook.locations import resolve_symbolic
+from stackbook.measure.validity import (CONCURRENCY_TOLERANCE, expected_in_flight, measured_requests_for,
+                                        measured_requests_to_hold)
 
 if TYPE_CHECKING:
     from stackbook.config.protocol import Protocol
@@ -66,6 +68,16 @@ class ArrivalPattern(Strict):
         the configured load."""
         return 0
 
+    def load_refusal(self, measured_requests: int) -> str | None:
+        """Why `measured_requests` per point cannot hold this pattern's load under the load rule
+        (measure.validity), before anything is sent; None when they can."""
+        return None
+
+    def narrow_loads(self, measured_requests: int) -> list[str]:
+        """Loads that `measured_requests` per point hold only narrowly: the window's edges use
+        most of the tolerance, so chance decides whether the point is kept."""
+        return []
+
     def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
         """Prompts sent at this level (conversations, in a multi-turn workload): warm-up,
         measured and cool-down."""
@@ -109,6 +121,26 @@ class ClosedLoop(ArrivalPattern):
 
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": f"c{c}", "concurrency": c} for c in self.concurrency]
+
+    def load_refusal(self, measured_requests: int) -> str | None:
+        short = [c for c in self.concurrency if measured_requests < measured_requests_for(c)]
+        if not short:
+            return None
+        c = max(short)
+        return (f"requests_per_point {measured_requests} cannot hold concurrency {c}: a closed loop's window "
+                f"holds at best {expected_in_flight(c, measured_requests):.2f} of {c} in flight with "
+                f"{measured_requests} measured requests, outside the load rule's {CONCURRENCY_TOLERANCE:.0%}, so "
+                f"every such point would be discarded. Fix: set requests_per_point to at least "
+                f"{measured_requests_for(c)} ({measured_requests_to_hold(c)} holds with room to spare), or drop "
+                f"concurrency {', '.join(map(str, short))}")
+
+    def narrow_loads(self, measured_requests: int) -> list[str]:
+        return [f"concurrency {c}: {measured_requests} measured requests hold at best "
+                f"{expected_in_flight(c, measured_requests):.2f} of {c} in flight (the rule keeps "
+                f"{c * (1 - CONCURRENCY_TOLERANCE):.2f} and above), so uneven request lengths can discard the point; "
+                f"{measured_requests_to_hold(c)} leave half the tolerance to spare"
+                for c in self.concurrency
+                if measured_requests_for(c) <= measured_requests < measured_requests_to_hold(c)]
 
     def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
         # A fixed-count closed loop otherwise drains at its end: the last measured requests

@@ -291,6 +291,33 @@ def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out: Pref
                             "or free disk space")
 
 
+def load_refusals(campaign: Campaign) -> list[str]:
+    """Arms whose sweep points cannot hold their load under the load rule (measure.validity): such
+    a campaign is refused before any engine starts, not discarded point by point after the run.
+    (A committed run made under an older rule still reads: this is a check on running, not on
+    the schema.)"""
+    out = []
+    for arm in campaign.arms:
+        p = campaign.protocol_for(arm)
+        why = p.arrival.load_refusal(p.requests_per_point) if "sweep" in p.stages else None
+        if why and f"{_where(campaign, arm, 'requests_per_point')}: {why}" not in out:
+            out.append(f"{_where(campaign, arm, 'requests_per_point')}: {why}")
+    return out
+
+
+def check_load(campaign: Campaign, protocols: dict[str, Protocol], out: Preflight) -> None:
+    """Refuse loads the measured requests cannot hold; note those they hold only narrowly."""
+    out.refusals += load_refusals(campaign)
+    for arm in campaign.arms:
+        p = protocols[arm.name]
+        if "sweep" not in p.stages:
+            continue
+        for line in p.arrival.narrow_loads(p.requests_per_point):
+            note = f"{_where(campaign, arm, 'requests_per_point')}: {line}"
+            if note not in out.notes:
+                out.notes.append(note)
+
+
 def free_space(path: str | os.PathLike) -> float | None:
     p = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
     while not p.exists():
@@ -318,6 +345,7 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
         g, source = None, ""
         out.notes.append(f"model: not checked against the campaign ({symbolic(str(err))[:300]})")
     check_context(campaign, protocols, g, source, out)
+    check_load(campaign, protocols, out)
     if check_host:
         check_memory(campaign, protocols, g, out, limit or memory_limit(campaign))
     problem = output_problem(run_path)
