@@ -16,6 +16,7 @@ from pathlib import Path
 from stackbook.config.campaign import Arm, Campaign
 from stackbook.config.protocol import Protocol
 from stackbook.locations import REPO_ROOT, symbolic
+from stackbook.measure.slo_bounds import requests_needed
 
 GiB = 2**30
 LONG_CAMPAIGN_S = 4 * 3600  # a campaign estimated past this is warned about at check time
@@ -318,6 +319,31 @@ def check_load(campaign: Campaign, protocols: dict[str, Protocol], out: Prefligh
                 out.notes.append(note)
 
 
+def check_slo_sample(campaign: Campaign, protocols: dict[str, Protocol], out: Preflight) -> None:
+    """Say before the run whether the requests measured at a load can prove the SLO's attainment
+    at all: even with every one inside the bounds, 64 requests cannot prove 99% at 95% (299 can),
+    and the capacity inside the SLO then stays undecided."""
+    for arm in campaign.arms:
+        p = protocols[arm.name]
+        if "sweep" not in p.stages:
+            continue
+        n = p.requests_per_point * p.workload.turns() * p.repetitions.min
+        where = f"{_where(campaign, arm, 'slo')}.attainment {p.slo.attainment:g}"
+        if p.slo.attainment >= 1:
+            note = (f"{where}: no sample proves that every request meets the SLO; state a share below 1 "
+                    "(e.g. 0.99) for the capacity inside it to be decided")
+        else:
+            needed = requests_needed(p.slo.attainment, p.decision.confidence)  # every one inside the bounds
+            if n >= needed:
+                continue
+            note = (f"{where}: {n:,} measured requests at a load ({p.requests_per_point} per point x "
+                    f"{p.repetitions.min} repetition(s)) cannot prove it at {p.decision.confidence:.0%} confidence "
+                    f"even if every one meets the SLO; {needed:,} can, so the capacity inside the SLO will stay "
+                    "undecided")
+        if note not in out.notes:
+            out.notes.append(note)
+
+
 def free_space(path: str | os.PathLike) -> float | None:
     p = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
     while not p.exists():
@@ -346,6 +372,7 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
         out.notes.append(f"model: not checked against the campaign ({symbolic(str(err))[:300]})")
     check_context(campaign, protocols, g, source, out)
     check_load(campaign, protocols, out)
+    check_slo_sample(campaign, protocols, out)
     if check_host:
         check_memory(campaign, protocols, g, out, limit or memory_limit(campaign))
     problem = output_problem(run_path)

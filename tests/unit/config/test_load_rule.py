@@ -151,3 +151,17 @@ def test_a_narrow_load_is_noted_before_the_run(tmp_path):
     assert narrow == ["protocol.requests_per_point: concurrency 4: 32 measured requests hold at best 3.66 of 4 in "
                       "flight (the rule keeps 3.60 and above), so uneven request lengths can discard the point; "
                       "57 leave half the tolerance to spare"]
+
+
+def test_the_check_says_when_the_sample_cannot_prove_the_slo_attainment(tmp_path):
+    """64 requests all inside the bounds cannot prove 99% attainment at 95% (0.99^64 = 0.53); 299 can."""
+    doc = yaml.safe_load(CAMPAIGN)
+    doc["protocol"] |= {"requests_per_point": 57, "repetitions": 2}
+    notes = preflight(parse_campaign(doc), tmp_path / "run", check_host=False, runs_root=tmp_path).notes
+    assert [n for n in notes if n.startswith("protocol.slo")] == [
+        "protocol.slo.attainment 0.99: 114 measured requests at a load (57 per point x 2 repetition(s)) cannot prove "
+        "it at 95% confidence even if every one meets the SLO; 299 can, so the capacity inside the SLO will stay "
+        "undecided"]
+    doc["protocol"] |= {"requests_per_point": 150}
+    notes = preflight(parse_campaign(doc), tmp_path / "run", check_host=False, runs_root=tmp_path).notes
+    assert not [n for n in notes if n.startswith("protocol.slo")]
