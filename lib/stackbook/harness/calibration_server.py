@@ -7,6 +7,9 @@ harness's error handling is tested against each failure it must classify:
 It binds 127.0.0.1 unless told otherwise, and is never an engine: it generates no text.
 With a `Pacing` (harness.pacing) it streams at a known TTFT and inter-token gap instead, and
 records when it sent each event (GET /paced): the truth a client's timings are checked against.
+With a `Knee` (harness.knee_scheduler) its streams come from a batch scheduler with a capacity
+knee instead (harness.knee_server; GET /knee): TPOT grows with the batch and TTFT with the queue,
+as the model predicts, so a capacity search over HTTP has a known answer.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import time
 
 import uvloop
 
+from stackbook.harness.knee_scheduler import Knee
+from stackbook.harness.knee_server import KneeSender
 from stackbook.harness.pacing import Pacing, PacedSender
 from stackbook.loadgen import stamped_socket
 
@@ -45,10 +50,13 @@ class _Stamped(asyncio.StreamReaderProtocol):
 
 class CalibrationServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
-                 slow_headers_s: float = 30.0, pacing: Pacing | None = None):
+                 slow_headers_s: float = 30.0, pacing: Pacing | None = None, knee: Knee | None = None):
+        if pacing and knee:
+            raise ValueError("a calibration server is paced or knee-scheduled, not both")
         self.host, self.port, self.api_key = host, port, api_key
-        self.pacing = pacing
+        self.pacing, self.knee = pacing, knee
         self._paced: PacedSender | None = None  # made on the server's own loop
+        self._knee: KneeSender | None = None
         self.slow_headers_s = slow_headers_s
         self.requests = 0
         self.running = 0
@@ -111,6 +119,11 @@ class CalibrationServer:
             # Each paced stream ended since the last call: its key (the last message), arrival,
             # deadlines and send times (perf_counter seconds), then forget them.
             self._respond(writer, 200, json.dumps(self._paced.take_log() if self._paced else []).encode())
+        elif method == "GET" and path == "/knee":
+            # The knee mode's truth since the last call: each ended stream's arrival, admission
+            # and send times, and each step's end and batch size (perf_counter seconds).
+            log = self._knee.take_log() if self._knee else {"streams": [], "steps": []}
+            self._respond(writer, 200, json.dumps(log).encode())
         elif method == "GET" and path == "/v1/models":
             self._respond(writer, 200, json.dumps({"object": "list", "data": [
                 {"id": "calibration", "object": "model", "max_model_len": 1_000_000}]}).encode())
@@ -133,8 +146,8 @@ class CalibrationServer:
         self.requests += 1
         self.running += 1
         try:
-            if self.pacing and req.get("stream") and str(req.get("model", "")) == "calibration":
-                return await self._paced_answer(req, writer, arrival)
+            if (self.pacing or self.knee) and req.get("stream") and str(req.get("model", "")) == "calibration":
+                return await self._scheduled_answer(req, writer, arrival)
             return await self._answer(req, writer)
         finally:
             self.running -= 1
@@ -205,10 +218,13 @@ class CalibrationServer:
             {"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
              "choices": [{"index": 0, "delta": {"content": "tok "}, "finish_reason": None}]}).encode() + b"\n\n")
 
-    async def _paced_answer(self, req: dict, writer, arrival: float) -> bool:
-        """A stream whose events go out at the pacing's deadlines; the last one carries the end."""
-        if self._paced is None:
-            self._paced = PacedSender(self.pacing)
+    async def _scheduled_answer(self, req: dict, writer, arrival: float) -> bool:
+        """A stream whose events go out when the pacing's deadlines or the knee scheduler's steps
+        say; the last one carries the end."""
+        if self.knee:
+            sender = self._knee = self._knee or KneeSender(self.knee)
+        else:
+            sender = self._paced = self._paced or PacedSender(self.pacing)
         n = max(1, int(req.get("max_tokens") or req.get("max_completion_tokens") or 16))
         created, model = int(time.time()), req.get("model")
         token = self._token_chunk(created, model)
@@ -223,7 +239,7 @@ class CalibrationServer:
                      b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
         messages = req.get("messages") or [{}]
         key = str(messages[-1].get("content", "") if isinstance(messages[-1], dict) else "")[:200]
-        stream = self._paced.stream(key, arrival, events, writer.transport)
+        stream = sender.stream(key, arrival, events, writer.transport)
         ok = await stream.done
         self.tokens_streamed += len(stream.sent)
         await writer.drain()
@@ -232,8 +248,8 @@ class CalibrationServer:
     async def _listen(self) -> None:
         def protocol():
             return _Stamped(asyncio.StreamReader(limit=2**16), self._handle)
-        if self.pacing and stamped_socket.AVAILABLE:
-            # Paced: each request's arrival is the kernel's receive time of its first bytes.
+        if (self.pacing or self.knee) and stamped_socket.AVAILABLE:
+            # Paced or knee: each request's arrival is the kernel's receive time of its first bytes.
             self._server = stamped_socket.StampedListener(self.host, self.port, protocol)
         else:
             self._server = await asyncio.get_running_loop().create_server(protocol, self.host, self.port, backlog=1024)
@@ -294,6 +310,8 @@ def main() -> None:
     ap.add_argument("--gap-ms", type=float, default=10.0, help="paced mode: the gap between a stream's tokens")
     ap.add_argument("--jitter", default="none", choices=["none", "uniform", "normal", "exponential"])
     ap.add_argument("--jitter-ms", type=float, default=0.0)
+    ap.add_argument("--knee", default=None, metavar="B,T0_MS,T1_MS",
+                    help="knee mode: at most B sequences per step, a step over b of them takes T0 + T1*b ms")
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     a = ap.parse_args()
     key = os.environ.get(a.api_key_env) if a.api_key_env else None
@@ -301,7 +319,11 @@ def main() -> None:
         os.sched_setaffinity(0, {a.cpu})
     pacing = None if a.ttft_ms is None else Pacing(ttft_ms=a.ttft_ms, gap_ms=a.gap_ms, jitter=a.jitter,
                                                     jitter_ms=a.jitter_ms)
-    server = CalibrationServer(a.host, a.port, key, pacing=pacing)
+    try:
+        knee = None if a.knee is None else Knee.parse(a.knee)
+    except ValueError as err:
+        ap.error(str(err))
+    server = CalibrationServer(a.host, a.port, key, pacing=pacing, knee=knee)
     print(f"calibration server on {a.host}:{a.port or '(free port)'}", flush=True)
     uvloop.run(server.serve())
 
