@@ -17,7 +17,7 @@ protocol:
   workload: {kind: synthetic, prompt_tokens: 48, output_tokens: 8}
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
-  requests_per_point: 19   # concurrency 2 holds its load with room from 19 on (measured_requests_to_hold)
+  requests_per_point: 39   # concurrency 2 holds its load with room from 39 on (measured_requests_to_hold)
   warmup_requests: 1
   repetitions: 2
   decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, e2e_p50]}
@@ -66,7 +66,7 @@ def test_the_verdict_never_ranks_identical_arms(run):
     assert {(d["load"], d["metric"]) for d in decisions} == {(c, m) for c in (1, 2)
                                                             for m in ("output_throughput", "e2e_p50")}
     assert all(d["decision"] in ("no difference", "undecided") and d["leader"] is None for d in decisions)
-    assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 38 for d in decisions)
+    assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 78 for d in decisions)
     assert any(line.startswith("A/A control second (a replica of first): nothing ranked") for line in analysis["verdict"])
 
 

@@ -128,17 +128,17 @@ class ClosedLoop(ArrivalPattern):
             return None
         c = max(short)
         return (f"requests_per_point {measured_requests} cannot hold concurrency {c}: a closed loop's window "
-                f"holds at best {expected_in_flight(c, measured_requests):.2f} of {c} in flight with "
-                f"{measured_requests} measured requests, outside the load rule's {CONCURRENCY_TOLERANCE:.0%}, so "
-                f"every such point would be discarded. Fix: set requests_per_point to at least "
-                f"{measured_requests_for(c)} ({measured_requests_to_hold(c)} holds with room to spare), or drop "
-                f"concurrency {', '.join(map(str, short))}")
+                f"holds about {expected_in_flight(c, measured_requests):.2f} of {c} in flight with "
+                f"{measured_requests} alike measured requests (fewer with uneven ones), outside the load rule's "
+                f"{CONCURRENCY_TOLERANCE:.0%}, so its points would be discarded. Fix: set requests_per_point to at "
+                f"least {measured_requests_for(c)} ({measured_requests_to_hold(c)} holds with room to spare), or "
+                f"drop concurrency {', '.join(map(str, short))}")
 
     def narrow_loads(self, measured_requests: int) -> list[str]:
-        return [f"concurrency {c}: {measured_requests} measured requests hold at best "
+        return [f"concurrency {c}: {measured_requests} measured requests hold about "
                 f"{expected_in_flight(c, measured_requests):.2f} of {c} in flight (the rule keeps "
-                f"{c * (1 - CONCURRENCY_TOLERANCE):.2f} and above), so uneven request lengths can discard the point; "
-                f"{measured_requests_to_hold(c)} leave half the tolerance to spare"
+                f"{c * (1 - CONCURRENCY_TOLERANCE):.2f} and above) if alike, less with uneven lengths, so chance "
+                f"can discard the point; {measured_requests_to_hold(c)} hold it with room"
                 for c in self.concurrency
                 if measured_requests_for(c) <= measured_requests < measured_requests_to_hold(c)]
 
