@@ -21,6 +21,7 @@ from stackbook.analysis import summary
 summary.show(run_dir)  # the question, the decision per load, each arm's label and evidence, the headline figure
 
 # %%
+import json
 import os
 from IPython.display import Markdown, display
 import pandas as pd
@@ -205,15 +206,35 @@ plots.pareto(df, figures)
 readable(decide.pareto_frontier(table), "the frontier") if not table.empty else None
 
 # %% [markdown]
+# ## Interactivity against throughput per device
+#
+# The field's standard picture: what one user gets (tokens/s per user, 1000 / TPOT p50, the
+# interactivity InferenceX plots as 1/TPOT) against what the hardware serves (output tokens/s per
+# device: per logical CPU on this host). Raising the load moves an arm down and to the right; a
+# point is dominated only where another ranked point's intervals clear it on both axes.
+
+# %%
+from stackbook.analysis import interactivity
+
+devices = interactivity.host_devices(json.loads(run.manifest.read_text()))
+interactivity.interactivity_figure(table, devices, confidence, figures)
+
+# %%
+readable(interactivity.interactivity_table(table, devices), "interactivity") if not table.empty else None
+
+# %% [markdown]
 # ## Inside the SLO
 #
 # The highest load each arm sustained with at least the SLO's share of requests inside every bound
 # (TTFT and TPOT): by its estimate, and by its whole interval (the Wilson interval of the pooled
-# requests or the spread over repetitions, whichever is wider). Few requests cannot show a high
-# share: 30 requests that all met the SLO still leave 99% inside the interval's reach below it.
+# requests or the spread over repetitions, whichever is wider). Beside them, each load's exact
+# binomial verdict: the highest load proven inside and the lowest proven outside bound the
+# capacity, and a load the sample cannot decide says how many requests would. Few requests cannot
+# show a high share: 64 that all met the SLO cannot prove 99% at 95% confidence; 299 can.
 
 # %%
-readable(decide.slo_capacity(table, campaign.protocol.slo.attainment)) if not table.empty else None
+protocol = campaign.protocol
+readable(decide.slo_capacity(table, protocol.slo.attainment, protocol.decision.confidence)) if not table.empty else None
 
 # %% [markdown]
 # ## How close to the hardware's bound

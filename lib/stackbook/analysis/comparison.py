@@ -323,7 +323,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         points=_records(headline(df)),
         discards=_records(discards_frame(arms)),
         pareto_frontier=_records(pareto_frontier(table)) if not table.empty else [],
-        slo_capacity=_records(slo_capacity(table, protocol.slo.attainment).reset_index()) if not table.empty else [],
+        slo_capacity=_records(slo_capacity(table, protocol.slo.attainment, protocol.decision.confidence)
+                              .reset_index()) if not table.empty else [],
         verdict=lines, decisions=[d.as_row() for d in found], load_table=_records(table),
         decision_rule={**protocol.decision.model_dump(), "interval_confidence": conf,
                        "looks": protocol.repetitions.looks,

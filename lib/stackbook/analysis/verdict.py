@@ -28,6 +28,7 @@ from stackbook.analysis.decision import (
     supported,
 )
 from stackbook.evidence.label import Label
+from stackbook.measure.slo_bounds import PROVEN, REFUTED, UNDECIDED, AttainmentClaim, attainment_claim
 
 # Figures shown with an interval beside the compared ones (never ranked pairwise: a proportion
 # bounded at 1 and a rate that may be 0 have no ratio to take).
@@ -105,6 +106,8 @@ def load_table(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
             est, lo, hi = pooled.get((arm, c.name), {}).get((arm, load), (None, None, None))
             row |= {c.name: est, f"{c.name}_lo": lo, f"{c.name}_hi": hi,
                     f"{c.name}_supported": all(supported(c.percentile, k) for k in n)}
+        row["slo_met"] = int(round((g["slo_attainment"] * g["requests"]).sum())) if g["slo_attainment"].notna().all() \
+            else None
         for column, name, _ in SHOWN:
             if name == "SLO attainment":
                 est, lo, hi = _slo_interval(g, confidence)
@@ -265,18 +268,53 @@ def pareto_frontier(table: pd.DataFrame) -> pd.DataFrame:
     return pts.loc[keep, cols].sort_values(tp).reset_index(drop=True)
 
 
-def slo_capacity(table: pd.DataFrame, attainment: float) -> pd.DataFrame:
+def slo_claims(ranked: pd.DataFrame, attainment: float, confidence: float) -> list[tuple[float, AttainmentClaim]]:
+    """Each ranked load's exact binomial verdict on "at least `attainment` of requests inside the
+    SLO", from its pooled requests: proven, refuted or undecided, with what would decide it."""
+    return [(row["load"], attainment_claim(int(row["slo_met"]), int(row["requests"]), attainment, confidence))
+            for _, row in ranked.iterrows() if row.get("requests") and pd.notna(row.get("slo_met"))]
+
+
+def _load(x) -> int | float:
+    """A load as the campaign wrote it: a concurrency is a whole number."""
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def attainment_share(target: float) -> str:
+    return f"{target:.1%}".replace(".0%", "%")
+
+
+def undecided_text(claims: list[tuple[float, AttainmentClaim]]) -> str:
+    """The loads the sample could not decide, each with the requests that would decide it."""
+    out = []
+    for load, c in claims:
+        if c.verdict == UNDECIDED:
+            out.append(f"{load:g}: {c.met} of {c.requests} inside; {c.requests + c.more_to_prove:,} with no more "
+                       f"outside would prove {attainment_share(c.target)} ({c.more_to_prove:,} more)")
+    return "; ".join(out)
+
+
+def slo_capacity(table: pd.DataFrame, attainment: float, confidence: float = 0.95) -> pd.DataFrame:
     """Per arm: the highest load whose SLO attainment is inside the target with its whole interval
-    (decided), and the highest whose estimate reaches it (not yet decided when the two differ)."""
+    (decided), and the highest whose estimate reaches it (not yet decided when the two differ).
+    Beside them, the exact binomial claim of each load's pooled requests: the highest load proven
+    inside and the lowest proven outside bound the capacity, and every load left undecided
+    says how many requests would decide it."""
     rows = []
     for arm, g in table.groupby("arm", sort=False):
         ranked = g[g["status"] == "accepted"].sort_values("load")
         inside = ranked[ranked["slo_attainment_lo"] >= attainment]
         estimate = ranked[ranked["slo_attainment"] >= attainment]
         best = inside.iloc[-1] if len(inside) else None
+        claims = slo_claims(ranked, attainment, confidence)
+        proven = [ld for ld, c in claims if c.verdict == PROVEN]
+        refuted = [ld for ld, c in claims if c.verdict == REFUTED]
         rows.append({"arm": arm, "label": g["label"].iloc[0],
                      "max load inside the SLO (interval)": best["load"] if best is not None else None,
                      "max load inside the SLO (estimate)": estimate["load"].max() if len(estimate) else None,
+                     "highest load proven inside (exact)": _load(max(proven)) if proven else None,
+                     "lowest load proven outside (exact)": _load(min(refuted)) if refuted else None,
+                     "undecided, and what would decide it": undecided_text(claims),
                      "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
                      "highest load tested": g["load"].max(),
                      "requests per load": int(g["requests"].max()),

@@ -98,6 +98,16 @@ def test_pareto_frontier_and_slo_capacity_order_only_points_whose_intervals_part
     # 30 requests that all met the SLO cannot show 99% attainment: the interval reaches below it.
     assert pd.isna(cap.loc["steady", "max load inside the SLO (interval)"])
     assert analysis.slo_capacity(table, 0.8).loc["steady", "max load inside the SLO (interval)"] == 4
+    # The exact claims bound the capacity and say what would decide the rest: 15 of 30 inside is
+    # proven outside 99%; 30 of 30 is not proven inside it, and 299 of 299 would be.
+    assert cap.loc["fast-tail", "lowest load proven outside (exact)"] == 4
+    assert pd.isna(cap.loc["fast-tail", "highest load proven inside (exact)"])
+    assert cap.loc["steady", "undecided, and what would decide it"] == (
+        "1: 30 of 30 inside; 299 with no more outside would prove 99% (269 more); "
+        "4: 30 of 30 inside; 299 with no more outside would prove 99% (269 more)")
+    at_80 = analysis.slo_capacity(table, 0.8)
+    assert at_80.loc["steady", "highest load proven inside (exact)"] == 4  # 0.8^30 = 0.1%: proven
+    assert at_80.loc["steady", "undecided, and what would decide it"] == ""
     once = analysis.pareto_frontier(analysis.load_table(frame()[frame()["repetition"] == 0], 0.95))
     assert len(once) == 4  # one repetition: no intervals, nothing ordered
 
