@@ -27,7 +27,7 @@ faults = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(faults)
 cleanup = faults.cleanup  # the fixture that removes the runs a test made
 
-REQUESTS = 8       # measured requests per point
+REQUESTS = 9       # measured requests per point: the fewest with which concurrency 2 can hold its load
 CONCURRENCY = 2
 
 
