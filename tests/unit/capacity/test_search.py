@@ -7,7 +7,8 @@ from stackbook.capacity.ladder import ladder_loads, run_ladder
 from stackbook.capacity.probing import SearchPlan
 from stackbook.capacity.search import search_capacity
 from stackbook.capacity.simulated import KneeProbe
-from stackbook.capacity.verdict import ProbeVerdict, attainment_verdict, wilson_interval
+from stackbook.capacity.verdict import ProbeVerdict, attainment_verdict
+from stackbook.measure.slo_bounds import wilson_interval
 from stackbook.harness.knee_scheduler import Knee, Lengths, SloBounds
 from stackbook.harness.knee_truth import true_capacity
 
