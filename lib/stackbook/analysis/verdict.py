@@ -108,6 +108,8 @@ def load_table(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
                     f"{c.name}_supported": all(supported(c.percentile, k) for k in n)}
         row["slo_met"] = int(round((g["slo_attainment"] * g["requests"]).sum())) if g["slo_attainment"].notna().all() \
             else None
+        if "queue_grew" in g:  # runs measured before the steady-state check have no such column
+            row["queue_grew"] = bool(g["queue_grew"].eq(True).any())
         for column, name, _ in SHOWN:
             if name == "SLO attainment":
                 est, lo, hi = _slo_interval(g, confidence)
@@ -271,8 +273,15 @@ def pareto_frontier(table: pd.DataFrame) -> pd.DataFrame:
 def slo_claims(ranked: pd.DataFrame, attainment: float, confidence: float) -> list[tuple[float, AttainmentClaim]]:
     """Each ranked load's exact binomial verdict on "at least `attainment` of requests inside the
     SLO", from its pooled requests: proven, refuted or undecided, with what would decide it."""
-    return [(row["load"], attainment_claim(int(row["slo_met"]), int(row["requests"]), attainment, confidence))
-            for _, row in ranked.iterrows() if row.get("requests") and pd.notna(row.get("slo_met"))]
+    out = []
+    for _, row in ranked.iterrows():
+        if not row.get("requests") or pd.isna(row.get("slo_met")):
+            continue
+        claim = attainment_claim(int(row["slo_met"]), int(row["requests"]), attainment, confidence)
+        if row.get("queue_grew") is True:  # over-saturated: outside whatever its share (measure.steady_state)
+            claim = claim._replace(verdict=REFUTED)
+        out.append((row["load"], claim))
+    return out
 
 
 def _load(x) -> int | float:
@@ -303,18 +312,21 @@ def slo_capacity(table: pd.DataFrame, attainment: float, confidence: float = 0.9
     rows = []
     for arm, g in table.groupby("arm", sort=False):
         ranked = g[g["status"] == "accepted"].sort_values("load")
-        inside = ranked[ranked["slo_attainment_lo"] >= attainment]
-        estimate = ranked[ranked["slo_attainment"] >= attainment]
+        steady = ranked[~ranked["queue_grew"].astype(bool)] if "queue_grew" in ranked else ranked
+        inside = steady[steady["slo_attainment_lo"] >= attainment]
+        estimate = steady[steady["slo_attainment"] >= attainment]
         best = inside.iloc[-1] if len(inside) else None
         claims = slo_claims(ranked, attainment, confidence)
         proven = [ld for ld, c in claims if c.verdict == PROVEN]
         refuted = [ld for ld, c in claims if c.verdict == REFUTED]
+        grew = ranked.loc[ranked["queue_grew"].astype(bool), "load"] if "queue_grew" in ranked else None
+        over = {"over-saturated (queue grew)": ", ".join(f"{ld:g}" for ld in grew)} if grew is not None else {}
         rows.append({"arm": arm, "label": g["label"].iloc[0],
                      "max load inside the SLO (interval)": best["load"] if best is not None else None,
                      "max load inside the SLO (estimate)": estimate["load"].max() if len(estimate) else None,
                      "highest load proven inside (exact)": _load(max(proven)) if proven else None,
                      "lowest load proven outside (exact)": _load(min(refuted)) if refuted else None,
-                     "undecided, and what would decide it": undecided_text(claims),
+                     "undecided, and what would decide it": undecided_text(claims), **over,
                      "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
                      "highest load tested": g["load"].max(),
                      "requests per load": int(g["requests"].max()),

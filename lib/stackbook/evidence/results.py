@@ -238,6 +238,10 @@ class PointSummary(Open):
     client_cpu_fraction: Number | None = Field(None, description="the busiest client process's share of one core")
     client_processes: int | None = Field(None, description="client processes the point's requests were dealt to")
     client_cpu_fraction_by_process: list[Number] = Field(default_factory=list)
+    steady_state: dict | None = Field(None, description="TTFT and requests in flight over time slices of the "
+                                      "window, their Theil-Sen trends, and the verdict (measure.steady_state)")
+    queue_grew: bool | None = Field(None, description="an open loop's queue grew over the window: over-saturated, "
+                                    "outside the SLO whatever its percentiles (None: a closed loop, or too few requests)")
     requests_sent: int | None = None
     bodies_sha256: str | None = Field(None, description="sha256 of the exact bodies sent (requests_sent.jsonl.gz)")
     prompts_sha256: str | None = Field(None, description="sha256 of the prompts alone, the engine's dialect left out")

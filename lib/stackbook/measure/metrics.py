@@ -14,6 +14,7 @@ import pandas as pd
 
 from stackbook.loadgen.records import RequestRecord
 from stackbook.loadgen.phases import MEASURED_LOAD, Phase
+from stackbook.measure.steady_state import GREW, TOO_FEW, steady_state
 from stackbook.measure.metric_definitions import (
     e2e_ms,
     e2e_s,
@@ -177,6 +178,12 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     short = [x for x in ok if x["length_controlled"] and x["output_tokens"] < x["output_tokens_requested"]]
     out["length_not_honoured"] = len(short)
     out.update(connection_setup(records))
+    # Whether the queue grew while the point was measured: an open loop past capacity keeps
+    # growing it, and its percentiles then describe the point's length, not the load.
+    state = steady_state(measured)
+    out["steady_state"] = state.as_dict()
+    open_loop = all(r.concurrency == 0 for r in measured)  # an open loop sends without a concurrency
+    out["queue_grew"] = (state.verdict == GREW) if open_loop and state.verdict != TOO_FEW else None
     return out
 
 

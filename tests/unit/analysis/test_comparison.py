@@ -245,3 +245,18 @@ def test_analysis_json_names_each_arms_ranked_and_left_out_points(tmp_path, monk
         "accepted", "accepted", "discarded (on_invalid_load: schedule_lag_ms_p99=21.952)"]
     assert out["ranking_rule"].startswith("Only points of accepted, comparable arms")
     assert {f["arm"]: f["comparable"] for f in out["fairness"]} == {"llama-cpp": True, "vllm-cpu": True}
+
+
+def test_an_over_saturated_load_is_outside_the_slo_whatever_its_share():
+    """An open loop whose queue grew over the window (measure.steady_state) is refuted, and not
+    counted inside by its estimate or its interval, even with every request inside the bounds."""
+    df = frame()
+    df["queue_grew"] = (df["arm"] == "steady") & (df["load"] == 4)
+    table = analysis.load_table(df, 0.95)
+    cap = analysis.slo_capacity(table, 0.8)
+    assert cap.loc["steady", "over-saturated (queue grew)"] == "4"
+    assert cap.loc["steady", "lowest load proven outside (exact)"] == 4
+    assert cap.loc["steady", "max load inside the SLO (estimate)"] == 1
+    assert cap.loc["steady", "max load inside the SLO (interval)"] == 1
+    # A run measured before the check has no such column, and its table is what it was.
+    assert "over-saturated (queue grew)" not in analysis.slo_capacity(analysis.load_table(frame(), 0.95), 0.8)
