@@ -54,8 +54,8 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path):
 def test_every_figure_is_drawn_in_the_report(fresh_report):
     page = inspect_page(fresh_report.report)
     saved = sorted(p.name for p in fresh_report.figures.glob("*.png"))
-    assert saved == ["e2e_ms_vs_load.png", "e2e_p50_vs_load.png", "headline.png", "output_throughput_vs_load.png",
-                     "pareto.png", "pareto_intervals.png", "queueing_fit.png", "sizing.png",
+    assert saved == ["e2e_ms_vs_load.png", "e2e_p50_vs_load.png", "headline.png", "interactivity.png",
+                     "output_throughput_vs_load.png", "pareto.png", "pareto_intervals.png", "queueing_fit.png", "sizing.png",
                      "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png", "ttft_cdf.png",
                      "ttft_ms_vs_load.png", "ttft_p50_vs_load.png"]
     assert len(page.images) == len(saved)
