@@ -96,6 +96,28 @@ plots.latency_vs_load(points, session.arm_dir.figures, "tpot_ms")
 plots.throughput_vs_concurrency(points, session.arm_dir.figures)
 
 # %% [markdown]
+# ## Capacity inside the SLO
+#
+# Where the protocol asks for it (`protocol.capacity`), each repetition searches the highest
+# concurrency this engine carries inside the SLO: double from the start until a probe is proven
+# outside, then bisect between the highest load proven inside and the lowest proven outside. A
+# probe is a closed-loop point like the sweep's (same prompts, warm-up, cool-down, cache state);
+# it is inside when the share of its requests meeting every bound has a 95% lower bound at or above
+# the target, outside when the upper bound is below it, and undecided otherwise, or when its load
+# did not hold (then it runs again with twice the requests). The answer is an interval, never a
+# single number. Probe records are kept apart, in `capacity_requests.jsonl`.
+
+# %%
+from stackbook.steps import capacity as capacity_step
+
+capacity = capacity_step.arm_capacity(session, run_id=run_id, repetitions=repetitions, progress=endpoint is None)
+if capacity is None:
+    display(Markdown("No capacity search: this protocol sets no `capacity`."))
+else:
+    display(readable(capacity_step.rounds_table(capacity)))
+    display(readable(capacity_step.probes_table(capacity)))
+
+# %% [markdown]
 # ## Was the load what the protocol asked for?
 #
 # For a closed loop, the measured requests alone (warm-up and cool-down left out) must keep the

@@ -12,6 +12,7 @@ from pydantic import (
     model_validator,
 )
 
+from stackbook.config.capacity_search import Cost
 from stackbook.config.protocol import Protocol
 from stackbook.config.strict import Strict
 from stackbook.engines import registry
@@ -164,6 +165,8 @@ class Campaign(Strict):
     model: ModelSpec = ModelSpec()
     hardware: Hardware = Hardware()
     protocol: Protocol = Protocol()
+    cost: Cost | None = Field(None, description="prices that turn the measured capacity into a cost per million "
+                              "output tokens (None: no cost line)")
     variables_under_test: list[str] = Field(default_factory=list)
     arms: list[Arm] = Field(min_length=1)
 

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from stackbook.config.arrival_patterns import Arrival, ClosedLoop, LoadLevel
+from stackbook.config.capacity_search import CapacitySearch
 from stackbook.config.length_distributions import Length
 from stackbook.config.strict import Strict
 
@@ -275,6 +276,8 @@ class Protocol(Strict):
     canaries: Canaries = Canaries()
     discard_rules: DiscardRules = DiscardRules()
     loadgen: LoadGen = LoadGen()
+    capacity: CapacitySearch | None = Field(None, description="search each arm's highest concurrency inside the "
+                                            "SLO in every repetition of its sweep (None: no search)")
 
     @field_validator("repetitions", mode="before")
     @classmethod
@@ -317,6 +320,12 @@ class Protocol(Strict):
             raise ValueError(f"stages {self.stages} would skip the sweep: it runs only after the canaries pass; "
                              "add canaries (stages: [sizing, canaries, sweep]), or set "
                              "canaries.run_sweep_on_hold: true to measure with every arm labelled 'not gated'")
+        if self.capacity is not None and not isinstance(self.arrival, ClosedLoop):
+            raise ValueError(f"capacity searches closed-loop concurrency, and arrival.kind is {self.arrival.kind!r}; "
+                             "set arrival.kind: closed_loop, or remove capacity")
+        if self.capacity is not None and "sweep" not in self.stages:
+            raise ValueError(f"capacity runs with the sweep, and stages {self.stages} leave it out; add sweep to "
+                             "stages, or remove capacity")
         return self
 
     def seed_of(self, repetition: int) -> int:

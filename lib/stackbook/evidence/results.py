@@ -11,6 +11,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stackbook.capacity.record import CapacityResults
 from stackbook.evidence.label import Label, arm_label
 
 Number = Union[int, float]  # an int stays an int in the file, a float a float
@@ -307,6 +308,7 @@ class ArmResults(Open):
     sizing: SizingResults | None = None
     canaries: CanaryResults | None = None
     sweep: SweepResults | None = None
+    capacity: CapacityResults | None = None
 
     def label(self, *, engine_died: bool = False, comparable: bool = True) -> Label:
         return arm_label(self.canaries.verdict if self.canaries else None,
@@ -314,7 +316,8 @@ class ArmResults(Open):
                          engine_died=engine_died, comparable=comparable)
 
 
-SECTIONS: dict[str, type[BaseModel]] = {"sizing": SizingResults, "canaries": CanaryResults, "sweep": SweepResults}
+SECTIONS: dict[str, type[BaseModel]] = {"sizing": SizingResults, "canaries": CanaryResults, "sweep": SweepResults,
+                                        "capacity": CapacityResults}
 
 
 def validate_section(section: str, data) -> BaseModel:

@@ -85,6 +85,12 @@ class ArmDir(Folder):
         return self.path / "requests.jsonl"
 
     @property
+    def capacity_requests(self) -> Path:
+        """The capacity search's probes, one line per request as in requests.jsonl, kept apart so
+        the sweep's points and figures never mix with them."""
+        return self.path / "capacity_requests.jsonl"
+
+    @property
     def requests_sent(self) -> Path:
         """Every request body as it was sent, with its send offset (gzip JSONL): the audit and
         replay record of what the engine was asked."""
