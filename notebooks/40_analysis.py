@@ -237,6 +237,36 @@ protocol = campaign.protocol
 readable(decide.slo_capacity(table, protocol.slo.attainment, protocol.decision.confidence)) if not table.empty else None
 
 # %% [markdown]
+# ## Capacity, searched
+#
+# Where the protocol asks for it, each repetition of each arm searched its highest concurrency
+# inside the SLO (`protocol.capacity`): doubling until a probe was proven outside, then bisecting.
+# An arm's capacity is what every repetition proved: the highest load proven inside in all of them
+# and the lowest proven outside in all of them, so one lucky round never widens the claim. Beside
+# it, what the arithmetic predicted and its error against that interval (0 inside it; otherwise the
+# relative distance to the nearer end, positive when it predicted more), and the cost of a million
+# output tokens at the capacity's lower end from the campaign's prices.
+
+# %%
+from stackbook.analysis import capacity_plots
+
+capacity_rows = pd.DataFrame(result.capacity)
+(capacity_plots.capacity_search_figure(result.capacity, arms, figures)
+ or Absent("no capacity search in this campaign: set protocol.capacity to run one"))
+
+# %%
+if not capacity_rows.empty:
+    display(Markdown("\n".join(f"- {s}" for s in capacity_rows["sentence"])))
+readable_or_absent(capacity_rows.drop(columns=["sentence"], errors="ignore"),
+                   "no capacity search in this campaign", "capacity per arm")
+
+# %%
+from stackbook.analysis.capacity_summary import predictions_display
+
+readable_or_absent(predictions_display(result.capacity_predictions), "no capacity search to set predictions against",
+                   "the arithmetic against the measured capacity")
+
+# %% [markdown]
 # ## How close to the hardware's bound
 #
 # Single-stream decode (concurrency 1) against the memory-bandwidth bound from the sizing

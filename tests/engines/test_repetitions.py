@@ -1,6 +1,7 @@
 """Repetitions on a real engine: an A/A pair of llama.cpp arms, two repetitions interleaved A B
 then B A, each begun with a fresh engine start; the verdict never ranks the two, the realized
-prefix cache reads cold, and every passport carries the run's one harness revision."""
+prefix cache reads cold, and every passport carries the run's one harness revision. Each
+repetition also runs a small capacity search (up to 2 clients, under an SLO both loads meet)."""
 import json
 
 import pytest
@@ -21,7 +22,8 @@ protocol:
   warmup_requests: 1
   repetitions: 2
   decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, e2e_p50]}
-  slo: {ttft_ms: 5000, tpot_ms: 500}
+  slo: {ttft_ms: 5000, tpot_ms: 500, attainment: 0.9}
+  capacity: {start: 1, max_load: 2, requests: 20, max_requests: 40, max_probes: 4, max_wall_s: 120}
   canaries:
     out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
                    instruction_following: replies not judged for wording, batch_invariance: speed only}
@@ -79,3 +81,26 @@ def test_the_fairness_table_reads_a_cold_cache_and_one_harness_revision(run):
     harness = {rows[a]["harness"] for a in rows}
     manifest = json.loads(run.manifest.read_text())
     assert len(harness) == 1 and manifest["harness"]["commit"] in harness.pop()
+
+
+def test_each_repetition_searched_the_capacity_on_its_own_engine(run):
+    analysis = json.loads(run.analysis.read_text())
+    rows = {r["arm"]: r for r in analysis["capacity"]}
+    assert set(rows) == {"first", "second"}
+    for arm in ("first", "second"):
+        cap = json.loads(run.arm(arm).results.read_text())["capacity"]
+        assert set(cap["rounds"]) == {"0", "1"}
+        for r in cap["rounds"].values():
+            # Both loads meet a 5 s TTFT bound: the search climbs to the largest load allowed and says so.
+            assert r["lower"] == 2 and r["upper"] is None and not r["resolved"], r
+            assert "the capacity may lie above it" in r["stop_reason"]
+            inside = [p for p in r["probes"] if p["verdict"] == "inside"]
+            assert [p["load"] for p in inside] == [1, 2] and all(p["met"] == p["requests"] for p in inside)
+        probes = {rec.point for rec in read_records(run.arm(arm).capacity_requests)}
+        assert probes and all(p.startswith("cap-r") for p in probes)
+        sweep_points = {rec.point for rec in read_records(run.arm(arm).requests)}
+        assert not any(p.startswith("cap-") for p in sweep_points)  # kept apart from the sweep
+        assert rows[arm]["lower"] == 2 and rows[arm]["upper"] is None
+        assert "may lie higher" in rows[arm]["sentence"]
+    prediction = {(p["arm"], p["prediction"]): p for p in analysis["capacity_predictions"]}
+    assert prediction[("first", "engine: live sequences it allows")]["predicted"] == 2  # parallel: 2

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from stackbook.analysis.capacity_summary import capacity_tables
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.analysis.fairness import fairness_table
@@ -286,6 +287,8 @@ class CampaignAnalysis(Open):
     demand_maps: dict[str, ArmDemandMap] = {}
     open_loop_waits: list[dict[str, Any]] = []
     reconciliation: list[dict[str, Any]] = []  # per arm and point: client against engine, with a verdict
+    capacity: list[dict[str, Any]] = []  # per arm that searched: its interval over the repetitions, and the cost
+    capacity_predictions: list[dict[str, Any]] = []  # per arm: sizing, demand map and MVA against that interval
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -311,6 +314,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     conf = verdict_confidence(protocol)
     table = load_table(df, conf) if not df.empty else pd.DataFrame()
     lines, found = verdict(df, fair, protocol, {a.name: a.replicate_of for a in campaign.arms if a.replicate_of})
+    maps = demand_maps_of(arms, labels)
+    capacity, predictions = capacity_tables(campaign, arms, maps)
     return CampaignAnalysis(
         campaign=campaign.name,
         arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],
@@ -331,9 +336,10 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
                        "interval": "Student's t over repetition estimates; between arms, the log ratio paired by "
                                    "round where both ran the same repetitions, else Welch"},
         ranking_rule=RANKING_RULE,
-        demand_maps=demand_maps_of(arms, labels),
+        demand_maps=maps,
         open_loop_waits=_records(open_loop_points(campaign, arms, df)),
-        reconciliation=reconciliation_rows(arms))
+        reconciliation=reconciliation_rows(arms),
+        capacity=_records(capacity), capacity_predictions=_records(predictions))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

@@ -62,19 +62,32 @@ def supported(percentile: float | None, n: int) -> bool:
     return percentile is None or n >= min_sample(percentile)
 
 
-def percentile_text(percentile: int, value: float | None, n: int, unit: str = "ms") -> str:
-    """A percentile as a reader should see it: with its sample size, or as the maximum it is."""
+def undersampled_text(percentile: int, n: int, value: float, maximum: float | None = None, digits: int = 1,
+                      unit: str = "") -> str:
+    """A tail percentile its sample cannot carry, as what it is: the sample's maximum where the
+    record keeps it, else the interpolated value named so (never called a maximum)."""
+    u = f" {unit}" if unit else ""
+    if maximum is not None and maximum == maximum:
+        return f"max of {n}: {maximum:,.{digits}f}{u}"
+    return f"n={n} < {min_sample(percentile)}: p{percentile} {value:,.{digits}f}{u} interpolated"
+
+
+def percentile_text(percentile: int, value: float | None, n: int, unit: str = "ms",
+                    maximum: float | None = None) -> str:
+    """A percentile as a reader should see it: with its sample size, or, where the sample is too
+    small for it, as `undersampled_text` says."""
     if value is None:
         return "-"
     if not supported(percentile, n):
-        return f"max of {n}: {value:,.0f} {unit}"
+        return undersampled_text(percentile, n, value, maximum, 0, unit)
     return f"{value:,.0f} {unit} (p{percentile}, n={n})"
 
 
 def sized_percentiles(frame, count: str = "completed", rename: bool = True):
     """A table of per-point figures as a reader should see it: every percentile column above the
     median whose point has fewer requests than it needs reads "max of n: value" (the sample's
-    largest value, which is what it is), and its header says so. Display only: the stored figures
+    largest value, from its `_max` column) or, in a record without one, the interpolated value
+    named so; its header says so. Display only: the stored figures
     stay numbers."""
     import re
 
@@ -87,10 +100,12 @@ def sized_percentiles(frame, count: str = "completed", rename: bool = True):
             continue
         q = int(m.group(1))
         need = min_sample(q)
-        out[col] = [("-" if v is None or v != v else f"max of {int(n)}: {v:,.0f}" if n < need else f"{v:,.1f}")
-                    for v, n in zip(out[col], out[count])]
+        top = frame[f"{col[:m.start()]}_max"] if f"{col[:m.start()]}_max" in frame else [None] * len(out)
+        out[col] = [("-" if v is None or v != v else undersampled_text(q, int(n), v, mx, 0) if n < need
+                     else f"{v:,.1f}") for v, n, mx in zip(out[col], out[count], top)]
         if rename:
-            out = out.rename(columns={col: f"{col} (max of n below n={need})"})
+            below = "the maximum" if f"{col[:m.start()]}_max" in frame else "interpolated"
+            out = out.rename(columns={col: f"{col} (below n={need}: {below})"})
     return out
 
 

@@ -160,9 +160,13 @@ def summary_html(run: RunDir, campaign, arms: dict, result) -> str:
                             "why": label_reason(n, a, manifest_arms.get(n, {})),
                             "evidence": evidence_links(run, n)} for n, a in result.arms.items()])
     pages = run_page_links(run)
+    capacity = list(getattr(result, "capacity", None) or [])
+    answer = ("<h3>Capacity inside the SLO</h3><ul>" + "".join(f"<li>{html.escape(r['sentence'])}</li>" for r in capacity)
+              + "</ul>") if capacity else ""
+
     return (f'<div class="stackbook-first-screen"><p class="stackbook-question">{question(campaign, arms)}'
             f" <small>(campaign <code>{html.escape(campaign.name)}</code>: {html.escape(campaign.description)})"
-            f"</small></p><h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"
+            f"</small></p>{answer}<h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"
             f"</small></p><h3>Arms</h3>{_html_table(labels) if not labels.empty else '<p>No arm ran.</p>'}"
             + (f"<p>Also in this run: {pages}.</p>" if pages else "") + "</div>")
 

@@ -132,12 +132,13 @@ def _with_spread_of(cells: dict, spread_from: dict, confidence: float) -> dict:
 
 def figure_text(row: pd.Series, c: Compared) -> str:
     """A compared figure in a table cell: the estimate and its interval; an unsupported percentile
-    reads as the maximum it is, with its sample size."""
+    (a mean of repetitions' interpolated tails, not a maximum) says so, with its sample size."""
     est = row.get(c.name)
     if est is None or pd.isna(est):
         return "-"
     if c.percentile and not row.get(f"{c.name}_supported"):
-        return f"max of {int(row['requests_per_repetition'])}: {est:,.0f}"
+        n, need = int(row["requests_per_repetition"]), min_sample(c.percentile)
+        return f"n={n} < {need} a repetition: p{c.percentile} {est:,.0f} interpolated, not compared"
     lo, hi = row.get(f"{c.name}_lo"), row.get(f"{c.name}_hi")
     digits = 1 if c.unit == "tok/s" or est < 100 else 0
     if lo is None or pd.isna(lo):
@@ -215,7 +216,8 @@ def unsupported_note(df: pd.DataFrame, protocol) -> str | None:
         return None
     return ("Not compared: " + ", ".join(f"{c.label} (needs at least {min_sample(c.percentile)} requests per "
                                          "repetition)" for c in left)
-            + f"; the smallest repetition here has {fewest}, so its tail is shown as the maximum of the sample.")
+            + f"; the smallest repetition here has {fewest}, too few to estimate it, so the table shows its "
+              "interpolated value marked as such and the verdict leaves it out.")
 
 
 def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: str) -> list[str]:

@@ -43,3 +43,21 @@ def attainment_verdict(load: float, met: int, n: int, target: float, duration_s:
         verdict = "undecided"
         reason = f"{share}: holds the target {target}"
     return ProbeVerdict(load, verdict, reason, n, duration_s, met)
+
+
+def requests_to_prove(target: float, confidence: float = 0.95, most: int = 1_000_000) -> int:
+    """The fewest requests that can prove `target` under this rule: all of them meeting the SLO
+    puts the Wilson lower bound at or above it (None of fewer can be judged inside)."""
+    n = 1
+    while wilson_interval(n, n, confidence)[0] < target:
+        n = n * 2 if n < 64 else int(n * 1.25)
+        if n > most:
+            raise ValueError(f"no sample of at most {most} requests can prove {target}")
+    lo = n // 2 if n <= 128 else int(n / 1.25)
+    while lo + 1 < n:  # the smallest n in (lo, n] that proves it
+        mid = (lo + n) // 2
+        if wilson_interval(mid, mid, confidence)[0] >= target:
+            n = mid
+        else:
+            lo = mid
+    return n

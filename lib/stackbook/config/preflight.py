@@ -265,12 +265,18 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
             offsets = p.arrival.schedule(level, n, 0) or [0.0]
             span = offsets[-1] / level.get("speedup", 1) + per_request
         seconds += span * p.repetitions.most
+    search = ""
+    if p.capacity is not None:  # its time budget, checked before each probe (the last may run past it)
+        seconds += p.capacity.max_wall_s * p.repetitions.most
+        search = (f"; the capacity search at most its budget of {p.capacity.max_wall_s:,.0f} s a repetition "
+                  f"(and {p.capacity.max_probes} probes), plus one probe")
     if measured:
         return ArmEstimate(arm.name, seconds + measured["overhead_s"], requests,
                            f"TTFT {ttft * 1000:,.0f} ms and TPOT {tpot * 1000:,.1f} ms as measured in {measured['run']}, "
-                           f"plus its engine start and canaries, {measured['overhead_s']:,.0f} s")
+                           f"plus its engine start and canaries, {measured['overhead_s']:,.0f} s{search}")
     return ArmEstimate(arm.name, seconds, requests, f"arithmetic at the SLO's TTFT {p.slo.ttft_ms:g} ms and TPOT "
-                       f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included")
+                       f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included"
+                       f"{search}")
 
 
 def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out: Preflight, runs_root: Path,
@@ -342,6 +348,24 @@ def check_slo_sample(campaign: Campaign, protocols: dict[str, Protocol], out: Pr
                     "undecided")
         if note not in out.notes:
             out.notes.append(note)
+    for arm in campaign.arms:
+        p = protocols[arm.name]
+        if p.capacity is not None:
+            note = capacity_sample_note(p, _where(campaign, arm, "capacity"))
+            if note not in out.notes:
+                out.notes.append(note)
+
+
+def capacity_sample_note(p: Protocol, where: str) -> str:
+    """What a probe's sample can prove: the requests a load needs, all inside the SLO, to be judged
+    inside (the Wilson rule of capacity.verdict), against the plan's first probe and its ceiling."""
+    from stackbook.capacity.verdict import requests_to_prove
+
+    need, c = requests_to_prove(p.slo.attainment), p.capacity
+    first = (f"a first probe of {c.requests} can prove it" if c.requests >= need else
+             f"a first probe of {c.requests} cannot, so every load judged inside is probed again with more")
+    return (f"{where}: a load is proven inside slo.attainment {p.slo.attainment:g} when at least {need} of its "
+            f"requests, every one inside the SLO, say so at 95%; {first} (up to {c.max_requests})")
 
 
 def free_space(path: str | os.PathLike) -> float | None:

@@ -323,6 +323,17 @@ class Protocol(Strict):
         if self.capacity is not None and not isinstance(self.arrival, ClosedLoop):
             raise ValueError(f"capacity searches closed-loop concurrency, and arrival.kind is {self.arrival.kind!r}; "
                              "set arrival.kind: closed_loop, or remove capacity")
+        if self.capacity is not None and self.slo.attainment >= 1:
+            raise ValueError("capacity cannot prove slo.attainment 1: no sample shows that every request ever will "
+                             "meet the SLO; state a share below 1 (e.g. 0.99), or remove capacity")
+        if self.capacity is not None:
+            from stackbook.capacity.verdict import requests_to_prove
+            need = requests_to_prove(self.slo.attainment)
+            if self.capacity.max_requests < need:
+                raise ValueError(f"capacity.max_requests {self.capacity.max_requests} cannot prove slo.attainment "
+                                 f"{self.slo.attainment}: even that many requests all inside the SLO leave its 95% "
+                                 f"lower bound below it, so no load could be proven inside; set max_requests to at "
+                                 f"least {need}, or lower slo.attainment")
         if self.capacity is not None and "sweep" not in self.stages:
             raise ValueError(f"capacity runs with the sweep, and stages {self.stages} leave it out; add sweep to "
                              "stages, or remove capacity")

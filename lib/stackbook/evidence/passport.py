@@ -19,7 +19,7 @@ from stackbook.evidence.results import (
     PointSummary,
     Unknown,
 )
-from stackbook.analysis.decision import min_sample
+from stackbook.analysis.decision import min_sample, undersampled_text
 from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity, topology_line
@@ -328,7 +328,8 @@ def passport_markdown(p: dict) -> str:
         lines.append(f"Label: **{res['label']}**. Peak engine RSS: {_fmt(res['peak_engine_rss_gib'])} GiB. "
                      f"Energy: {_fmt(res['energy'])}.")
         lines += ["", "A tail percentile is shown only where the point has the requests it needs (p95: 20, p99: 100); "
-                  "below that the column gives the maximum of its n requests.", "",
+                  "below that the column gives the maximum of its n requests (or, in a record without it, the "
+                  "interpolated value, named so).", "",
                   "| point | completed | TTFT p50 / tail ms | TPOT p50 / tail ms | E2E p50 / p95 / p99 ms | out tok/s | goodput req/s |",
                   "|---|---|---|---|---|---|---|"]
         for name, s in res["points"].items():
@@ -340,7 +341,7 @@ def passport_markdown(p: dict) -> str:
                     return "-"
                 q = int(k.rsplit("_p", 1)[1]) if "_p" in k else None
                 if q and q > 50 and n < min_sample(q):
-                    return f"max of {n}: {v:,.1f}"
+                    return undersampled_text(q, n, v, s.get(f"{k.rsplit('_p', 1)[0]}_max"))
                 return f"{v:,.1f}"
             lines.append(f"| {name} | {s['completed']}/{s['requests']} | {g('ttft_ms_p50')} / {g('ttft_ms_p99')} | "
                          f"{g('tpot_ms_p50')} / {g('tpot_ms_p99')} | {g('e2e_ms_p50')} / {g('e2e_ms_p95')} / "

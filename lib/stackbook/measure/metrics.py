@@ -54,8 +54,8 @@ def requests_frame(records: list[RequestRecord]) -> pd.DataFrame:
 def _stats(values, prefix: str) -> dict:
     v = np.asarray([x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))], float)
     if v.size == 0:
-        return {f"{prefix}_{k}": None for k in ("mean", *(f"p{p}" for p in PERCENTILES))}
-    out = {f"{prefix}_mean": float(v.mean())}
+        return {f"{prefix}_{k}": None for k in ("mean", *(f"p{p}" for p in PERCENTILES), "max")}
+    out = {f"{prefix}_mean": float(v.mean()), f"{prefix}_max": float(v.max())}
     out.update({f"{prefix}_p{p}": float(np.percentile(v, p)) for p in PERCENTILES})
     return out
 

@@ -42,7 +42,9 @@ def test_the_interval_of_repetition_estimates_is_students_t():
 
 def test_percentiles_need_their_sample():
     assert (min_sample(50), min_sample(95), min_sample(99)) == (2, 20, 100)
-    assert percentile_text(99, 2076.0, 8) == "max of 8: 2,076 ms"
+    # Too few for p99: the sample's maximum where the record keeps it, else the interpolated value named so.
+    assert percentile_text(99, 2076.0, 8, maximum=2100.0) == "max of 8: 2,100 ms"
+    assert percentile_text(99, 2076.0, 8) == "n=8 < 100: p99 2,076 ms interpolated"
     assert percentile_text(99, 2076.0, 128) == "2,076 ms (p99, n=128)"
 
 
@@ -105,3 +107,30 @@ def test_pairing_by_round_cancels_drift_the_round_shares():
     d = np.log(a) - np.log(b)
     ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
     assert math.isclose(paired.lo, math.exp(ci.low)) and math.isclose(paired.hi, math.exp(ci.high))
+
+
+def test_an_undersampled_tail_in_a_committed_run_is_never_called_its_maximum():
+    """workloads/reference vllm-cpu rate2-r0 stores an interpolated p99 of 16 requests; the table
+    once printed it as "max of 16". Recomputed from its records the maximum differs, and only the
+    maximum is shown under that name."""
+    import json
+
+    import pandas as pd
+
+    from stackbook.analysis.decision import sized_percentiles
+    from stackbook.config.loading import load_campaign
+    from stackbook.evidence.rundir import RunDir
+    from stackbook.loadgen.records import read_records
+    from stackbook.measure.metrics import point_summary
+
+    run = RunDir("outputs/workloads/reference")
+    d = run.arm("vllm-cpu")
+    point = json.loads(d.results.read_text())["sweep"]["points"]["rate2-r0"]
+    records = [r for r in read_records(d.requests, latest_attempt=True) if r.point == "rate2-r0"]
+    again = point_summary(records, load_campaign(run.campaign_resolved).protocol.slo)
+    assert again["e2e_ms_max"] > point["e2e_ms_p99"]  # the stored p99 is not the maximum
+    stored = sized_percentiles(pd.DataFrame([point]))
+    cell = stored.filter(like="e2e_ms_p99").iloc[0, 0]
+    assert "interpolated" in cell and "max of" not in cell
+    shown = sized_percentiles(pd.DataFrame([point | {"e2e_ms_max": again["e2e_ms_max"]}])).filter(like="e2e_ms_p99")
+    assert shown.iloc[0, 0] == f"max of {point['completed']}: {again['e2e_ms_max']:,.0f}"

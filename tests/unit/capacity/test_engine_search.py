@@ -5,6 +5,8 @@ so TPOT is 50, 90, 130 and 170 ms at 1 to 4 clients. Under a 110 ms TPOT bound t
 every token of a fifth of the requests to move a verdict)."""
 import json
 
+import pytest
+
 from stackbook.harness.knee_scheduler import Knee
 from stackbook.steps import capacity as capacity_step
 from stackbook.steps.session import open_arm
@@ -61,3 +63,42 @@ def test_the_search_brackets_the_known_capacity_and_resumes_from_its_records(tmp
     assert again["rounds"]["0"]["probes"] == round0["probes"]
     assert len(session.arm_dir.capacity_requests.read_text().splitlines()) == len(lines)
     assert set(capacity_step.rounds_table(again).columns) >= {"highest proven inside", "lowest proven outside"}
+
+
+def test_a_capacity_search_needs_a_closed_loop_and_a_sweep(tmp_path):
+    from stackbook.config.errors import CampaignError
+    from stackbook.config.loading import load_campaign
+
+    base = _campaign(tmp_path, "http://127.0.0.1:9")
+    text = open(base).read()
+    open(base, "w").write(text.replace("arrival: {kind: closed_loop, concurrency: [1]}",
+                                       "arrival: {kind: poisson, rates: [1]}"))
+    with pytest.raises(CampaignError, match="capacity searches closed-loop concurrency"):
+        load_campaign(base)
+    open(base, "w").write(text.replace("max_requests: 60", "max_requests: 20"))
+    with pytest.raises(CampaignError, match="max_requests 20 is below capacity.requests 30"):
+        load_campaign(base)
+
+
+def test_a_search_that_could_never_prove_the_target_is_refused_and_the_plan_says_what_proves_it(tmp_path):
+    from stackbook.capacity.verdict import requests_to_prove
+    from stackbook.config.errors import CampaignError
+    from stackbook.config.loading import load_campaign
+    from stackbook.config.preflight import capacity_sample_note
+    from stackbook.measure.slo_bounds import wilson_interval
+
+    # The fewest requests that, all inside, prove the target: one fewer does not.
+    for target in (0.8, 0.9, 0.99):
+        n = requests_to_prove(target)
+        assert wilson_interval(n, n)[0] >= target > wilson_interval(n - 1, n - 1)[0]
+    base = _campaign(tmp_path, "http://127.0.0.1:9")
+    text = open(base).read()
+    open(base, "w").write(text.replace("attainment: 0.8", "attainment: 0.99"))
+    with pytest.raises(CampaignError, match="max_requests 60 cannot prove slo.attainment 0.99.*at least 381"):
+        load_campaign(base)
+    open(base, "w").write(text.replace("attainment: 0.8", "attainment: 1"))
+    with pytest.raises(CampaignError, match="no sample shows that every request"):
+        load_campaign(base)
+    open(base, "w").write(text.replace("requests: 30, max_requests: 60", "requests: 10, max_requests: 60"))
+    note = capacity_sample_note(load_campaign(base).protocol, "protocol.capacity")
+    assert "at least 16 of its requests" in note and "a first probe of 10 cannot" in note

@@ -23,7 +23,7 @@ def test_schema_prints_valid_json_schema(kind, title, required):
 
 def test_results_schema_types_the_sections():
     schema = json.loads(CliRunner().invoke(app, ["schema", "results"]).stdout)
-    assert set(schema["properties"]) == {"sizing", "canaries", "sweep"}
+    assert set(schema["properties"]) == {"sizing", "canaries", "sweep", "capacity"}
     canaries = schema["$defs"]["CanaryResults"]["properties"]["verdict"]
     assert canaries["enum"] == ["PASS", "HOLD"]
     assert schema["$defs"]["Label"]["enum"] == ["accepted", "HOLD", "not comparable", "discarded", "engine died",
