@@ -16,17 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def interval_error(predicted: float | None, lower: float | None, upper: float | None) -> float | None:
-    """0 where the prediction lies in [lower, upper]; else its relative distance to the nearer end
-    (positive: it predicted more than was measured). None without a prediction or a measured end."""
+def interval_error(predicted: float | None, lower: float | None, upper: float | None,
+                   integer: bool = True) -> float | None:
+    """0 where the prediction is a load the capacity may be: from the highest proven inside up to,
+    not including, the lowest proven outside (for whole loads, up to one below it). Elsewhere, its
+    relative distance to the nearest such load (positive: it predicted more than was measured).
+    None without a prediction or a measured end, or above a one-sided interval."""
     if predicted is None or (lower is None and upper is None):
         return None
     if lower is not None and predicted < lower:
         return predicted / lower - 1
-    if upper is not None and predicted > upper:
-        return predicted / upper - 1
-    if lower is None or upper is None:
-        return None  # on the open side of a one-sided interval: neither confirmed nor refuted
+    if upper is not None and predicted >= upper:
+        highest = upper - 1 if integer and upper - 1 >= (lower or 1) else upper
+        return predicted / highest - 1 if predicted != highest else 0.0
+    if upper is None:
+        return None  # above a load proven inside, none proven outside: neither confirmed nor refuted
     return 0.0
 
 

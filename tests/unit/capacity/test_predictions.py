@@ -11,12 +11,15 @@ from stackbook.capacity.predictions import (
 )
 
 
-def test_an_error_is_zero_inside_the_interval_and_relative_to_the_nearer_end_outside():
-    assert interval_error(3, 2, 4) == 0.0
-    assert interval_error(8, 2, 4) == pytest.approx(1.0)      # twice the upper end
-    assert interval_error(1, 2, 4) == pytest.approx(-0.5)     # half the lower end
+def test_an_error_is_zero_where_the_capacity_may_lie_and_relative_to_the_nearest_such_load_elsewhere():
+    # Inside at 2, outside at 4: the capacity is 2 or 3 clients.
+    assert interval_error(3, 2, 4) == interval_error(2, 2, 4) == 0.0
+    assert interval_error(4, 2, 4) == pytest.approx(1 / 3)   # 4 was proven outside: a third above 3
+    assert interval_error(6, 2, 4) == pytest.approx(1.0)     # twice the highest possible, 3
+    assert interval_error(1, 2, 4) == pytest.approx(-0.5)    # half the lower end
+    assert interval_error(4.2, 2.0, 4.0, integer=False) == pytest.approx(0.05)  # a rate: the upper end itself
     assert interval_error(None, 2, 4) is None
-    assert interval_error(9, 2, None) is None                 # above a one-sided interval: not refuted
+    assert interval_error(9, 2, None) is None                # above a one-sided interval: not refuted
     assert interval_error(1, 2, None) == pytest.approx(-0.5)
 
 
