@@ -65,7 +65,9 @@ figures = run.figures
 # Each column must read the same for every arm. The values are what each arm did (weights digests,
 # the KV precision the engine logged, the decoding fields and prompts' digest from the bodies sent,
 # realized output lengths and load, warm-up and window as sent), not the protocol they shared; a
-# field not observed is not a difference.
+# field not observed is not a difference. An arm departs from the protocol where the protocol fixes
+# the value (a cache configured cold that served cached tokens), else from what most arms observed;
+# two arms that disagree both depart. `differs` names the fields.
 
 # %%
 fair = analysis.fairness_table(campaign, arms)

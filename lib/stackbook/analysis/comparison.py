@@ -10,7 +10,7 @@ import pandas as pd
 from stackbook.analysis.capacity_summary import capacity_tables
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.measure.reconciliation import reconciliation_rows
-from stackbook.analysis.fairness import fairness_table
+from stackbook.analysis.fairness import DIFFERS, fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.run_data import arm_labels, load_run
 from stackbook.analysis.verdict import (
@@ -304,7 +304,7 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     fair = fairness_table(campaign, arms)
     labels = arm_labels(arms, fair)
     df = comparison_frame(arms, fair)
-    differs = fair.filter(like="differs_from_").iloc[:, 0] if not fair.empty else pd.Series(dtype=object)
+    differs = fair[DIFFERS] if not fair.empty else pd.Series(dtype=object)
 
     def status_of(n: str) -> dict[str, str]:
         mine = df[df["arm"] == n] if not df.empty else df

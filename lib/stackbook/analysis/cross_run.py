@@ -8,7 +8,7 @@ import os
 import pandas as pd
 
 from stackbook.analysis import comparison
-from stackbook.analysis.fairness import MEASURED_FIELDS
+from stackbook.analysis.fairness import DIFFERS, MEASURED_FIELDS
 from stackbook.analysis.run_data import load_run
 from stackbook.analysis.verdict import decisions
 from stackbook.evidence.rundir import RunDir
@@ -73,7 +73,7 @@ def fairness_across_runs(loaded: dict[str, tuple]) -> pd.DataFrame:
     per_run = {}
     for key, (campaign, arms) in loaded.items():
         fair = comparison.fairness_table(campaign, arms)
-        fair = fair[[c for c in fair.columns if not c.startswith("differs_from_") and c != "comparable"
+        fair = fair[[c for c in fair.columns if c != DIFFERS and c != "comparable"
                      and c not in MEASURED_FIELDS]]
         per_run[key] = fair.stack()
     df = pd.DataFrame(per_run)

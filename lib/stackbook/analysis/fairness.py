@@ -20,6 +20,7 @@ import pandas as pd
 from stackbook.measure.validity import CONCURRENCY_TOLERANCE, RATE_TOLERANCE
 
 NOT_OBSERVED = "not observed"
+DIFFERS = "differs"  # the column of the fields an arm departs in, from the protocol or from the other arms
 # Realized output lengths agree within 2% per point: an engine's length control may be off by a
 # token on a long reply; anything more is a different workload.
 LENGTH_TOLERANCE = 0.02
@@ -55,11 +56,14 @@ def _equal_on_common_points(a: dict, b: dict) -> bool:
 @dataclass(frozen=True)
 class Field:
     """One column of the fairness table: where its value comes from, how two are compared, and
-    which declared variables under test (protocol paths) may make it differ."""
+    which declared variables under test (protocol paths) may make it differ. A field the protocol
+    fixes outright (the prefix-cache state) is held against the protocol (`keeps_protocol`), not
+    against another arm."""
     name: str
     observe: Callable[[dict, Any], Any]  # (arm data, the arm's protocol) -> value, or None
     same: Callable[[Any, Any], bool]
     declared_by: tuple[str, ...]
+    keeps_protocol: Callable[[Any], bool] | None = None
 
 
 def _points(a: dict) -> dict:
@@ -158,6 +162,12 @@ def _same_realized_cache(a: dict, b: dict) -> bool:
     return a["realized"] == b["realized"]
 
 
+def _cache_as_configured(v: dict) -> bool:
+    """A cold protocol is kept only where no prompt token came from cache; a warm one is primed,
+    so any realized state that is warm keeps it."""
+    return v["realized"] == v["configured"]
+
+
 def canary_suite(a: dict, protocol) -> str | None:
     """The canary suite that gated the arm, by name and content digest."""
     c = (a.get("results") or {}).get("canaries") or {}
@@ -205,7 +215,7 @@ FIELDS = (
     Field("output_lengths", output_lengths, _within(LENGTH_TOLERANCE), ("workload",)),
     Field("arrival", arrival, _same_points_within(RATE_OR_INFLIGHT), ("arrival",)),
     Field("window", window, _equal_on_common_points, ("requests_per_point", "warmup_requests", "arrival")),
-    Field("prefix_cache", prefix_cache, _same_realized_cache, ("prefix_cache",)),
+    Field("prefix_cache", prefix_cache, _same_realized_cache, ("prefix_cache",), _cache_as_configured),
     Field("chat_template", chat_template, _equal, ("model", "chat_template")),
     Field("canary_suite", canary_suite, _equal, ("canaries",)),
     Field("harness", harness, _equal, ("harness",)),
@@ -238,10 +248,38 @@ def _short(field: str, value) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+def majority(values: list, same: Callable[[Any, Any], bool]):
+    """The value most arms observed, or None where no group of alike values outnumbers the others
+    (two arms that disagree: neither is the reference, both differ)."""
+    groups: list[list] = []
+    for v in values:
+        for g in groups:
+            if same(v, g[0]):
+                g.append(v)
+                break
+        else:
+            groups.append([v])
+    sizes = sorted((len(g) for g in groups), reverse=True)
+    if not groups or (len(sizes) > 1 and sizes[0] == sizes[1]):
+        return None
+    return max(groups, key=len)[0]
+
+
+def _differs(f: Field, value, seen: list, reference) -> bool:
+    if value is None:
+        return False
+    if f.keeps_protocol is not None:
+        return not f.keeps_protocol(value)
+    if reference is None:  # no majority: any arm whose value another arm does not share differs
+        return any(not f.same(value, v) for v in seen)
+    return not f.same(value, reference)
+
+
 def fairness_table(campaign, arms: dict) -> pd.DataFrame:
     """One row per arm, one column per thing that must be identical, as observed; then the fields
-    that differ from the reference (the first arm that observed each) and whether the arm is
-    comparable. The first arm names the column, as the arm others are read against."""
+    in which the arm departs (from the protocol where it fixes the value, else from what most
+    arms observed, or, with no majority, from any other arm) and whether it is comparable. No arm
+    is the reference by its place in the campaign."""
     if not arms:
         return pd.DataFrame()
     observed: dict[str, dict[str, Any]] = {}
@@ -252,14 +290,13 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
         observed[name]["decoding_not_sent"] = decoding_not_sent(a)
         observed[name]["protocol_sha256"] = protocol_digest(protocol)
     allowed = declared_fields(list(campaign.variables_under_test))
-    reference = {f.name: next((o[f.name] for o in observed.values() if o[f.name] is not None), None) for f in FIELDS}
+    seen = {f.name: [o[f.name] for o in observed.values() if o[f.name] is not None] for f in FIELDS}
+    reference = {f.name: majority(seen[f.name], f.same) for f in FIELDS}
     rows = []
     for name, o in observed.items():
-        differing = [f.name for f in FIELDS if f.name not in allowed and o[f.name] is not None
-                     and reference[f.name] is not None and not f.same(o[f.name], reference[f.name])]
-        rows.append({"arm": name, **{k: _short(k, v) for k, v in o.items()}, "differs": ", ".join(differing)})
+        differing = [f.name for f in FIELDS if f.name not in allowed
+                     and _differs(f, o[f.name], seen[f.name], reference[f.name])]
+        rows.append({"arm": name, **{k: _short(k, v) for k, v in o.items()}, DIFFERS: ", ".join(differing)})
     df = pd.DataFrame(rows).set_index("arm")
-    first = df.index[0]
-    df = df.rename(columns={"differs": f"differs_from_{first}"})
-    df["comparable"] = [not d for d in df[f"differs_from_{first}"]]
+    df["comparable"] = [not d for d in df[DIFFERS]]
     return df

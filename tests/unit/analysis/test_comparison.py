@@ -24,8 +24,8 @@ def test_identical_arms_are_comparable():
 def test_a_different_chat_template_is_not_comparable():
     c = parse_campaign(BASE)
     f = analysis.fairness_table(c, arms_of(c, ("t1", "t2")))
-    assert list(f["comparable"]) == [True, False]
-    assert f.loc["b", "differs_from_a"] == "chat_template"
+    assert list(f["comparable"]) == [False, False]  # two arms that disagree: neither is the reference
+    assert f.loc["a", "differs"] == f.loc["b", "differs"] == "chat_template"
 
 
 def test_a_declared_variable_keeps_the_arm_comparable():
@@ -116,7 +116,7 @@ def test_two_arms_with_nothing_recorded_are_comparable():
     c = parse_campaign(BASE)
     arms = {arm.name: {"arm": arm, "engine": {}, "results": {}, "passport": {}} for arm in c.arms}
     f = analysis.fairness_table(c, arms)
-    assert f["comparable"].all() and list(f["differs_from_a"]) == ["", ""]
+    assert f["comparable"].all() and list(f["differs"]) == ["", ""]
 
 
 def test_verdict_names_each_label_that_keeps_an_arm_out():

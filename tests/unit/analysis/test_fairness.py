@@ -55,7 +55,7 @@ CHANGES = {
 def test_identical_arms_are_comparable():
     c = parse_campaign(CAMPAIGN)
     f = fairness_table(c, arms_of(c, observed(), observed()))
-    assert f["comparable"].all() and list(f["differs_from_a"]) == ["", ""]
+    assert f["comparable"].all() and list(f["differs"]) == ["", ""]
     assert f.loc["b", "precision"] == '{"kv_cache": "bf16", "state": "none", "weights": "bf16"}'
     assert f.loc["b", "kv_precision_from"] == "engine log"
     assert f.loc["b", "prompts"].startswith("2 point(s), sha256 ")
@@ -67,8 +67,43 @@ def test_one_difference_makes_the_arm_not_comparable_and_is_named(field):
     b = observed()
     CHANGES[field](b)
     f = fairness_table(c, arms_of(c, observed(), b))
-    assert list(f["comparable"]) == [True, False]
-    assert f.loc["b", "differs_from_a"] == field
+    # Two arms that disagree: neither is the reference, so neither is comparable, each naming the field.
+    assert list(f["comparable"]) == [False, False]
+    assert f.loc["a", "differs"] == f.loc["b", "differs"] == field
+
+
+def test_with_three_arms_the_odd_one_differs_whichever_comes_first():
+    c = parse_campaign({**CAMPAIGN, "arms": CAMPAIGN["arms"] + [{"name": "c", "engine": {"kind": "vllm_cpu"}}]})
+    odd = observed()
+    CHANGES["model"](odd)
+    f = fairness_table(c, {arm.name: {"arm": arm, **d} for arm, d in zip(c.arms, (odd, observed(), observed()))})
+    assert list(f["comparable"]) == [False, True, True] and f.loc["a", "differs"] == "model"
+
+
+def _with_cache(arm: dict, hit_rate: float) -> dict:
+    for s in arm["results"]["sweep"]["points"].values():
+        s["prefix_cache"] = {"state": "cold", "engine_hit_rate": hit_rate}
+    return arm
+
+
+def test_the_prefix_cache_is_held_against_the_protocol_not_the_first_arm():
+    """quickstart/avx2-host: the first arm served 15% of prompt tokens from a cache the protocol
+    said was cold; it departs from the protocol, and the cold arm after it does not."""
+    c = parse_campaign(CAMPAIGN)
+    f = fairness_table(c, arms_of(c, _with_cache(observed(), 0.15), _with_cache(observed(), 0.0)))
+    assert list(f["comparable"]) == [False, True] and f.loc["a", "differs"] == "prefix_cache"
+    assert f.loc["a", "prefix_cache"].startswith("warm (configured cold): at most 15%")
+
+
+def test_the_committed_avx2_run_names_the_warm_arm():
+    from pathlib import Path
+
+    from stackbook.analysis.run_data import load_run
+
+    campaign, arms = load_run(Path("outputs/quickstart/avx2-host"))
+    f = fairness_table(campaign, arms)
+    assert f.loc["llama-cpp", "differs"] == "prefix_cache" and not f.loc["llama-cpp", "comparable"]
+    assert f.loc["vllm-cpu", "comparable"], f.loc["vllm-cpu", "differs"]
 
 
 @pytest.mark.parametrize("field, declared", [("decoding", "decoding.temperature"), ("precision", "precision.kv_cache"),
@@ -92,7 +127,7 @@ def test_a_different_set_of_points_is_a_different_arrival():
     c = parse_campaign(CAMPAIGN)
     b = observed()
     b["results"]["sweep"]["points"]["c4-r0"] = copy.deepcopy(point(b)) | {"in_flight_mean": 3.9}
-    assert fairness_table(c, arms_of(c, observed(), b)).loc["b", "differs_from_a"] == "arrival"
+    assert fairness_table(c, arms_of(c, observed(), b)).loc["b", "differs"] == "arrival"
 
 
 def test_kv_precision_falls_back_to_the_configured_one_where_the_engine_logs_none():
@@ -108,7 +143,7 @@ def test_nothing_observed_on_both_sides_is_not_a_difference():
     c = parse_campaign({**CAMPAIGN, "arms": CAMPAIGN["arms"] + [{"name": "c", "engine": {"kind": "vllm_cpu"}}]})
     arms = {arm.name: {"arm": arm, "engine": {}, "results": {"sizing": {"note": "x"}}} for arm in c.arms}
     f = fairness_table(c, arms)
-    assert f["comparable"].all() and list(f["differs_from_a"]) == ["", "", ""]
+    assert f["comparable"].all() and list(f["differs"]) == ["", "", ""]
     assert f.loc["a", "model"] == NOT_OBSERVED and f.loc["a", "decoding"] == NOT_OBSERVED
 
 

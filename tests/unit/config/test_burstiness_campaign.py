@@ -50,7 +50,7 @@ def test_arms_are_comparable_with_the_arrival_declared():
     # anything not declared still makes an arm not comparable
     f = fairness_table(c, arms(["t", "t", "t", "other"]))
     assert list(f["comparable"]) == [True, True, True, False]
-    assert f.loc["gamma-4", "differs_from_constant"] == "chat_template"
+    assert f.loc["gamma-4", "differs"] == "chat_template"
 
 
 def test_without_the_declaration_the_arms_are_refused(tmp_path):
