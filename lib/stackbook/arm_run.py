@@ -94,6 +94,17 @@ def repetitions_began(reps: list[int], started_here: bool, ready_s: float | None
             "the prefix cache prepared before every point as the protocol says")
 
 
+def slot_steps(first_slot: bool) -> int:
+    """Progress steps one slot counts: its engine start, then each notebook it runs (every arm
+    notebook in the slot holding repetition 0, the sweep alone in a later one)."""
+    return 1 + (len(ARM_NOTEBOOKS) if first_slot else 1)
+
+
+def campaign_steps(arms: int, repetitions: int) -> int:
+    """Steps of a run: every arm's slots (one per repetition) and the analysis."""
+    return arms * (slot_steps(True) + (repetitions - 1) * slot_steps(False)) + 1
+
+
 def run_arm(slot: ArmSlot) -> None:
     """One arm's slot: start its engine, execute its notebooks, stop the engine, write the passport.
 
@@ -107,7 +118,7 @@ def run_arm(slot: ArmSlot) -> None:
     done = set(entry.get("repetitions_done") or [])
     first_slot = 0 in reps
     if (entry["status"] == "complete" and set(reps) <= done) or (not first_slot and 0 not in done):
-        steps.update(len(ARM_NOTEBOOKS) + 1 if first_slot else 1)
+        steps.update(slot_steps(first_slot))
         return
     arm_dir = run_dir.arm(arm.name).create()
     needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))

@@ -17,7 +17,7 @@ from typing import Callable
 import yaml
 from tqdm import tqdm
 
-from stackbook.arm_run import RunInterrupted
+from stackbook.arm_run import RunInterrupted, campaign_steps
 from stackbook.config.campaign import Campaign
 from stackbook.config.errors import CampaignError
 from stackbook.config.loading import load_campaign
@@ -27,7 +27,7 @@ from stackbook.evidence.harness import fix_revision
 from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
 from stackbook.evidence.run_lock import hold_run, refuse_if_held
-from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
+from stackbook.evidence.rundir import RunDir
 from stackbook.executors import LocalExecutor
 from stackbook.harness.ceiling import record_ceiling
 from stackbook.locations import REPO_ROOT
@@ -100,7 +100,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()
     arms = [a for a in campaign.arms if not only_arms or a.name in only_arms]
-    steps = tqdm(total=len(arms) * (len(ARM_NOTEBOOKS) + campaign.protocol.repetitions.min) + 1,
+    steps = tqdm(total=campaign_steps(len(arms), campaign.protocol.repetitions.min),
                  desc=campaign.name, unit="step", disable=not progress)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from stackbook.arm_run import slot_steps
+
 
 def decided_after(run_dir) -> tuple[bool, str]:
     """Whether every comparison on the primary figure is decided on the run's records so far."""
@@ -42,6 +44,8 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
                 record["stopped"] = f"after {r} repetitions: {why}"
                 break
             run.log(f"repetition {r + 1} of at most {plan.most}: {why}")
+            run.steps.total += len(names) * slot_steps(False)  # a round beyond the minimum: its slots count too
+            run.steps.refresh()
         order = plan.round_order(r, names)
         entry = next((x for x in rounds if x["round"] == r), None)
         if entry is None:

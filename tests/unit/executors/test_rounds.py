@@ -2,6 +2,9 @@
 adds rounds only while the primary figure is undecided, and the manifest records why it stopped."""
 from types import SimpleNamespace
 
+from tqdm import tqdm
+
+from stackbook.arm_run import campaign_steps
 from stackbook.config.protocol import Repetitions
 from stackbook.executors.rounds import run_rounds
 
@@ -17,7 +20,8 @@ class FakeManifest:
 def run_with(plan: Repetitions, decided_after: int | None = None):
     arms = [SimpleNamespace(name=n) for n in ("a", "b", "c")]
     run = SimpleNamespace(campaign=SimpleNamespace(protocol=SimpleNamespace(repetitions=plan)),
-                          manifest=FakeManifest(), run_dir="run", log=lambda m: None)
+                          manifest=FakeManifest(), run_dir="run", log=lambda m: None,
+                          steps=tqdm(total=campaign_steps(len(arms), plan.min), disable=True))
     slots = []
     looks = []
 
@@ -27,6 +31,9 @@ def run_with(plan: Repetitions, decided_after: int | None = None):
         return done, "every comparison decided" if done else "1 comparison(s) undecided"
 
     run_rounds(run, arms, lambda arm, reps: slots.append((arm.name, reps[0])), decided)
+    # The bar's total grew by each round added beyond the minimum: it ends at the steps run.
+    rounds = len(run.manifest.data["repetitions"]["rounds"])
+    assert run.steps.total == campaign_steps(len(arms), rounds)
     return slots, looks, run.manifest.data["repetitions"]
 
 
