@@ -21,7 +21,7 @@ looks stays at 1 - confidence.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -272,6 +272,10 @@ class PairDecision:
     requests_a: int
     requests_b: int
     text: str
+    pooled_loads: int = 1                  # loads whose repetitions the spread was pooled over
+    degrees_of_freedom: float | None = None
+    this_load_lo: float | None = None      # the interval from this load's repetitions alone
+    this_load_hi: float | None = None
 
     def as_row(self) -> dict:
         return dict(self.__dict__)
@@ -327,3 +331,23 @@ def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: t
     return PairDecision(**base, decision=UNDECIDED, leader=None,
                         text=f"{metric.label}: undecided with this sample ({span} spans the {min_effect:.0%} margin): "
                              "add repetitions.")
+
+
+def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: float) -> PairDecision:
+    """The decision with how its interval was built, so a reader can rebuild it: the loads its
+    spread was pooled over and their degrees of freedom, and beside it the interval this load's
+    repetitions give alone (wider with few repetitions: what pooling buys, and what it assumes,
+    that every load shares one run-to-run spread)."""
+    a, b = pairs[d.load]
+    if paired:
+        cells = [np.asarray([math.log(x / y) for x, y in zip(xa, xb) if x and y and x > 0 and y > 0])
+                 for xa, xb in pairs.values()]
+        df = pooled_log_spread(cells)[1]
+        dof = f"{df:g} degrees of freedom"
+    else:
+        dfa = sum(max(0, _logs(x).size - 1) for x, _ in pairs.values())
+        dfb = sum(max(0, _logs(y).size - 1) for _, y in pairs.values())
+        df, dof = dfa + dfb, f"{dfa:g} and {dfb:g} degrees of freedom for the two arms"
+    _, lo, hi = (paired_ratio_interval if paired else ratio_interval)(a, b, confidence)
+    how = f"{d.method}; spread pooled over {len(pairs)} load(s), {dof}"
+    return replace(d, method=how, pooled_loads=len(pairs), degrees_of_freedom=df, this_load_lo=lo, this_load_hi=hi)

@@ -73,6 +73,9 @@ def decision_frame(decisions: list[dict]) -> pd.DataFrame:
                      "arms (a vs b)": f"{d.get('arm_a')} vs {d.get('arm_b')}",
                      "decision": d.get("decision"), "what the rule says": says,
                      f"ratio a/b [{confidence_text(d.get('confidence') or 0.95)} interval]": interval,
+                     "from this load alone": (f"[{format_number(d['this_load_lo'])}, {format_number(d['this_load_hi'])}]"
+                                              if d.get("this_load_lo") is not None else "–"),
+                     "how the interval was built": d.get("method", "–"),
                      "repetitions, requests": f"{d.get('repetitions_a')}+{d.get('repetitions_b')} reps, "
                                               f"{d.get('requests_a')}+{d.get('requests_b')} req",
                      "text": text})

@@ -23,6 +23,7 @@ from stackbook.analysis.decision import (
     interval,
     paired_intervals,
     welch_intervals,
+    with_provenance,
     look_confidence,
     min_sample,
     supported,
@@ -192,9 +193,9 @@ def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDeci
             intervals = (paired_intervals if paired else welch_intervals)(pairs, conf)
             for ld in usable:
                 ga, gb = cells[(a, ld)], cells[(b, ld)]
-                out.append(decide(ld, c, a, b, intervals[ld], (len(ga), len(gb)),
+                out.append(with_provenance(decide(ld, c, a, b, intervals[ld], (len(ga), len(gb)),
                                   (sum(per_repetition_requests(ga)), sum(per_repetition_requests(gb))),
-                                  margin, conf, METHODS[paired]))
+                                  margin, conf, METHODS[paired]), pairs, paired, conf))
     return sorted(out, key=lambda d: (d.load, order.index(d.arm_a), order.index(d.arm_b)))
 
 

@@ -134,3 +134,17 @@ def test_an_undersampled_tail_in_a_committed_run_is_never_called_its_maximum():
     assert "interpolated" in cell and "max of" not in cell
     shown = sized_percentiles(pd.DataFrame([point | {"e2e_ms_max": again["e2e_ms_max"]}])).filter(like="e2e_ms_p99")
     assert shown.iloc[0, 0] == f"max of {point['completed']}: {again['e2e_ms_max']:,.0f}"
+
+
+def test_each_decision_says_how_its_interval_was_built_and_what_its_load_alone_gives():
+    """quickstart/reference: the pooled interval at concurrency 1 rests on three loads' spread; from
+    that load's two rounds alone it is far wider, and the row shows both."""
+    from stackbook.analysis.comparison import analyse_run
+
+    d = next(x for x in analyse_run("outputs/quickstart/reference").decisions
+             if x["load"] == 1 and x["metric"] == "output_throughput")
+    assert d["method"] == ("paired by round (t over per-round log ratios); spread pooled over 3 load(s), "
+                           "3 degrees of freedom")
+    assert (round(d["lo"], 2), round(d["hi"], 2)) == (1.31, 1.56)
+    assert (round(d["this_load_lo"], 2), round(d["this_load_hi"], 2)) == (0.84, 2.46)
+    assert d["pooled_loads"] == 3 and d["degrees_of_freedom"] == 3
