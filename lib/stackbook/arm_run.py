@@ -59,10 +59,12 @@ def _count_lines(path: Path) -> int:
 
 
 class _RequestProgress:
-    """A bar of requests completed, read from the arm's requests.jsonl while a notebook runs."""
+    """A bar of requests completed, read from the arm's requests.jsonl while a notebook runs; the
+    capacity search's requests (their total unknown beforehand) counted beside it."""
 
-    def __init__(self, path: Path, total: int, desc: str, enabled: bool):
+    def __init__(self, path: Path, total: int, desc: str, enabled: bool, search: Path | None = None):
         self.path, self.start = path, _count_lines(path)
+        self.search, self.search_start = search, _count_lines(search) if search else 0
         self.bar = tqdm(total=total, desc=desc, unit="req", leave=False, disable=not enabled)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
@@ -72,6 +74,9 @@ class _RequestProgress:
             n = min(self.bar.total, _count_lines(self.path) - self.start)
             if n != self.bar.n:
                 self.bar.update(n - self.bar.n)
+            searched = _count_lines(self.search) - self.search_start if self.search else 0
+            if searched:
+                self.bar.set_postfix_str(f"capacity search: {searched} requests")
 
     def __enter__(self):
         self._t.start()
@@ -186,7 +191,8 @@ def run_arm(slot: ArmSlot) -> None:
             total = len(reps) * protocol.requests_per_repetition()
             try:
                 with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests",
-                                      progress and name == "30_load_sweep"):
+                                      progress and name == "30_load_sweep",
+                                      arm_dir.capacity_requests if protocol.capacity else None):
                     secs = execute_notebook(name, out, params)
                 entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
                 if name == "30_load_sweep":
