@@ -102,11 +102,12 @@ def _mva_fit_prediction(sweep: dict, bound_ms: float | None, most: int) -> tuple
                f"{bound_ms:.0f} ms")
 
 
-def prediction_rows(name: str, a: dict, dmap, lower, upper, most: int) -> list[dict]:
-    """Sizing, the demand map's MVA and the fitted MVA, each with its error against [lower, upper]."""
-    results = a.get("results") or {}
+def prediction_rows(name: str, a: dict, dmap, lower, upper) -> list[dict]:
+    """Sizing, the demand map's MVA and the fitted MVA, each with its error against [lower, upper];
+    the SLO and the largest load are the ones the search ran under (its results section)."""
+    results = a["results"]
     sizing, sweep = results.get("sizing") or {}, results.get("sweep") or {}
-    slo = (a.get("passport") or {}).get("protocol", {}).get("slo") or (results.get("capacity") or {}).get("slo")
+    slo, most = results["capacity"]["slo"], int(results["capacity"]["plan"]["max_load"])
     rows = []
 
     def add(what: str, predicted, basis: str):
@@ -145,8 +146,7 @@ def capacity_tables(campaign, arms: dict, demand_maps: dict) -> tuple[pd.DataFra
         if row is None:
             continue
         caps.append(row)
-        most = int(campaign.protocol_for(a["arm"]).capacity.max_load) if campaign.protocol_for(a["arm"]).capacity else 64
-        preds += prediction_rows(name, a, demand_maps.get(name), row["lower"], row["upper"], most)
+        preds += prediction_rows(name, a, demand_maps.get(name), row["lower"], row["upper"])
     return pd.DataFrame(caps), pd.DataFrame(preds)
 
 

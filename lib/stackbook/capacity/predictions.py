@@ -28,7 +28,7 @@ def interval_error(predicted: float | None, lower: float | None, upper: float | 
         return predicted / lower - 1
     if upper is not None and predicted >= upper:
         highest = upper - 1 if integer and upper - 1 >= (lower or 1) else upper
-        return predicted / highest - 1 if predicted != highest else 0.0
+        return predicted / highest - 1
     if upper is None:
         return None  # above a load proven inside, none proven outside: neither confirmed nor refuted
     return 0.0
