@@ -147,8 +147,9 @@ readable(d) if not d.empty else Markdown("*No point was discarded.*")
 # The decision rule was fixed before the run (`protocol.decision`): at each load, each pair of
 # ranked arms is compared figure by figure through the ratio of their repetition estimates and
 # its interval: paired by round where both arms ran the same rounds, else Welch's on the log scale,
-# the run-to-run spread pooled over the loads (each decision row says which, with its degrees of
-# freedom, and shows the interval from that load alone beside it). A difference is stated only when the whole interval
+# the run-to-run spread pooled over the loads that share it (a load whose spread the others do not
+# support is set apart; each decision row says which, with its degrees of freedom, and shows the
+# interval from that load alone beside it). A difference is stated only when the whole interval
 # lies beyond the `min_effect` margin; when the whole interval lies inside it the arms are "no
 # different"; anything else is undecided and asks for more repetitions. With sequential stopping
 # the interval's level is raised for the number of looks, so the error rate over all looks stays

@@ -6,8 +6,9 @@ engine start), so the spread of its estimates across repetitions carries both th
 inside a run and the run-to-run drift of a shared machine. With few repetitions Student's t keeps
 the interval honestly wide, where a bootstrap over two or three repetitions would report no wider
 than their range. Figures are taken on the log scale (a relative spread, intervals never below
-zero) and the spread is pooled over the loads of one run: the same machine and engines, so
-two repetitions at each of three loads give three degrees of freedom instead of one. A difference
+zero) and the spread is pooled over the loads of one run that share it (analysis.spread_pool: a
+load whose spread the others do not support is set apart and keeps its own): the same machine and
+engines, so two repetitions at each of three loads give three degrees of freedom instead of one. A difference
 between two arms is a ratio, so "12% ahead" reads the same whichever arm is named first: paired
 by round where both arms ran the same repetitions (the interleaved design; drift a round shares
 cancels), else Welch's interval (unequal variances).
@@ -25,6 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
+
+from stackbook.analysis.spread_pool import plan_spread
 
 AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
 
@@ -154,72 +157,49 @@ def _logs(values) -> np.ndarray:
     return np.log(np.asarray([x for x in values if x is not None and x == x and x > 0], float))
 
 
-def pooled_log_spread(cells) -> tuple[float | None, int]:
-    """The spread of log estimates around each cell's own mean, pooled over cells: one machine's
-    run-to-run noise measured over every load of the run (Σ(n - 1) degrees of freedom), so two
-    repetitions per load still give an interval a reader can use."""
-    cells = [c for c in cells if c.size]
-    df = sum(c.size - 1 for c in cells)
-    if df == 0:
-        return None, 0
-    ss = sum(float(((c - c.mean()) ** 2).sum()) for c in cells)
-    return math.sqrt(ss / df), df
-
-
 def _t(confidence: float, df: float) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, df))
 
 
+def _log_interval(m: float, sd: float | None, df: int, n: int, confidence: float) -> tuple:
+    if sd is None:
+        return math.exp(m), None, None
+    half = _t(confidence, df) * sd / math.sqrt(n)
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
 def figure_intervals(cells: dict, confidence: float) -> dict:
     """Per cell (an arm at one load): the geometric mean of its repetition estimates and a
-    multiplicative interval from the arm's log spread pooled over its loads (never below zero)."""
+    multiplicative interval from the arm's log spread, pooled over the loads that share it
+    (analysis.spread_pool), never below zero."""
     logs = {k: _logs(v) for k, v in cells.items()}
-    sd, df = pooled_log_spread(logs.values())
-    out = {}
-    for k, lv in logs.items():
-        if lv.size == 0:
-            out[k] = (None, None, None)
-            continue
-        m = float(lv.mean())
-        if sd is None:
-            out[k] = (math.exp(m), None, None)
-            continue
-        half = _t(confidence, df) * sd / math.sqrt(lv.size)
-        out[k] = (math.exp(m), math.exp(m - half), math.exp(m + half))
-    return out
+    plan = plan_spread(logs)
+    return {k: (_log_interval(float(lv.mean()), *plan.of(k), lv.size, confidence) if lv.size else (None, None, None))
+            for k, lv in logs.items()}
 
 
-def paired_intervals(pairs: dict, confidence: float) -> dict:
+def _paired_logs(a, b) -> np.ndarray:
+    ok = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
+    return np.log([x for x, _ in ok]) - np.log([y for _, y in ok]) if ok else np.asarray([])
+
+
+def paired_intervals(pairs: dict, confidence: float, pooling_level: float | None = None) -> dict:
     """Per load: the ratio a/b from repetitions run in the same rounds, pair by pair (the mean of
-    the per-round log ratios), with Student's t on their spread pooled over the loads. Drift a
-    round shares (the machine busier for A and B alike) cancels inside each pair: what
+    the per-round log ratios), with Student's t on their spread pooled over the loads that share
+    it. Drift a round shares (the machine busier for A and B alike) cancels inside each pair: what
     interleaving the arms buys."""
-    diffs = {}
-    for load, (a, b) in pairs.items():
-        ok = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
-        diffs[load] = np.log([x for x, _ in ok]) - np.log([y for _, y in ok]) if ok else np.asarray([])
-    sd, df = pooled_log_spread(diffs.values())
-    out = {}
-    for load, d in diffs.items():
-        if d.size == 0:
-            out[load] = (math.nan, None, None)
-            continue
-        m = float(d.mean())
-        if sd is None:
-            out[load] = (math.exp(m), None, None)
-            continue
-        half = _t(confidence, df) * sd / math.sqrt(d.size)
-        out[load] = (math.exp(m), math.exp(m - half), math.exp(m + half))
-    return out
+    diffs = {load: _paired_logs(a, b) for load, (a, b) in pairs.items()}
+    plan = plan_spread(diffs, pooling_level)
+    return {load: (_log_interval(float(d.mean()), *plan.of(load), d.size, confidence) if d.size
+                   else (math.nan, None, None)) for load, d in diffs.items()}
 
 
 def welch_intervals(pairs: dict, confidence: float) -> dict:
     """Per load: the ratio of geometric means a/b with Welch's interval on the log scale, each arm's
-    spread pooled over the loads (Welch-Satterthwaite degrees of freedom from the pooled ones)."""
+    spread pooled over the loads that share it (Welch-Satterthwaite degrees of freedom)."""
     la = {load: _logs(a) for load, (a, _) in pairs.items()}
     lb = {load: _logs(b) for load, (_, b) in pairs.items()}
-    sa, dfa = pooled_log_spread(la.values())
-    sb, dfb = pooled_log_spread(lb.values())
+    pa, pb = plan_spread(la), plan_spread(lb)
     out = {}
     for load in pairs:
         x, y = la[load], lb[load]
@@ -227,6 +207,7 @@ def welch_intervals(pairs: dict, confidence: float) -> dict:
             out[load] = (math.nan, None, None)
             continue
         diff = float(x.mean() - y.mean())
+        (sa, dfa), (sb, dfb) = pa.of(load), pb.of(load)
         if sa is None or sb is None:
             out[load] = (math.exp(diff), None, None)
             continue
@@ -333,21 +314,32 @@ def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: t
                              "add repetitions.")
 
 
+def _spread_source(plan, load) -> str:
+    apart = [x.text() for x in plan.set_apart if x.key == load]
+    if apart:
+        return apart[0]
+    n = len(plan.pooled)
+    return f"spread pooled over {n} loads" if n > 1 else "spread from this load's repetitions alone"
+
+
 def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: float) -> PairDecision:
     """The decision with how its interval was built, so a reader can rebuild it: the loads its
-    spread was pooled over and their degrees of freedom, and beside it the interval this load's
-    repetitions give alone (wider with few repetitions: what pooling buys, and what it assumes,
-    that every load shares one run-to-run spread)."""
+    spread was pooled over and their degrees of freedom, or why this load's spread was set apart,
+    and beside it the interval this load's repetitions give alone (wider with few repetitions:
+    what pooling buys, and what it assumes, that the pooled loads share one run-to-run spread)."""
     a, b = pairs[d.load]
     if paired:
-        cells = [np.asarray([math.log(x / y) for x, y in zip(xa, xb) if x and y and x > 0 and y > 0])
-                 for xa, xb in pairs.values()]
-        df = pooled_log_spread(cells)[1]
-        dof = f"{df:g} degrees of freedom"
+        plans = [plan_spread({ld: _paired_logs(x, y) for ld, (x, y) in pairs.items()})]
     else:
-        dfa = sum(max(0, _logs(x).size - 1) for x, _ in pairs.values())
-        dfb = sum(max(0, _logs(y).size - 1) for _, y in pairs.values())
-        df, dof = dfa + dfb, f"{dfa:g} and {dfb:g} degrees of freedom for the two arms"
+        plans = [plan_spread({ld: _logs(x) for ld, (x, _) in pairs.items()}),
+                 plan_spread({ld: _logs(y) for ld, (_, y) in pairs.items()})]
+    dfs = [p.of(d.load)[1] for p in plans]
+    dof = (f"{dfs[0]:g} degrees of freedom" if paired
+           else f"{dfs[0]:g} and {dfs[1]:g} degrees of freedom for the two arms")
+    who = [""] if paired else [f"{d.arm_a}: ", f"{d.arm_b}: "]
+    parts = [w + _spread_source(p, d.load) for w, p in zip(who, plans)]
     _, lo, hi = (paired_ratio_interval if paired else ratio_interval)(a, b, confidence)
-    how = f"{d.method}; spread pooled over {len(pairs)} load(s), {dof}"
-    return replace(d, method=how, pooled_loads=len(pairs), degrees_of_freedom=df, this_load_lo=lo, this_load_hi=hi)
+    how = "; ".join([d.method, *parts]) + f", {dof}"
+    pooled_over = max(len(p.pooled) if d.load in p.pooled else 1 for p in plans)
+    return replace(d, method=how, pooled_loads=pooled_over, degrees_of_freedom=sum(dfs),
+                   this_load_lo=lo, this_load_hi=hi)

@@ -143,7 +143,7 @@ def test_each_decision_says_how_its_interval_was_built_and_what_its_load_alone_g
 
     d = next(x for x in analyse_run("outputs/quickstart/reference").decisions
              if x["load"] == 1 and x["metric"] == "output_throughput")
-    assert d["method"] == ("paired by round (t over per-round log ratios); spread pooled over 3 load(s), "
+    assert d["method"] == ("paired by round (t over per-round log ratios); spread pooled over 3 loads, "
                            "3 degrees of freedom")
     assert (round(d["lo"], 2), round(d["hi"], 2)) == (1.31, 1.56)
     assert (round(d["this_load_lo"], 2), round(d["this_load_hi"], 2)) == (0.84, 2.46)
