@@ -25,9 +25,10 @@ quickstart: setup
 	@$(PY) -m stackbook.cli run $(CAMPAIGN)
 
 # The set-up for the suite adds headless Chromium (the report test), through apt-get when root.
+# The ten slowest tests are printed at the end: the suite has a time budget (docs/setup.md).
 test:
 	@bash tools/bootstrap.sh test
-	@$(PY) -m pytest -q $(PYTEST_ARGS)
+	@$(PY) -m pytest -q --durations=10 $(PYTEST_ARGS)
 
 # The quick tier: pure and harness tests under tests/unit (no engine, no notebook), seconds.
 test-fast:

@@ -88,10 +88,14 @@ def test_passports_have_four_parts_and_capacity(run):
         assert p["validity"]["canaries"]["verdict"] == "PASS"
         cap = p["validity"]["capacity"]
         assert cap["realized"]["kv_tokens"] > 0 and cap["predicted"]["kv_tokens"] > 0
-        # The load rule decides the label; with MEASURED requests both loads hold on any host.
+        # The load rule decides the label; with MEASURED requests both loads hold on any host unless
+        # the client itself was starved of CPU (a busy machine), which the client-delay rule names.
         validity = json.loads(run.arm(arm).results.read_text())["sweep"]["load_validity"]
-        assert all(v["valid"] for v in validity.values()), validity
-        assert p["results"]["label"] == "accepted"
+        assert all(v["valid"] or v.get("client_delay_valid") is False for v in validity.values()), validity
+        if all(v["valid"] for v in validity.values()):
+            assert p["results"]["label"] == "accepted"
+        else:
+            assert p["results"]["label"] != "accepted"
         assert p["results"]["points"]["c2-r0"]["completed"] == MEASURED
         assert p["identity"]["model"]["source_artifact"]["sha256"].startswith("b179c952")
     llama = json.loads(run.arm("llama").passport_json.read_text())["validity"]["capacity"]
@@ -179,27 +183,28 @@ def test_each_canary_kind_on_real_engine_output(run):
         assert probe["metrics_path"] == "/metrics" and probe["served_context_length"] == 512
 
 
-def test_open_loop_sweep_on_a_real_engine(real_engines, tmp_path):
+def test_open_loop_sweep_on_a_real_engine_with_a_model_given_by_path(real_engines, tmp_path):
     """Poisson arrivals against llama-server, sent by two client processes: scheduled vs achieved
     rate and lag per point over their merged records, the engine's length fields and its own
-    per-request timings carried from each process."""
+    per-request timings carried from each process. The model is given by path (any Hugging Face
+    directory or GGUF file; here the embedded model's own files): the same code sizes and serves it."""
     path = tmp_path / "open.yaml"
-    path.write_text("""
+    path.write_text(f"""
 name: e2e-open-loop
-model: {source: embedded}
+model: {{name: by-path, source: path, hf_path: "{real_engines.hf_dir}", gguf_path: "{real_engines.gguf}"}}
 protocol:
-  stages: [sweep]
-  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
-  arrival: {kind: poisson, rates: [0.5, 1.5]}
+  stages: [sizing, sweep]
+  workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}
+  arrival: {{kind: poisson, rates: [0.5, 1.5]}}
   context_length: 512
   requests_per_point: 8
   repetitions: 1
   warmup_requests: 1
-  canaries: {run_sweep_on_hold: true}
-  loadgen: {processes: 2}
+  canaries: {{run_sweep_on_hold: true}}
+  loadgen: {{processes: 2}}
 arms:
   - name: llama
-    engine: {kind: llama_cpp, parallel: 2}
+    engine: {{kind: llama_cpp, parallel: 2}}
 """)
     run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
     try:
@@ -221,35 +226,7 @@ arms:
         assert phases == ["cooldown"] + ["measure"] * 8 + ["warmup"]
         assert any(r.phase == "sentinel" for r in recs if r.point == "rate0.5-r0")
         assert json.loads(run_dir.manifest.read_text())["analysis"]["status"] == "ok"
-    finally:
-        import shutil
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def test_a_model_given_by_path_goes_through_the_same_code(real_engines, tmp_path):
-    """Any Hugging Face directory or GGUF file by path: here the embedded model's own files."""
-    path = tmp_path / "bypath.yaml"
-    path.write_text(f"""
-name: e2e-by-path
-model: {{name: by-path, source: path, hf_path: "{real_engines.hf_dir}", gguf_path: "{real_engines.gguf}"}}
-protocol:
-  stages: [sizing, canaries]
-  workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 8}}
-  context_length: 512
-  canaries:
-    out_of_scope:
-      tool_calls: "free-text chat, no tools"
-      multi_turn: "single-turn requests"
-      instruction_following: "replies are not judged for wording"
-      batch_invariance: "one slot: nothing is batched"
-arms:
-  - name: llama
-    engine: {{kind: llama_cpp, parallel: 1}}
-""")
-    run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
-    try:
         results = json.loads(run_dir.arm("llama").results.read_text())
-        assert results["canaries"]["verdict"] == "PASS"
         assert results["sizing"]["geometry"]["parameters"] == 134_515_008
         assert results["sizing"]["kv_bytes_per_token"] == 23_040
         engine = json.loads(run_dir.arm("llama").engine_json.read_text())
@@ -281,8 +258,10 @@ def test_the_bodies_sent_are_kept_and_both_arms_were_sent_the_same_prompts(run):
     result = analyse_run(run)
     assert {n: (a.comparable, a.differs) for n, a in result.arms.items()} == {"llama": (True, []), "vllm": (True, [])}
     row = result.fairness[1]
-    assert "not observed" not in (row["model"], row["decoding"], row["prompts"], row["output_lengths"],
-                                  row["arrival"], row["window"])
+    if all(v["valid"] for a in ("llama", "vllm")
+           for v in json.loads(run.arm(a).results.read_text())["sweep"]["load_validity"].values()):
+            assert "not observed" not in (row["model"], row["decoding"], row["prompts"], row["output_lengths"],
+                                      row["arrival"], row["window"])
 
 
 def test_replay_starts_the_arms_engine_and_resends_the_same_bodies(run):

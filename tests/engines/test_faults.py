@@ -1,7 +1,7 @@
-"""Faults against a real engine (llama-server on the embedded model): the engine killed or
-frozen mid-sweep, the runner interrupted or terminated. In every case the completed records are
-intact, the arm says what happened, no engine is left running, and --resume finishes the run
-without duplicating records."""
+"""Faults against a real engine (llama-server on the embedded model): the engine killed
+mid-sweep, the runner interrupted or terminated. In every case the completed records are intact,
+the arm says what happened, no engine is left running, and --resume finishes the run without
+duplicating records. (The engine frozen mid-sweep, then resumed: tests/chaos.)"""
 import json
 import os
 import signal
@@ -129,23 +129,6 @@ def test_engine_killed_mid_sweep(real_engines, tmp_path, cleanup):
     assert passport["validity"]["engine_restarts"] == 1
 
 
-def test_engine_frozen_mid_sweep(real_engines, tmp_path, cleanup):
-    proc, run_dir = start_run(tmp_path, f"freeze-{tmp_path.name}")
-    cleanup.append(run_dir)
-    first = run_dir.arm("first")
-    wait_for_records(first, 3)
-    pid = engine_pid(first)
-    os.kill(pid, signal.SIGSTOP)
-    out, _ = proc.communicate(timeout=300)
-    m = manifest(run_dir)
-    assert m["arms"]["first"]["status"] == "failed"
-    assert "not answering" in m["arms"]["first"]["notebooks"]["30_load_sweep"]["error"]
-    kept = records_intact(first)
-    assert any(r.error_class == "timeout" for r in kept)
-    assert_gone(pid)                                          # stopped although frozen
-    assert m["arms"]["second"]["status"] == "complete"
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_runner_interrupted(real_engines, tmp_path, cleanup, sig):
     proc, run_dir = start_run(tmp_path, f"{sig.name}-{tmp_path.name}")
@@ -164,4 +147,5 @@ def test_runner_interrupted(real_engines, tmp_path, cleanup, sig):
     assert "second" not in m["arms"] or m["arms"]["second"]["status"] == "pending"
     assert len(records_intact(first)) >= 3
     assert_gone(pid)
-    resume_and_check(run_dir)
+    if sig == signal.SIGINT:  # the resume after either signal is the same code; once is enough
+        resume_and_check(run_dir)

@@ -1,19 +1,61 @@
 """Parameter counts from the model's own definition: transformers builds the architecture on the
 meta device from its config (no weights, no memory), and its parameters are counted by part.
 torch and transformers are imported here only, when a count is asked for, so nothing else (the
-load generator above all) pays for their import."""
+load generator above all) pays for their import. What they answer is a pure function of the
+config and their versions, so it is kept on disk (`$STACKBOOK_CACHE/definitions/`): every
+notebook kernel and `stackbook run` after the first reads it back instead of importing them
+(seconds each)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import warnings
 from functools import lru_cache
+from importlib import metadata
+
+from stackbook.locations import cache_dir
 
 
 class DefinitionError(ValueError):
     pass
 
 
+def _versions(*packages: str) -> str | None:
+    try:
+        return " ".join(f"{p} {metadata.version(p)}" for p in packages)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _remembered(kind: str, key: str, packages: tuple[str, ...], compute):
+    """compute(), kept on disk under the key and the versions of the packages that answer it; a
+    failure (DefinitionError) is never kept."""
+    versions = _versions(*packages)
+    if versions is None:
+        return compute()
+    digest = hashlib.sha256(f"{kind}\n{versions}\n{key}".encode()).hexdigest()[:32]
+    path = cache_dir() / "definitions" / f"{kind}-{digest}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache costs time, not correctness
+        pass
+    return value
+
+
 def transformers_knows(model_type: str) -> bool:
+    return bool(_remembered("knows", model_type, ("transformers",), lambda: _knows(model_type)))
+
+
+def _knows(model_type: str) -> bool:
     try:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -28,7 +70,8 @@ def normalized_config(cfg: dict, where: str = "config") -> dict:
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or not transformers_knows(model_type):
         return cfg
-    return {**cfg, **json.loads(_normalize(json.dumps(cfg, sort_keys=True, default=str), where))}
+    cfg_json = json.dumps(cfg, sort_keys=True, default=str)
+    return {**cfg, **json.loads(_remembered("config", cfg_json, ("transformers",), lambda: _normalize(cfg_json, where)))}
 
 
 @lru_cache(maxsize=64)
@@ -59,7 +102,9 @@ def count_parameters(cfg: dict, where: str = "config") -> dict | None:
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or not transformers_knows(model_type):
         return None
-    return dict(_count(json.dumps(cfg, sort_keys=True, default=str), where))
+    cfg_json = json.dumps(cfg, sort_keys=True, default=str)
+    return dict(_remembered("parameters", cfg_json, ("transformers", "torch"),
+                            lambda: [list(kv) for kv in _count(cfg_json, where)]))
 
 
 @lru_cache(maxsize=32)
