@@ -9,7 +9,9 @@ from stackbook.evidence.files import file_sha256
 
 def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
     """Execute notebooks/<name>.py (built into a notebook in memory) and write the executed
-    .ipynb to out_path."""
+    .ipynb to out_path once it ends (with the failing cell's traceback when one fails). Not after
+    every cell: each save serializes every figure drawn so far, seconds a notebook, and what an
+    interrupted notebook would have kept is in the raw records, which are written as they arrive."""
     import papermill as pm
 
     from stackbook.notebook_sources import load_notebook
@@ -17,7 +19,7 @@ def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
     t = time.monotonic()
     pm.execute_notebook(load_notebook(name), str(out_path), parameters=parameters,
                         kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
-                        request_save_on_cell_execute=True)
+                        request_save_on_cell_execute=False)
     return time.monotonic() - t
 
 

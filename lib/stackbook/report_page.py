@@ -10,8 +10,6 @@ import json
 import re
 from pathlib import Path
 
-import nbformat
-
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, RunDir
 from stackbook.locations import DATA_DIR, symbolic
 
@@ -33,6 +31,12 @@ class Absent:
     def __repr__(self) -> str:
         return self.reason
 
+
+def new_markdown_cell(source: str):
+    """nbformat imported when a page is drawn, not when a notebook kernel imports `Absent` (its
+    schema checks take seconds to import)."""
+    from nbformat.v4 import new_markdown_cell as new
+    return new(source)
 
 def _heading(cell) -> tuple[int, str] | None:
     if cell.cell_type != "markdown":
@@ -72,7 +76,7 @@ def fold_empty_sections(nb) -> list[str]:
             title = _heading(section[0])[1]
             why = "; ".join(_absent_reasons(code)) or "nothing to show for this run"
             folded.append(title)
-            cells.append(nbformat.v4.new_markdown_cell(
+            cells.append(new_markdown_cell(
                 f'<p class="stackbook-absent"><b>{html.escape(title)}</b>: left out: {html.escape(why)}</p>'))
         else:
             cells.extend(section)
@@ -142,7 +146,7 @@ def page_notebook(nb, name: str, page_dir: Path):
     first_section = next((i for i, c in enumerate(nb.cells) if (_heading(c) or (0,))[0] == 2), len(nb.cells))
     shown = [i for i, c in enumerate(nb.cells[:first_section]) if c.cell_type == "code" and c.get("outputs")]
     at = (shown[-1] + 1) if shown else 1
-    nb.cells.insert(at, nbformat.v4.new_markdown_cell(box + contents(nb)))
+    nb.cells.insert(at, new_markdown_cell(box + contents(nb)))
     return nb
 
 
@@ -152,6 +156,8 @@ def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Pat
     from nbconvert import HTMLExporter
 
     notebook = Path(notebook)
+    import nbformat
+
     nb = nbformat.read(notebook, as_version=4)
     run = notebook.resolve().parent
     title = title or f"{notebook.stem} · {run.name} · stackbook"

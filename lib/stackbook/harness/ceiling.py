@@ -50,7 +50,12 @@ def measure_ceiling(processes: int = 1, rates: list[float] | None = None) -> dic
 
 
 def campaign_ceiling(campaign) -> dict:
-    """Measured at campaign start for the campaign's client processes, and remembered for this host."""
+    """Measured at campaign start for the campaign's client processes, and remembered for this host;
+    a closed loop has no rate to hold, so nothing is judged against a ceiling and none is measured."""
+    if not campaign.protocol.arrival.plan_type.judged_against_harness_ceiling:
+        return {"not_measured": "a closed loop sends each request when a reply ends: no open-loop rate is "
+                                "judged against the harness's ceiling", "host": host_key(),
+                "processes": campaign.protocol.loadgen.processes}
     try:
         record = measure_ceiling(processes=campaign.protocol.loadgen.processes)
     except (OSError, RuntimeError) as err:

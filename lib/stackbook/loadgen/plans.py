@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Union
+from typing import ClassVar, Union
 
 from stackbook.measure.validity import closed_loop_validity, open_loop_validity
 
@@ -25,6 +25,7 @@ class OpenPlan:
     (seconds from the point's start); `cooldown` prompts follow the measured ones."""
     schedule: list[float]
     cooldown: int = 0
+    judged_against_harness_ceiling: ClassVar[bool] = True  # a rate the client itself must hold
 
     def client_weights(self, processes: int) -> list[int]:
         """How many of the point's senders each client process runs: one deadline stream each."""
@@ -50,6 +51,7 @@ class ClosedPlan:
     `cooldown` prompts follow the measured ones so the last measured still run under full load."""
     concurrency: int
     cooldown: int = 0
+    judged_against_harness_ceiling: ClassVar[bool] = False  # no clock: replies pace the sends
 
     def client_weights(self, processes: int) -> list[int]:
         """The clients per process (never more processes than clients: one without would send nothing)."""

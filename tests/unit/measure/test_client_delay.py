@@ -98,5 +98,5 @@ def test_a_free_client_loop_keeps_the_point_valid(slow_paced):
     s = _point(slow_paced.base_url, busy_ms=None, tokens=64)
     v = with_client_delay({"valid": True}, s)
     assert s["client_loop_delay_samples"] > 200
-    assert s["ttft_ms_p50"] >= 1000
+    assert s["ttft_ms_p50"] > 900  # the server holds each first token about a second (stamps may read it a hair short)
     assert v["client_delay_ttft_share"] <= MAX_CLIENT_DELAY_SHARE and v["valid"] is True
