@@ -10,6 +10,7 @@ import pandas as pd
 from stackbook.analysis.capacity_summary import capacity_tables
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.measure.reconciliation import reconciliation_rows
+from stackbook.measure.validity import describe_validity
 from stackbook.analysis.fairness import DIFFERS, fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.run_data import arm_labels, load_run
@@ -49,10 +50,19 @@ def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.Dat
     return df
 
 
+def worded_discards(sweep: dict) -> list[dict]:
+    """The sweep's discards, an invalid load's detail said in words from its stored figures
+    (runs recorded before it was worded kept key=value strings)."""
+    validity = sweep.get("load_validity") or {}
+    return [d | {"detail": describe_validity(validity[d["point"]])}
+            if d.get("rule") == "on_invalid_load" and d.get("point") in validity else d
+            for d in sweep.get("discards") or []]
+
+
 def discard_rules_by_point(sweep: dict) -> dict[str, str]:
     """Per discarded point, the preregistered rule(s) that discarded it, with their detail."""
     out: dict[str, list[str]] = {}
-    for d in sweep.get("discards") or []:
+    for d in worded_discards(sweep):
         out.setdefault(d["point"], []).append(f"{d['rule']}: {d['detail']}")
     return {p: "; ".join(v) for p, v in out.items()}
 
@@ -66,7 +76,7 @@ def point_status(label: str, discarded: bool, rule: str | None = None) -> str:
 
 
 def discards_frame(arms: dict) -> pd.DataFrame:
-    rows = [{"arm": name, **d} for name, a in arms.items() for d in (a["results"].get("sweep") or {}).get("discards", [])]
+    rows = [{"arm": name, **d} for name, a in arms.items() for d in worded_discards(a["results"].get("sweep") or {})]
     return pd.DataFrame(rows)
 
 

@@ -163,7 +163,42 @@ def apply_discard_rules(points: dict, load_validity: dict, rules) -> list[dict]:
 
 
 def describe_validity(v: dict) -> str:
-    return ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}" for k, x in v.items() if k != "valid")
+    """Why a point's load did not hold, in words, each failed check beside its limit (the raw
+    figures stay in results.json's load_validity)."""
+    parts = []
+    c = v.get("configured_concurrency")
+    gap = v.get("client_gap_in_flight") or 0.0
+    lo, hi = ((1 - CONCURRENCY_TOLERANCE) * c, (1 + CONCURRENCY_TOLERANCE) * c) if c else (None, None)
+    for key, what in (("in_flight_mean", "requests in flight"), ("littles_law_concurrency", "by Little's law")):
+        x = v.get(key)
+        if c and x is not None and not lo <= x + gap <= hi:
+            held = f"{x:.2f}" + (f" (+{gap:.2f} in the client's own gaps)" if gap >= 0.005 else "")
+            parts.append(f"{held} {what} against {c} configured (kept: {lo:.2f} to {hi:.2f})")
+    if v.get("client_gap_ms_p99") is not None and v["client_gap_ms_p99"] > MAX_CLIENT_GAP_MS and c \
+            and gap / c > CONCURRENCY_TOLERANCE:
+        parts.append(f"the client's own gap between a reply and the next send was {v['client_gap_ms_p99']:.1f} ms "
+                     f"at p99 (limit {MAX_CLIENT_GAP_MS:g} ms) over {gap / c:.0%} of the slots")
+    if v.get("too_few_measured_requests"):
+        parts.append(v["too_few_measured_requests"])
+    lag = v.get("schedule_lag_ms_p99")
+    if "scheduled_rate_rps" in v and (lag is None or lag > MAX_SCHEDULE_LAG_MS):
+        parts.append(f"sends were late by {lag:.1f} ms at p99 (limit {MAX_SCHEDULE_LAG_MS:g} ms)" if lag is not None
+                     else "no send was timed against its schedule")
+    sched, got = v.get("scheduled_rate_rps"), v.get("achieved_rate_rps")
+    if sched and got and abs(got - sched) > RATE_TOLERANCE * sched:
+        parts.append(f"sent at {got:.3g} req/s against the schedule's {sched:.3g} "
+                     f"(kept: within {RATE_TOLERANCE:.0%})")
+    if v.get("above_harness_ceiling"):
+        parts.append(v["above_harness_ceiling"])
+    if v.get("client_delay_valid") is False:
+        shares = [f"{v[k]:.0%} of {name}" for k, name in (("client_delay_ttft_share", "TTFT p50"),
+                                                           ("client_delay_tpot_share", "the decode time"))
+                  if v.get(k) is not None and v[k] > MAX_CLIENT_DELAY_SHARE]
+        parts.append(f"the client's own loop delay ({v.get('client_delay_judged_ms') or 0:.1f} ms at p99) came to "
+                     f"{' and '.join(shares) or 'more than the limit'} (limit {MAX_CLIENT_DELAY_SHARE:.0%}): the "
+                     "client was starved of CPU")
+    return "; ".join(parts) or ", ".join(f"{k}={round(x, 3) if isinstance(x, float) else x}"
+                                         for k, x in v.items() if k != "valid")
 
 
 # -- The client's own delay (loadgen.loop_lag) --------------------------------------------------

@@ -1,0 +1,32 @@
+"""A discarded point's reason in words, each failed check beside its limit, from committed runs."""
+import json
+
+from stackbook.analysis.comparison import worded_discards
+from stackbook.measure.validity import describe_validity
+
+
+def _discards(run: str, arm: str) -> dict:
+    sweep = json.loads(open(f"outputs/{run}/arms/{arm}/results.json").read())["sweep"]
+    return {d["point"]: d["detail"] for d in worded_discards(sweep) if d["rule"] == "on_invalid_load"}
+
+
+def test_a_closed_loop_names_the_side_that_fell_short_and_the_band_it_missed():
+    """three-engines vllm-cpu c2-r0 held 1.82 in flight; Little's law read 1.76, outside 1.80-2.20."""
+    assert _discards("three-engines/reference", "vllm-cpu")["c2-r0"] == (
+        "1.76 by Little's law against 2 configured (kept: 1.80 to 2.20)")
+
+
+def test_an_open_loop_names_its_late_sends():
+    assert _discards("workloads/reference", "vllm-cpu")["rate0.5-r1"] == "sends were late by 21.4 ms at p99 (limit 5 ms)"
+
+
+def test_a_starved_client_is_said_so():
+    detail = _discards("capacity/reference", "vllm-cpu")["c1-r1"]
+    assert detail.startswith("the client's own loop delay (260.4 ms at p99) came to 115% of TTFT p50")
+    assert detail.endswith("(limit 5%): the client was starved of CPU")
+
+
+def test_a_rate_that_strayed_from_its_schedule():
+    v = {"configured_rate_rps": 2, "scheduled_rate_rps": 1.73, "achieved_rate_rps": 1.5, "schedule_lag_ms_p99": 1.0,
+         "valid": False}
+    assert describe_validity(v) == "sent at 1.5 req/s against the schedule's 1.73 (kept: within 5%)"
