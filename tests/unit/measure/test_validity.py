@@ -46,7 +46,7 @@ def test_discard_rules_name_the_rule_and_the_figure():
     assert out == [
         {"point": "c1", "rule": "max_failed_fraction", "detail": "2/10 requests failed (> 10%)"},
         {"point": "c1", "rule": "on_engine_restart", "detail": "the engine died during the point (2 requests cut)"},
-        {"point": "c2", "rule": "on_invalid_load", "detail": "configured_concurrency=2, in_flight_mean=1.5"}]
+        {"point": "c2", "rule": "on_invalid_load", "detail": "1.50 requests in flight against 2 configured (kept: 1.80 to 2.20)"}]
 
 
 def _closed_loop(service_s: float, gap_s: float, n: int = 12):
