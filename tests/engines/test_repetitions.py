@@ -22,8 +22,8 @@ protocol:
   warmup_requests: 1
   repetitions: 2
   decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, e2e_p50]}
-  slo: {ttft_ms: 5000, tpot_ms: 500, attainment: 0.9}
-  capacity: {start: 1, max_load: 2, requests: 20, max_requests: 40, max_probes: 4, max_wall_s: 120}
+  slo: {ttft_ms: 5000, tpot_ms: 500, attainment: 0.8}   # 16 requests, all inside, prove it: one try a probe
+  capacity: {start: 1, max_load: 2, requests: 16, max_requests: 32, max_probes: 4, max_wall_s: 120}
   canaries:
     out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
                    instruction_following: replies not judged for wording, batch_invariance: speed only}
