@@ -38,6 +38,7 @@ def new_markdown_cell(source: str):
     from nbformat.v4 import new_markdown_cell as new
     return new(source)
 
+
 def _heading(cell) -> tuple[int, str] | None:
     if cell.cell_type != "markdown":
         return None
@@ -153,11 +154,10 @@ def page_notebook(nb, name: str, page_dir: Path):
 def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Path:
     """An executed notebook as one HTML page: figures embedded with alt text, code hidden, links
     relative to where the page lies."""
+    import nbformat
     from nbconvert import HTMLExporter
 
     notebook = Path(notebook)
-    import nbformat
-
     nb = nbformat.read(notebook, as_version=4)
     run = notebook.resolve().parent
     title = title or f"{notebook.stem} · {run.name} · stackbook"

@@ -183,13 +183,22 @@ def _paired_logs(a, b) -> np.ndarray:
     return np.log([x for x, _ in ok]) - np.log([y for _, y in ok]) if ok else np.asarray([])
 
 
+def _spread_plans(pairs: dict, paired: bool, level: float | None = None) -> list:
+    """The spread plan(s) of a pair's loads: one over the per-round log ratios when paired, else
+    one per arm over its log estimates."""
+    if paired:
+        return [plan_spread({ld: _paired_logs(a, b) for ld, (a, b) in pairs.items()}, level)]
+    return [plan_spread({ld: _logs(a) for ld, (a, _) in pairs.items()}, level),
+            plan_spread({ld: _logs(b) for ld, (_, b) in pairs.items()}, level)]
+
+
 def paired_intervals(pairs: dict, confidence: float, pooling_level: float | None = None) -> dict:
     """Per load: the ratio a/b from repetitions run in the same rounds, pair by pair (the mean of
     the per-round log ratios), with Student's t on their spread pooled over the loads that share
     it. Drift a round shares (the machine busier for A and B alike) cancels inside each pair: what
     interleaving the arms buys."""
     diffs = {load: _paired_logs(a, b) for load, (a, b) in pairs.items()}
-    plan = plan_spread(diffs, pooling_level)
+    plan, = _spread_plans(pairs, True, pooling_level)
     return {load: (_log_interval(float(d.mean()), *plan.of(load), d.size, confidence) if d.size
                    else (math.nan, None, None)) for load, d in diffs.items()}
 
@@ -199,7 +208,7 @@ def welch_intervals(pairs: dict, confidence: float) -> dict:
     spread pooled over the loads that share it (Welch-Satterthwaite degrees of freedom)."""
     la = {load: _logs(a) for load, (a, _) in pairs.items()}
     lb = {load: _logs(b) for load, (_, b) in pairs.items()}
-    pa, pb = plan_spread(la), plan_spread(lb)
+    pa, pb = _spread_plans(pairs, False)
     out = {}
     for load in pairs:
         x, y = la[load], lb[load]
@@ -328,11 +337,7 @@ def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: floa
     and beside it the interval this load's repetitions give alone (wider with few repetitions:
     what pooling buys, and what it assumes, that the pooled loads share one run-to-run spread)."""
     a, b = pairs[d.load]
-    if paired:
-        plans = [plan_spread({ld: _paired_logs(x, y) for ld, (x, y) in pairs.items()})]
-    else:
-        plans = [plan_spread({ld: _logs(x) for ld, (x, _) in pairs.items()}),
-                 plan_spread({ld: _logs(y) for ld, (_, y) in pairs.items()})]
+    plans = _spread_plans(pairs, paired)
     dfs = [p.of(d.load)[1] for p in plans]
     dof = (f"{dfs[0]:g} degrees of freedom" if paired
            else f"{dfs[0]:g} and {dfs[1]:g} degrees of freedom for the two arms")

@@ -15,10 +15,16 @@ def rate_held(schedule_lag_ms_p99: float | None, scheduled_rate_rps: float | Non
               achieved_rate_rps: float | None) -> bool:
     """An open-loop rate is held when sends were on time (p99 lag within the limit) and the
     achieved rate matches the schedule's own rate (a short Poisson sample strays from its mean)."""
-    ok = schedule_lag_ms_p99 is not None and schedule_lag_ms_p99 <= MAX_SCHEDULE_LAG_MS
-    if scheduled_rate_rps and achieved_rate_rps:
-        ok = ok and abs(achieved_rate_rps - scheduled_rate_rps) <= RATE_TOLERANCE * scheduled_rate_rps
-    return ok
+    return sent_on_time(schedule_lag_ms_p99) and not rate_strayed(scheduled_rate_rps, achieved_rate_rps)
+
+
+def sent_on_time(schedule_lag_ms_p99: float | None) -> bool:
+    return schedule_lag_ms_p99 is not None and schedule_lag_ms_p99 <= MAX_SCHEDULE_LAG_MS
+
+
+def rate_strayed(scheduled_rate_rps: float | None, achieved_rate_rps: float | None) -> bool:
+    return bool(scheduled_rate_rps and achieved_rate_rps
+                and abs(achieved_rate_rps - scheduled_rate_rps) > RATE_TOLERANCE * scheduled_rate_rps)
 
 
 # A client process busier than this share of one core is the first to send late: the sweep
@@ -51,10 +57,26 @@ def concurrency_held(in_flight_mean: float | None, concurrency: int, client_gap_
     if in_flight_mean is None:
         return False
     gap = client_gap_in_flight or 0.0
-    if client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS and gap / concurrency > CONCURRENCY_TOLERANCE:
+    if slow_client(client_gap_ms_p99, gap, concurrency):
         return False
     sides = [in_flight_mean] + ([littles_law] if littles_law is not None else [])
-    return all(abs(x + gap - concurrency) <= CONCURRENCY_TOLERANCE * concurrency for x in sides)
+    return all(in_band(x + gap, concurrency) for x in sides)
+
+
+def concurrency_band(concurrency: int) -> tuple[float, float]:
+    """The in-flight means a closed loop at this concurrency keeps."""
+    return (1 - CONCURRENCY_TOLERANCE) * concurrency, (1 + CONCURRENCY_TOLERANCE) * concurrency
+
+
+def in_band(held: float, concurrency: int) -> bool:
+    lo, hi = concurrency_band(concurrency)
+    return lo <= held <= hi
+
+
+def slow_client(client_gap_ms_p99: float | None, gap_in_flight: float, concurrency: int) -> bool:
+    """The client's own gaps were long (p99 above the lag limit) and held a material share of the slots."""
+    return (client_gap_ms_p99 is not None and client_gap_ms_p99 > MAX_CLIENT_GAP_MS
+            and gap_in_flight / concurrency > CONCURRENCY_TOLERANCE)
 
 
 def measured_requests_for(concurrency: int, shortfall: float = CONCURRENCY_TOLERANCE) -> int:
@@ -168,24 +190,23 @@ def describe_validity(v: dict) -> str:
     parts = []
     c = v.get("configured_concurrency")
     gap = v.get("client_gap_in_flight") or 0.0
-    lo, hi = ((1 - CONCURRENCY_TOLERANCE) * c, (1 + CONCURRENCY_TOLERANCE) * c) if c else (None, None)
     for key, what in (("in_flight_mean", "requests in flight"), ("littles_law_concurrency", "by Little's law")):
         x = v.get(key)
-        if c and x is not None and not lo <= x + gap <= hi:
+        if c and x is not None and not in_band(x + gap, c):
             held = f"{x:.2f}" + (f" (+{gap:.2f} in the client's own gaps)" if gap >= 0.005 else "")
+            lo, hi = concurrency_band(c)
             parts.append(f"{held} {what} against {c} configured (kept: {lo:.2f} to {hi:.2f})")
-    if v.get("client_gap_ms_p99") is not None and v["client_gap_ms_p99"] > MAX_CLIENT_GAP_MS and c \
-            and gap / c > CONCURRENCY_TOLERANCE:
+    if c and slow_client(v.get("client_gap_ms_p99"), gap, c):
         parts.append(f"the client's own gap between a reply and the next send was {v['client_gap_ms_p99']:.1f} ms "
                      f"at p99 (limit {MAX_CLIENT_GAP_MS:g} ms) over {gap / c:.0%} of the slots")
     if v.get("too_few_measured_requests"):
         parts.append(v["too_few_measured_requests"])
     lag = v.get("schedule_lag_ms_p99")
-    if "scheduled_rate_rps" in v and (lag is None or lag > MAX_SCHEDULE_LAG_MS):
+    if "scheduled_rate_rps" in v and not sent_on_time(lag):
         parts.append(f"sends were late by {lag:.1f} ms at p99 (limit {MAX_SCHEDULE_LAG_MS:g} ms)" if lag is not None
                      else "no send was timed against its schedule")
     sched, got = v.get("scheduled_rate_rps"), v.get("achieved_rate_rps")
-    if sched and got and abs(got - sched) > RATE_TOLERANCE * sched:
+    if rate_strayed(sched, got):
         parts.append(f"sent at {got:.3g} req/s against the schedule's {sched:.3g} "
                      f"(kept: within {RATE_TOLERANCE:.0%})")
     if v.get("above_harness_ceiling"):

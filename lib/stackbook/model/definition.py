@@ -21,6 +21,7 @@ class DefinitionError(ValueError):
     pass
 
 
+@lru_cache(maxsize=8)
 def _versions(*packages: str) -> str | None:
     try:
         return " ".join(f"{p} {metadata.version(p)}" for p in packages)
