@@ -17,6 +17,7 @@ from stackbook.engines import EngineStartError, adapter_for
 from stackbook.evidence.files import file_sha256, read_json
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.rundir import ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
+from stackbook.harness.delay_relay import DelayRelay
 from stackbook.locations import symbolic
 from stackbook.notebook_execution import execute_notebook, notebook_ok
 from stackbook.steps.session import record_engine
@@ -154,9 +155,13 @@ def run_arm(slot: ArmSlot) -> None:
     # Each slot starts its engine once by design; a start beyond that is a restart.
     restarts = max(0, entry.get("engine_starts", 1) - len(entry["slots_begun"]))
     began = repetitions_began(reps, needs_engine, adapter.ready_after_s if needs_engine else None)
+    relay = None
     try:
+        if needs_engine and arm.known_delay:  # a known-effect arm is reached through the harness's relay
+            relay = DelayRelay(adapter.base_url, arm.known_delay.tpot_ms).start()
+        endpoint = relay.url if relay else adapter.base_url
         if needs_engine:
-            record_engine(adapter, arm_dir, restarts=restarts)
+            record_engine(adapter, arm_dir, restarts=restarts, relay=relay)
             entry["engine_ready_s"] = adapter.ready_after_s
         steps.update(1)
         for name in notebooks:
@@ -184,7 +189,7 @@ def run_arm(slot: ArmSlot) -> None:
             entry["notebooks"][name] = {"status": "running"}
             save()
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
-                      "endpoint": adapter.base_url if needs_engine else None, "run_id": run_dir.name,
+                      "endpoint": endpoint if needs_engine else None, "run_id": run_dir.name,
                       "start_engine": needs_engine}
             if name == "30_load_sweep":
                 params |= {"repetitions": reps, "began": began}
@@ -222,8 +227,10 @@ def run_arm(slot: ArmSlot) -> None:
             # Capacity lines can arrive late in the log: record them once more before stopping.
             try:
                 if adapter.is_alive():
-                    record_engine(adapter, arm_dir, restarts=restarts)
+                    record_engine(adapter, arm_dir, restarts=restarts, relay=relay)
             finally:  # a record that cannot be written (a full disk) must not leave the engine running
+                if relay:
+                    relay.stop()
                 entry["engine_exit_code"] = adapter.stop()
         write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":

@@ -1,7 +1,9 @@
-"""Repetitions on a real engine: an A/A pair of llama.cpp arms, two repetitions interleaved A B
-then B A, each begun with a fresh engine start; the verdict never ranks the two, the realized
-prefix cache reads cold, and every passport carries the run's one harness revision. Each
-repetition also runs a small capacity search (up to 2 clients, under an SLO both loads meet)."""
+"""Repetitions on a real engine: an A/A pair of llama.cpp arms and a known-effect arm (a third
+replica behind the harness's delay relay, 8 ms added to every gap between token events), two
+repetitions interleaved A B C then C B A, each begun with a fresh engine start. The verdict
+never ranks the A/A pair and finds the known effect with the truth inside its interval; the realized
+prefix cache reads cold, and every passport carries the run's one harness revision. Each repetition
+also runs a small capacity search (up to 2 clients, under an SLO both loads meet)."""
 import json
 
 import pytest
@@ -21,7 +23,7 @@ protocol:
   requests_per_point: 39   # concurrency 2 holds its load with room from 39 on (measured_requests_to_hold)
   warmup_requests: 1
   repetitions: 2
-  decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, e2e_p50]}
+  decision: {min_effect: 0.05, confidence: 0.99, metrics: [output_throughput, tpot_p50, e2e_p50]}
   slo: {ttft_ms: 5000, tpot_ms: 500, attainment: 0.8}   # 16 requests, all inside, prove it: one try a probe
   capacity: {start: 1, max_load: 2, requests: 16, max_requests: 32, max_probes: 4, max_wall_s: 120}
   canaries:
@@ -32,7 +34,11 @@ arms:
     engine: {kind: llama_cpp, threads: 1, parallel: 2}
   - name: second
     replicate_of: first
+  - name: slow
+    replicate_of: first
+    known_delay: {tpot_ms: 8}
 """
+ARMS = ("first", "second", "slow")
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +51,9 @@ def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):
     manifest = json.loads(run.manifest.read_text())
     assert manifest["status"] == "complete", json.dumps(manifest, indent=1)[:2000]
     reps = manifest["repetitions"]
-    assert [r["order"] for r in reps["rounds"]] == [["first", "second"], ["second", "first"]]
+    assert [r["order"] for r in reps["rounds"]] == [list(ARMS), list(reversed(ARMS))]
     assert reps["ran"] == 2 and reps["stopped"] == "after 2 repetitions: fixed by the protocol (min = max)"
-    for arm in ("first", "second"):
+    for arm in ARMS:
         entry = manifest["arms"][arm]
         assert entry["engine_starts"] == 2 and entry["repetitions_done"] == [0, 1]
         passport = json.loads(run.arm(arm).passport_json.read_text())
@@ -64,18 +70,33 @@ def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):
 
 def test_the_verdict_never_ranks_identical_arms(run):
     analysis = json.loads(run.analysis.read_text())
-    decisions = analysis["decisions"]
+    decisions = [d for d in analysis["decisions"] if {d["arm_a"], d["arm_b"]} == {"first", "second"}]
     assert {(d["load"], d["metric"]) for d in decisions} == {(c, m) for c in (1, 2)
-                                                            for m in ("output_throughput", "e2e_p50")}
+                                                            for m in ("output_throughput", "tpot_p50", "e2e_p50")}
     assert all(d["decision"] in ("no difference", "undecided") and d["leader"] is None for d in decisions)
     assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 78 for d in decisions)
     assert any(line.startswith("A/A control second (a replica of first): nothing ranked") for line in analysis["verdict"])
 
 
+def test_the_known_effect_is_found_at_every_load_with_the_truth_inside(run):
+    analysis = json.loads(run.analysis.read_text())
+    for other in ("first", "second"):
+        tpot = [d for d in analysis["decisions"] if {d["arm_a"], d["arm_b"]} == {other, "slow"}
+                and d["metric"] == "tpot_p50"]
+        assert [d["load"] for d in sorted(tpot, key=lambda d: d["load"])] == [1, 2]
+        assert all(d["decision"] == "ahead" and d["leader"] == other for d in tpot), tpot
+    [line] = [v for v in analysis["verdict"] if v.startswith("Known-effect control slow")]
+    assert line.startswith("Known-effect control slow (first plus 8 ms a token gap): found in all 2 comparison(s), "
+                           "each interval holding the truth"), line
+    relay = json.loads(run.arm("slow").engine_json.read_text())["known_delay"]
+    assert relay["added_tpot_ms"] == 8 and relay["held_token_events"] > 0 and relay["listens"].startswith("http://127.0.0.1:")
+    assert json.loads(run.arm("first").engine_json.read_text())["known_delay"] is None
+
+
 def test_the_fairness_table_reads_a_cold_cache_and_one_harness_revision(run):
     analysis = json.loads(run.analysis.read_text())
     rows = {r["arm"]: r for r in analysis["fairness"]}
-    for arm in ("first", "second"):
+    for arm in ARMS:
         assert rows[arm]["prefix_cache"].startswith("cold (configured cold): at most 0% of prompt tokens from cache")
         assert rows[arm]["comparable"]
     harness = {rows[a]["harness"] for a in rows}
@@ -86,8 +107,8 @@ def test_the_fairness_table_reads_a_cold_cache_and_one_harness_revision(run):
 def test_each_repetition_searched_the_capacity_on_its_own_engine(run):
     analysis = json.loads(run.analysis.read_text())
     rows = {r["arm"]: r for r in analysis["capacity"]}
-    assert set(rows) == {"first", "second"}
-    for arm in ("first", "second"):
+    assert set(rows) == set(ARMS)
+    for arm in ARMS:
         cap = json.loads(run.arm(arm).results.read_text())["capacity"]
         assert set(cap["rounds"]) == {"0", "1"}
         for r in cap["rounds"].values():

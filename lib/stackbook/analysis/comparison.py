@@ -13,6 +13,7 @@ from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.measure.validity import describe_validity
 from stackbook.analysis.fairness import DIFFERS, fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
+from stackbook.analysis.known_effect import known_effect_lines
 from stackbook.analysis.run_data import arm_labels, load_run
 from stackbook.analysis.verdict import (
     aa_control_lines,
@@ -118,10 +119,20 @@ def load_unit(df: pd.DataFrame) -> str:
     return "concurrency" if not ("rate" in df and df["rate"].notna().any()) else "offered rate"
 
 
-def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[str, str] | None = None
-            ) -> tuple[list[str], list]:
+def controls(campaign) -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
+    """The campaign's controls: A/A replicas (arm -> original) and known-effect arms, replicas
+    behind the delay relay (arm -> (original, tpot_ms))."""
+    replicas = {a.name: a.replicate_of for a in campaign.arms if a.replicate_of and not a.known_delay}
+    delayed = {a.name: (a.replicate_of, a.known_delay.tpot_ms) for a in campaign.arms
+               if a.replicate_of and a.known_delay}
+    return replicas, delayed
+
+
+def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[str, str] | None = None,
+            delayed: dict[str, tuple[str, float]] | None = None) -> tuple[list[str], list]:
     """Plain-language findings and the pairwise decisions they state: who is kept out of the
-    ranking and why, then per load each pair of ranked arms under the preregistered rule."""
+    ranking and why, then per load each pair of ranked arms under the preregistered rule, then the
+    controls (A/A replicas must not be ranked, known-effect arms must be)."""
     if df.empty:
         return ["No arm produced measurements."], []
     lines = not_ranked_lines(df, fairness)
@@ -138,7 +149,8 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[s
                          "not compared" + (": " + "; ".join(f"{r['arm']} {r['point']} {r['status']}"
                                                           for _, r in left.iterrows()) if len(left) else "") + ".")
     found = decisions(df, protocol, comparable_arms(df, fairness))
-    return lines + verdict_lines(df, found, protocol, unit) + aa_control_lines(found, replicas or {}), found
+    return (lines + verdict_lines(df, found, protocol, unit) + aa_control_lines(found, replicas or {})
+            + known_effect_lines(df, found, delayed or {}, unit)), found
 
 
 def sizing_frame(arms: dict) -> pd.DataFrame:
@@ -323,7 +335,7 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     protocol = campaign.protocol
     conf = verdict_confidence(protocol)
     table = load_table(df, conf) if not df.empty else pd.DataFrame()
-    lines, found = verdict(df, fair, protocol, {a.name: a.replicate_of for a in campaign.arms if a.replicate_of})
+    lines, found = verdict(df, fair, protocol, *controls(campaign))
     maps = demand_maps_of(arms, labels)
     capacity, predictions = capacity_tables(campaign, arms, maps)
     return CampaignAnalysis(

@@ -104,6 +104,13 @@ Engine = Annotated[Union[engine_specs()], Field(discriminator="kind")]
 HOSTED_KINDS = " or ".join(s.kind_name() for s in engine_specs() if not s.serves_local_weights)
 
 
+class KnownDelay(Strict):
+    """A known-effect control: the harness relays this arm's streams (harness.delay_relay) and
+    holds each token event after the first so every gap grows by `tpot_ms`. The arm's TPOT is its
+    engine's plus exactly that, its answers are unchanged: a difference the verdict must find."""
+    tpot_ms: float = Field(gt=0, le=1000, description="milliseconds added to every gap between token events")
+
+
 class Arm(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     engine: Engine
@@ -111,6 +118,8 @@ class Arm(Strict):
     replicate_of: str | None = Field(None, description="an A/A control: this arm runs another arm's engine and "
                                      "settings again, and the analysis must find no difference between the two")
     protocol_overrides: dict[str, Any] = Field(default_factory=dict)
+    known_delay: KnownDelay | None = Field(None, description="a known-effect control: the harness adds "
+                                           "known_delay.tpot_ms to every gap between this arm's token events")
     resources: dict[str, float] = Field(
         default_factory=dict, description="what the arm needs of a node, in Ray's resource names (CPU, GPU, "
         "memory, accelerator_type:H100, custom names): the ray executor runs the arm on a node holding them")
@@ -130,6 +139,13 @@ class Arm(Strict):
                 raise ValueError(f"{name}: amount {amount:g} above 1 must be a whole number (Ray's rule); "
                                  f"give {int(amount)} or {int(amount) + 1}")
         return v
+
+    @model_validator(mode="after")
+    def _relayable(self) -> "Arm":
+        if self.known_delay is not None and self.engine.not_relayable:
+            raise ValueError(f"known_delay: kind {self.engine.kind!r} cannot be relayed ({self.engine.not_relayable}); "
+                             "put the known delay on an arm whose engine the campaign launches, or remove it")
+        return self
 
 
 class Campaign(Strict):

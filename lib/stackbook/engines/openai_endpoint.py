@@ -32,6 +32,7 @@ class OpenAIEndpoint(EngineSpec):
     """A managed OpenAI-compatible endpoint. The API key is read from the named variable."""
     serves_local_weights = False
     sizing_skip_reason = "a managed endpoint has no local memory to size"
+    not_relayable = "a managed endpoint is reached at its own base_url, not at an address the harness hands out"
 
     kind: Literal["openai_endpoint"]
     base_url: str = Field(description="the API's base URL as the provider gives it, e.g. https://api.openai.com/v1 "

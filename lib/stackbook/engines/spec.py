@@ -62,6 +62,9 @@ class EngineSpec(BaseModel):
     # Facts of the kind, read before any engine starts.
     serves_local_weights: ClassVar[bool] = True
     sizing_skip_reason: ClassVar[str | None] = None  # None: the 10_sizing notebook applies
+    # Why the harness cannot put its delay relay in front of this kind (None: it can, the kind is
+    # launched here and reached over plain HTTP at the address the runner hands its notebooks).
+    not_relayable: ClassVar[str | None] = None
     # The launch flags by which this kind turns speculative decoding on (a draft model, a method).
     speculative_flags: ClassVar[tuple[str, ...]] = ()
     # The launch flags the adapter sets itself, each with the campaign field that sets it: the same

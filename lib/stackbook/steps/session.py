@@ -21,8 +21,9 @@ from stackbook.loadgen.drivers import Target
 from stackbook.locations import REPO_ROOT
 
 
-def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) -> dict:
-    """engine.json: who served the arm and what capacity the engine itself reported."""
+def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0, relay=None) -> dict:
+    """engine.json: who served the arm and what capacity the engine itself reported, and the
+    harness's delay relay when a known-effect arm is reached through one."""
     info = {
         "kind": adapter.kind,
         "base_url": adapter.base_url,
@@ -41,6 +42,7 @@ def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0) ->
         "decoding_fields": adapter.honoured_decoding_fields(adapter.protocol.decoding.resolved()),
         "host": host_identity(),
         "restarts": restarts,
+        "known_delay": relay.record() if relay else None,
         "recorded_unix": time.time(),
     }
     write_json_atomic(arm_dir.engine_json, info)
