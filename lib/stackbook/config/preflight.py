@@ -283,6 +283,14 @@ def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out: Pref
                    free_bytes: float | None) -> None:
     measured = measured_speeds(campaign, runs_root)
     out.estimates = [arm_estimate(arm, protocols[arm.name], measured.get(arm.name)) for arm in campaign.arms]
+    plan = campaign.protocol.repetitions
+    if plan.most > plan.min:  # the estimate is the worst case: say what stopping at the minimum takes
+        fewest = plan.model_copy(update={"max": plan.min})
+        least = sum(arm_estimate(arm, protocols[arm.name].model_copy(update={"repetitions": fewest}),
+                                 measured.get(arm.name)).seconds for arm in campaign.arms)
+        out.notes.append(f"repetitions: the estimate is the worst case, {plan.most} repetitions; about "
+                         f"{duration(least)} if every comparison on {campaign.protocol.decision.primary} is decided "
+                         f"after {plan.min}")
     if out.seconds > LONG_CAMPAIGN_S:
         per_point = campaign.protocol.requests_per_point
         out.warnings.append(f"protocol.requests_per_point: the campaign would run about {duration(out.seconds)} "

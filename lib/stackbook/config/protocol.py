@@ -189,10 +189,10 @@ class Repetitions(Strict):
     """How many times each arm's sweep runs, interleaved across arms so slow drift on a shared
     machine lands on every arm alike. `min` repetitions always run; up to `max`, another round
     runs while a ranked comparison is still undecided (sequential stopping, preregistered here).
-    A bare integer means min = max."""
+    By default one round more than `min` may run; a bare integer (`repetitions: 2`) fixes the count."""
     min: int = Field(2, ge=1, le=64, description="repetitions that always run (2 or more measure run-to-run noise)")
-    max: int | None = Field(None, ge=1, le=64, description="the most repetitions sequential stopping may add "
-                            "(None: min)")
+    max: int | None = Field(None, ge=1, le=64, description="the most repetitions sequential stopping may run "
+                            "(None: min + 1, one more round while a comparison is undecided)")
     order: Literal["abba", "random"] = Field(
         "abba", description="abba: the arm order reverses every round (A B, B A, A B ...); random: a seeded "
         "random order per round")
@@ -207,7 +207,7 @@ class Repetitions(Strict):
 
     @property
     def most(self) -> int:
-        return self.max if self.max is not None else self.min
+        return self.max if self.max is not None else self.min + 1
 
     def round_order(self, round_index: int, arms: list[str]) -> list[str]:
         """The arms' order in one round: reversed every other round (abba), or shuffled by a seed
@@ -282,7 +282,7 @@ class Protocol(Strict):
     @field_validator("repetitions", mode="before")
     @classmethod
     def _count_means_fixed(cls, v):
-        """`repetitions: 3` is three repetitions, no sequential stopping."""
+        """`repetitions: 3` is exactly three repetitions, no sequential stopping."""
         if isinstance(v, bool):
             return v  # refused by the model with the field named
         if isinstance(v, int):

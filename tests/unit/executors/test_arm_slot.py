@@ -33,7 +33,7 @@ class Manifest:
 
 def test_the_local_executor_gives_each_slot_one_arm_slot(monkeypatch, tmp_path):
     arms = [SimpleNamespace(name=n) for n in ("a", "b")]
-    campaign = SimpleNamespace(protocol=SimpleNamespace(repetitions=Repetitions(min=2)))
+    campaign = SimpleNamespace(protocol=SimpleNamespace(repetitions=Repetitions(min=2, max=2)))
     manifest = Manifest(["a", "b"])
     run = SimpleNamespace(campaign=campaign, run_dir=RunDir(tmp_path), resolved=tmp_path / "c.yaml",
                           manifest=manifest, steps=Steps(), progress=False, log=print)

@@ -38,16 +38,16 @@ def run_with(plan: Repetitions, decided_after: int | None = None):
 
 
 def test_abba_reverses_the_order_every_round():
-    slots, looks, rec = run_with(Repetitions(min=3))
+    slots, looks, rec = run_with(Repetitions(min=3, max=3))
     assert slots == [("a", 0), ("b", 0), ("c", 0), ("c", 1), ("b", 1), ("a", 1), ("a", 2), ("b", 2), ("c", 2)]
     assert looks == [] and rec["ran"] == 3 and rec["stopped"] == "after 3 repetitions: fixed by the protocol (min = max)"
     assert [r["order"] for r in rec["rounds"]] == [["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"]]
 
 
 def test_a_seeded_random_order_replays_and_differs_by_seed():
-    first, _, _ = run_with(Repetitions(min=4, order="random", order_seed=7))
-    again, _, _ = run_with(Repetitions(min=4, order="random", order_seed=7))
-    other, _, _ = run_with(Repetitions(min=4, order="random", order_seed=8))
+    first, _, _ = run_with(Repetitions(min=4, max=4, order="random", order_seed=7))
+    again, _, _ = run_with(Repetitions(min=4, max=4, order="random", order_seed=7))
+    other, _, _ = run_with(Repetitions(min=4, max=4, order="random", order_seed=8))
     assert first == again and first != other
     assert sorted(first) == sorted(other)  # every arm once per round either way
 
@@ -61,3 +61,11 @@ def test_sequential_stopping_looks_after_min_and_stops_when_decided():
 def test_sequential_stopping_ends_at_max_when_never_decided():
     slots, looks, rec = run_with(Repetitions(min=2, max=4))
     assert looks == [2, 3] and rec["ran"] == 4 and rec["stopped"] == "after 4 repetitions: repetitions.max reached"
+
+
+def test_by_default_one_round_more_than_min_may_run_while_undecided():
+    slots, looks, rec = run_with(Repetitions(min=2))
+    assert looks == [2] and rec["ran"] == 3 and rec["max"] == 3
+    decided, looks, rec = run_with(Repetitions(min=2), decided_after=2)
+    assert looks == [2] and rec["ran"] == 2 and rec["stopped"] == "after 2 repetitions: every comparison decided"
+    assert Repetitions(min=2).looks == 2
