@@ -50,7 +50,8 @@ class _Stamped(asyncio.StreamReaderProtocol):
 
 class CalibrationServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
-                 slow_headers_s: float = 30.0, pacing: Pacing | None = None, knee: Knee | None = None):
+                 slow_headers_s: float = 30.0, pacing: Pacing | None = None, knee: Knee | None = None,
+                 prompt_cache: bool = False):
         if pacing and knee:
             raise ValueError("a calibration server is paced or knee-scheduled, not both")
         self.host, self.port, self.api_key = host, port, api_key
@@ -58,6 +59,9 @@ class CalibrationServer:
         self._paced: PacedSender | None = None  # made on the server's own loop
         self._knee: KneeSender | None = None
         self.slow_headers_s = slow_headers_s
+        # A provider's prompt cache, as hosted APIs keep one: a prompt sent before is served from
+        # it, and the reply's usage says how many of its tokens (prompt_tokens_details.cached_tokens).
+        self.prompts_seen: set[str] | None = set() if prompt_cache else None
         self.requests = 0
         self.running = 0
         self.tokens_streamed = 0
@@ -173,7 +177,7 @@ class CalibrationServer:
                 "id": "cal", "object": "chat.completion", "created": created, "model": req.get("model"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "tok " * n},
                              "finish_reason": "length"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}}).encode())
+                "usage": self._usage(req, n)}).encode())
             await writer.drain()
             return True
         # Chunked and kept alive, as the engines' HTTP servers stream.
@@ -205,11 +209,23 @@ class CalibrationServer:
                  "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}]
         if (req.get("stream_options") or {}).get("include_usage"):
             tail.append({"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
-                         "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
+                         "choices": [], "usage": self._usage(req, n)})
         writer.write(_chunk(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in tail)
                             + b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return True
+
+    def _usage(self, req: dict, n: int) -> dict:
+        """The reply's usage: the prompt counted in words (a stand-in for tokens) and, with a prompt
+        cache, how many came from it (all of a prompt sent before, none of a new one)."""
+        messages = req.get("messages") or []
+        words = max(1, sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict)))
+        out = {"prompt_tokens": words, "completion_tokens": n, "total_tokens": words + n}
+        if self.prompts_seen is not None:
+            key = json.dumps(messages, sort_keys=True)
+            out["prompt_tokens_details"] = {"cached_tokens": words if key in self.prompts_seen else 0}
+            self.prompts_seen.add(key)
+        return out
 
     @functools.lru_cache(maxsize=4)
     def _token_chunk(self, created: int, model: str) -> bytes:
@@ -232,7 +248,7 @@ class CalibrationServer:
                  "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}]
         if (req.get("stream_options") or {}).get("include_usage"):
             tail.append({"id": "cal", "object": "chat.completion.chunk", "created": created, "model": model,
-                         "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}})
+                         "choices": [], "usage": self._usage(req, n)})
         end = _chunk(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in tail) + b"data: [DONE]\n\n")
         events = [token] * (n - 1) + [token + end + b"0\r\n\r\n"]
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
