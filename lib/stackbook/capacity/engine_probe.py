@@ -85,6 +85,7 @@ class EngineProbe:
 
     def _send(self, name: str, c: int, n: int, attempt: int) -> list:
         from stackbook.loadgen.client_processes import send_point
+        from stackbook.loadgen.prompt_salt import salt_point
         from stackbook.measure.prefix_cache import prepare_point
         from stackbook.measure.sweep import check_engine, point_requests
 
@@ -96,6 +97,7 @@ class EngineProbe:
         sent = protocol.warmup_requests + n + protocol.arrival.cooldown_requests(level, protocol)
         prompts, plan = point_requests(protocol, level, sent, protocol.seed_of(self.repetition),
                                        self.tokenizer, sentinels=[])
+        prompts, _ = salt_point(protocol, self.run_id, session.arm.name, name, attempt, prompts, self.tokenizer)
         prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, self.tokenizer)
         base = {"run_id": self.run_id, "arm": session.arm.name, "point": name, "repetition": self.repetition,
                 "concurrency": c, "attempt": attempt}

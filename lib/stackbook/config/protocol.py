@@ -271,6 +271,9 @@ class Protocol(Strict):
         description="the workload seed of each repetition, cycled when there are more repetitions than seeds")
     decision: Decision = Decision()
     prefix_cache: Literal["cold", "warm"] = "cold"
+    cache_salt: bool = Field(False, description="under prefix_cache cold: open each point's prompts with a salt "
+                             "unique to the arm, point and run, so no arm is served from what another sent (a hosted "
+                             "API's prompt cache cannot be flushed); the prompt digests leave the salt out")
     request_timeout_s: float = Field(120, gt=0)
     slo: Slo = Slo()
     canaries: Canaries = Canaries()
@@ -288,6 +291,13 @@ class Protocol(Strict):
         if isinstance(v, int):
             return {"min": v, "max": v}
         return v
+
+    @model_validator(mode="after")
+    def _salt_only_when_cold(self) -> "Protocol":
+        if self.cache_salt and self.prefix_cache != "cold":
+            raise ValueError("cache_salt keeps arms from each other's cache, which a warm protocol primes on purpose; "
+                             "set prefix_cache: cold, or remove cache_salt")
+        return self
 
     @model_validator(mode="after")
     def _fits_context(self) -> "Protocol":

@@ -233,7 +233,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
         "arrival": protocol.arrival.model_dump(),
-        "prefix_cache": protocol.prefix_cache,
+        "prefix_cache": protocol.prefix_cache + (", every point's prompts salted apart (cache_salt)"
+                                                 if protocol.cache_salt else ""),
         "warmup_requests_per_point": protocol.warmup_requests,
         "cooldown_requests_per_point": {lv["level"]: protocol.arrival.cooldown_requests(lv, protocol)
                                         for lv in protocol.arrival.load_levels()},

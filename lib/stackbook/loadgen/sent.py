@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from stackbook.config.protocol import Decoding
 from stackbook.loadgen.records import BackgroundWriter, latest_attempt_only
 from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.prompt_salt import unsalted
 
 # Fields of a body that carry the engine's own dialect (its name for the model, how it forces a
 # length, how it streams), not the prompt: left out of the prompt digest so that two engines
@@ -120,8 +121,8 @@ def read_sent(path: str | os.PathLike, latest_attempt: bool = False) -> list[Sen
 def prompt_of(body: dict) -> dict:
     """What the workload fixed in a body: the messages without the model's own replies (a later
     turn carries them, and they differ between engines by nature) and any reply format; the
-    engine's dialect fields and the sampling fields are left out."""
-    messages = [m for m in body.get("messages", []) if m.get("role") != "assistant"]
+    engine's dialect fields, the sampling fields and a cache salt are left out."""
+    messages = [m for m in unsalted(body.get("messages", [])) if m.get("role") != "assistant"]
     rest = {k: v for k, v in body.items()
             if k not in NOT_PROMPT and SAMPLING_ALIASES.get(k, k) not in SAMPLING and k != "messages"}
     return {"messages": messages, **rest}

@@ -47,7 +47,8 @@ def cache_counters(delta: dict, records: list) -> dict:
         vals = [v for k, v in delta.items() if k.split("{", 1)[0] in names]
         return sum(vals) if vals else None
     hits, queries = total(registry.series("cache_hit_counters")), total(registry.series("cache_query_counters"))
-    measured = [r for r in records if r.phase == "measure" and r.ok]
+    # The workload's requests only: a sentinel (a canary check) repeats its prompt in every point.
+    measured = [r for r in records if r.phase == "measure" and r.ok and r.sentinel is None]
     reported = [r.cached_prompt_tokens for r in measured if r.cached_prompt_tokens is not None]
     prompt = sum((r.prompt_tokens_server or 0) for r in measured if r.cached_prompt_tokens is not None)
     return {

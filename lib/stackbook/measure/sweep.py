@@ -12,6 +12,7 @@ from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_ch
 from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.plans import ClosedPlan, PointPlan
+from stackbook.loadgen.prompt_salt import salt_point
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
@@ -179,6 +180,9 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                         "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
                 prompts, plan = point_requests(protocol, lv, n, seed, tokenizer, sentinels)
                 cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
+                prompts, salt = salt_point(protocol, run_id, session.arm.name, name, attempt + 1, prompts, tokenizer)
+                if salt:
+                    cache["salt"] = salt
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
                 procs0 = read_processes(pid)  # CPU, faults, switches: read at the point's start and end
                 wall0, unix0 = time.perf_counter(), time.time()
