@@ -275,6 +275,26 @@ def report(run_dir: Path = typer.Argument(..., help="a finished run, e.g. output
 
 
 @app.command()
+def audit(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outputs/quickstart/reference")) -> None:
+    """Re-check a run from its raw records: file hashes, each point's figures, the analysis and the
+    passports recomputed; exit 0 when consistent, 1 naming each disagreement."""
+    from stackbook.evidence.audit import audit_run
+
+    try:
+        result = audit_run(run_dir)
+    except (FileNotFoundError, CampaignError) as err:
+        _fail(str(err))
+    for check, what in result.checks.items():
+        typer.echo(f"{check}: {what}")
+    for d in result.disagreements:
+        typer.secho(d.text(), fg=typer.colors.RED)
+    if not result.consistent:
+        typer.echo(f"{run_dir}: {len(result.disagreements)} disagreement(s)")
+        raise typer.Exit(1)
+    typer.echo(f"{run_dir}: consistent")
+
+
+@app.command()
 def attach(run_dir: Path = typer.Argument(..., help="a finished run, e.g. outputs/quickstart/reference"),
            notebook: str = typer.Argument(..., help="50_demand_map (the run's measured centres) or 00_decide"),
            param: list[str] = typer.Option([], "-p", help="a notebook parameter, NAME=VALUE (repeat)"),

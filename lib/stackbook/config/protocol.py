@@ -192,11 +192,21 @@ class Repetitions(Strict):
     By default one round more than `min` may run; a bare integer (`repetitions: 2`) fixes the count."""
     min: int = Field(2, ge=1, le=64, description="repetitions that always run (2 or more measure run-to-run noise)")
     max: int | None = Field(None, ge=1, le=64, description="the most repetitions sequential stopping may run "
-                            "(None: min + 1, one more round while a comparison is undecided)")
+                            "(left out: min + 1, one more round while a comparison is undecided; null: min)")
     order: Literal["abba", "random"] = Field(
         "abba", description="abba: the arm order reverses every round (A B, B A, A B ...); random: a seeded "
         "random order per round")
     order_seed: int = Field(0, ge=0, description="the seed of the random block order")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_more_round_unless_told(cls, data):
+        """Left out, max is one round more than min. (An explicit null keeps its older meaning,
+        max = min, so a run recorded before this default reads as it ran.)"""
+        if isinstance(data, dict) and "max" not in data:
+            low = data.get("min", 2)
+            return {**data, "max": min(low + 1, 64) if isinstance(low, int) and not isinstance(low, bool) else None}
+        return data
 
     @model_validator(mode="after")
     def _max_not_below_min(self) -> "Repetitions":
@@ -207,7 +217,7 @@ class Repetitions(Strict):
 
     @property
     def most(self) -> int:
-        return self.max if self.max is not None else self.min + 1
+        return self.max if self.max is not None else self.min
 
     def round_order(self, round_index: int, arms: list[str]) -> list[str]:
         """The arms' order in one round: reversed every other round (abba), or shuffled by a seed

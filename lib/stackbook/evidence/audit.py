@@ -1,0 +1,145 @@
+"""`stackbook audit RUN_DIR`: a run re-checked from its raw records.
+
+Four checks, each said to apply or not (a run made by an older version may lack what one needs):
+  files      every file the manifest hashed when the run was sealed is there and unchanged;
+  points     each point's figures in results.json, recomputed from requests.jsonl (latest attempts);
+  analysis   analysis.json, recomputed from the arms' records by the current analysis (the verdict's
+             sentences, the decisions and their intervals, the tables);
+  passports  each arm's passport.json, rebuilt from its results, engine record and the manifest.
+Every disagreement names the file, the field, the stored and the recomputed value.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackbook.evidence.files import file_sha256, model_json, read_json
+from stackbook.evidence.rundir import RunDir
+
+POINT_FIGURES = ("completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p99",
+                 "output_throughput_tok_s", "achieved_rate_rps", "scheduled_rate_rps", "slo_attainment")
+ANALYSIS_PARTS = ("verdict", "decisions", "load_table", "fairness", "slo_capacity", "pareto_frontier", "capacity")
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    file: str
+    field: str
+    stored: object
+    recomputed: object
+
+    def text(self) -> str:
+        def short(v) -> str:
+            s = json.dumps(v, default=str)
+            return s if len(s) <= 160 else s[:157] + "..."
+        return f"{self.file}: {self.field}: stored {short(self.stored)}, recomputed {short(self.recomputed)}"
+
+
+@dataclass
+class Audit:
+    run: str
+    checks: dict[str, str] = field(default_factory=dict)   # check -> what it covered, or why it did not apply
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not self.disagreements
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def _diff(file: str, path: str, stored, again, out: list[Disagreement]) -> None:
+    """Every leaf where two JSON values part, by dotted path."""
+    if isinstance(stored, dict) and isinstance(again, dict):
+        for k in sorted(set(stored) | set(again), key=str):
+            _diff(file, f"{path}.{k}" if path else str(k), stored.get(k), again.get(k), out)
+    elif isinstance(stored, list) and isinstance(again, list) and len(stored) == len(again):
+        for i, (s, a) in enumerate(zip(stored, again)):
+            _diff(file, f"{path}[{i}]", s, a, out)
+    elif not _same(stored, again):
+        out.append(Disagreement(file, path, stored, again))
+
+
+def check_files(run: RunDir, audit: Audit) -> None:
+    hashed = (read_json(run.manifest, {}) or {}).get("outputs")
+    if not hashed:
+        audit.checks["files"] = "not applied: the manifest holds no file hashes (a run sealed by an older version)"
+        return
+    for rel, digest in sorted(hashed.items()):
+        p = run.path / rel
+        if not p.exists():
+            audit.disagreements.append(Disagreement(rel, "file", digest, "missing"))
+        elif file_sha256(p) != digest:
+            audit.disagreements.append(Disagreement(rel, "sha256", digest, file_sha256(p)))
+    audit.checks["files"] = f"{len(hashed)} files against the manifest's hashes"
+
+
+def check_points(run: RunDir, campaign, audit: Audit) -> None:
+    from stackbook.loadgen.records import read_records
+    from stackbook.measure.metrics import point_summary
+
+    n = 0
+    for arm in campaign.arms:
+        d = run.arm(arm.name)
+        sweep = (read_json(d.results, {}) or {}).get("sweep") or {}
+        if not sweep.get("points"):
+            continue
+        records = read_records(d.requests, latest_attempt=True) if d.requests.exists() else []
+        slo = campaign.protocol_for(arm).slo
+        for name, point in sweep["points"].items():
+            again = point_summary([r for r in records if r.point == name], slo)
+            for key in POINT_FIGURES:
+                if key in point and not _same(point[key], again.get(key)):
+                    audit.disagreements.append(Disagreement(str(d.results.relative_to(run.path)),
+                                                            f"sweep.points.{name}.{key}", point[key], again.get(key)))
+            n += 1
+    audit.checks["points"] = f"{n} points' figures against requests.jsonl" if n else "not applied: no sweep points"
+
+
+def check_analysis(run: RunDir, audit: Audit) -> None:
+    from stackbook.analysis.comparison import analyse_run
+
+    stored = read_json(run.analysis)
+    if stored is None:
+        audit.checks["analysis"] = "not applied: the run has no analysis.json"
+        return
+    again = json.loads(analyse_run(run).model_dump_json())
+    for part in ANALYSIS_PARTS:
+        if part in stored:
+            _diff("analysis.json", part, stored[part], again.get(part), audit.disagreements)
+    audit.checks["analysis"] = "analysis.json (" + ", ".join(p for p in ANALYSIS_PARTS if p in stored) + ")"
+
+
+def check_passports(run: RunDir, campaign, audit: Audit) -> None:
+    from stackbook.evidence.passport import build_passport
+
+    n = 0
+    for arm in campaign.arms:
+        d = run.arm(arm.name)
+        stored = read_json(d.passport_json)
+        if stored is None:
+            continue
+        died = ((read_json(run.manifest, {}) or {}).get("arms", {}).get(arm.name) or {}).get("status") == "engine_died"
+        again = model_json(build_passport(campaign, arm, d, engine_died=died))
+        _diff(str(d.passport_json.relative_to(run.path)), "", stored, again, audit.disagreements)
+        n += 1
+    audit.checks["passports"] = f"{n} passports rebuilt" if n else "not applied: no passports"
+
+
+def audit_run(path: str | Path) -> Audit:
+    from stackbook.config.loading import load_campaign
+
+    run = RunDir.existing(path)
+    audit = Audit(str(path))
+    check_files(run, audit)
+    campaign = load_campaign(run.campaign_resolved)
+    check_points(run, campaign, audit)
+    check_analysis(run, audit)
+    check_passports(run, campaign, audit)
+    return audit

@@ -1,0 +1,94 @@
+"""`stackbook audit`: a committed run re-checked from its raw records reads consistent, and a
+tampered copy fails naming the file and the field (an edited latency, an edited ratio, a deleted
+record, swapped passports)."""
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from stackbook.cli import app
+from stackbook.evidence.audit import audit_run
+
+REFERENCE = "outputs/aa-control/reference"
+
+
+@pytest.fixture(scope="module")
+def copy_of(tmp_path_factory):
+    def make(name: str):
+        dest = tmp_path_factory.mktemp("audit") / name
+        shutil.copytree(REFERENCE, dest)
+        return dest
+    return make
+
+
+def fields(audit) -> set[tuple[str, str]]:
+    return {(d.file, d.field) for d in audit.disagreements}
+
+
+def test_a_committed_run_is_consistent_and_the_command_says_so():
+    out = CliRunner().invoke(app, ["audit", REFERENCE])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[-1] == f"{REFERENCE}: consistent"
+    assert "files: " in out.output and "points: 16 points' figures against requests.jsonl" in out.output
+
+
+def test_an_edited_latency_is_caught_in_the_records_and_the_point(copy_of):
+    run = copy_of("latency")
+    path = run / "arms" / "first" / "requests.jsonl"
+    lines = path.read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if '"phase":"measure"' in line and '"point":"c1-r0"' in line)
+    rec = json.loads(lines[i])
+    rec["first_token_s"] = rec["first_token_s"] / 10      # a TTFT ten times better than measured
+    rec["chunk_times_s"][0] = rec["first_token_s"]
+    lines[i] = json.dumps(rec, separators=(",", ":"))
+    path.write_text("\n".join(lines) + "\n")
+    found = fields(audit_run(run))
+    assert ("arms/first/requests.jsonl", "sha256") in found
+    assert any(f == "arms/first/results.json" and fld.startswith("sweep.points.c1-r0.ttft_ms") for f, fld in found)
+
+
+def test_an_edited_ratio_in_the_analysis_is_named(copy_of):
+    run = copy_of("ratio")
+    analysis = json.loads((run / "analysis.json").read_text())
+    analysis["decisions"][0]["ratio"] = 1.5
+    (run / "analysis.json").write_text(json.dumps(analysis))
+    found = fields(audit_run(run))
+    assert ("analysis.json", "decisions[0].ratio") in found and ("analysis.json", "sha256") in found
+
+
+def test_a_deleted_record_changes_the_count(copy_of):
+    run = copy_of("deleted")
+    path = run / "arms" / "second" / "requests.jsonl"
+    lines = path.read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if '"phase":"measure"' in line and '"point":"c2-r1"' in line)
+    path.write_text("\n".join(lines[:i] + lines[i + 1:]) + "\n")
+    found = fields(audit_run(run))
+    assert ("arms/second/results.json", "sweep.points.c2-r1.completed") in found
+
+
+def test_swapped_passports_are_caught_and_the_exit_code_is_one(copy_of):
+    run = copy_of("swapped")
+    a, b = run / "arms" / "first" / "passport.json", run / "arms" / "second" / "passport.json"
+    text_a = a.read_text()
+    a.write_text(b.read_text())
+    b.write_text(text_a)
+    out = CliRunner().invoke(app, ["audit", str(run)])
+    assert out.exit_code == 1
+    assert "arms/first/passport.json: identity.arm: stored \"second\", recomputed \"first\"" in out.output
+    assert out.output.splitlines()[-1].endswith("disagreement(s)")
+
+
+def test_a_run_without_file_hashes_says_the_check_does_not_apply(copy_of):
+    run = copy_of("old")
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["outputs"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    audit = audit_run(run)
+    assert audit.checks["files"].startswith("not applied: the manifest holds no file hashes")
+    assert audit.consistent
+
+
+def test_not_a_run_is_a_clear_error(tmp_path):
+    out = CliRunner().invoke(app, ["audit", str(tmp_path)])
+    assert out.exit_code != 0 and "not a run directory" in out.output and "Traceback" not in out.output
