@@ -11,7 +11,7 @@ LAB_NOTEBOOK ?= $(firstword $(wildcard outputs/quickstart/reference/40_analysis.
 LAB_ARGS ?=
 LAB_CMD = $(PY) -m stackbook.lab $(LAB_NOTEBOOK) $(LAB_ARGS)
 
-.PHONY: setup setup-gpu quickstart test test-fast lab clean-runs
+.PHONY: setup setup-gpu quickstart test test-fast lab clean-runs notebooks
 
 setup:
 	@bash tools/bootstrap.sh all
@@ -40,6 +40,11 @@ test-fast:
 lab:
 	@bash tools/bootstrap.sh workbook
 	@$(LAB_CMD)
+
+# The .ipynb twin of every notebook source (papermill and Jupyter run them as they are); a test
+# fails when a twin drifts from its source.
+notebooks:
+	@$(PY) -m stackbook.notebook_sources
 
 # Remove run directories other than the committed reference runs.
 clean-runs:

@@ -1,9 +1,12 @@
 """The notebooks' sources: jupytext percent files (notebooks/NN_name.py) read into the nbformat
 notebooks that papermill executes.
 
-The sources are plain Python, so linters, reviews and diffs read them; the .ipynb exists only
-as a run's output. Cell ids come from each cell's position and text, so reading the same source
-twice gives the same notebook, and two runs' notebooks differ only where their outputs do.
+The sources are plain Python, so linters, reviews and diffs read them. Each ships with its
+.ipynb twin (notebooks/NN_name.ipynb, no outputs, the same `parameters` cell) for papermill and
+Jupyter users: `python -m stackbook.notebook_sources` (make notebooks) writes the twins, and a
+test fails when one drifts from its source. Cell ids come from each cell's position and text, so
+reading the same source twice gives the same notebook, and two runs' notebooks differ only where
+their outputs do.
 """
 from __future__ import annotations
 
@@ -54,3 +57,29 @@ def read_source(path: str | Path) -> nbformat.NotebookNode:
 def load_notebook(name: str) -> nbformat.NotebookNode:
     """The notebook `name` (e.g. "40_analysis"), ready for papermill."""
     return read_source(source_path(name))
+
+
+def twin_path(name: str) -> Path:
+    """notebooks/<name>.ipynb, the papermill-ready twin of the source."""
+    return SOURCES_DIR / f"{name}.ipynb"
+
+
+def twin_text(name: str) -> str:
+    """The twin's exact text, as the source makes it."""
+    return nbformat.writes(load_notebook(name)) + "\n"
+
+
+def write_twins() -> list[Path]:
+    """Every source's .ipynb twin, written where it differs."""
+    written = []
+    for name in source_names():
+        path, text = twin_path(name), twin_text(name)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_twins():
+        print(f"wrote {p.relative_to(REPO_ROOT)}")

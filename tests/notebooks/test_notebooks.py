@@ -2,13 +2,23 @@
 ids; and the notebooks that need no engine still execute with papermill (the arm notebooks run
 against real engines in test_end_to_end)."""
 import json
+import subprocess
+import sys
 
 import jupytext
 import nbformat
 import papermill as pm
 import pytest
 from stackbook.evidence.rundir import RunDir
-from stackbook.notebook_sources import SOURCES_DIR, load_notebook, read_source, source_names, source_path
+from stackbook.notebook_sources import (
+    SOURCES_DIR,
+    load_notebook,
+    read_source,
+    source_names,
+    source_path,
+    twin_path,
+    twin_text,
+)
 from stackbook.notebook_execution import execute_notebook
 
 from tests.support.calibration import endpoint_campaign
@@ -16,10 +26,13 @@ from tests.support.calibration import endpoint_campaign
 NAMES = ["00_decide", "10_sizing", "20_canaries", "30_load_sweep", "40_analysis", "50_demand_map", "60_compare"]
 
 
-def test_every_source_exists_and_no_ipynb_is_kept():
+def test_every_source_exists_with_its_ipynb_twin_in_sync():
     assert source_names() == NAMES
     assert all(source_path(n).is_file() for n in NAMES)
-    assert not list(SOURCES_DIR.glob("*.ipynb"))
+    assert sorted(p.stem for p in SOURCES_DIR.glob("*.ipynb")) == NAMES
+    for n in NAMES:
+        assert twin_path(n).read_text() == twin_text(n), (
+            f"notebooks/{n}.ipynb has drifted from notebooks/{n}.py: run `make notebooks` and commit both")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -175,11 +188,14 @@ def test_committed_poisson_run_has_one_statistics_column_per_rate():
     assert stats.loc[("e2e_ms", "count")].tolist() == [32.0, 32.0, 32.0]
 
 
-def test_analysis_notebook_runs_on_a_copy_of_the_committed_poisson_run(tmp_path, copy_committed_run):
+def test_analysis_notebook_runs_under_papermill_as_shipped(tmp_path, copy_committed_run):
+    """papermill's own command on the shipped .ipynb, its kernel the one the set-up registers,
+    over a copy of the committed Poisson run."""
     run = RunDir(copy_committed_run("workloads", to="run", ignore=("40_analysis.ipynb",)))
     out = tmp_path / "40.ipynb"
-    pm.execute_notebook(load_notebook("40_analysis"), str(out), kernel_name="python3", progress_bar=False,
-                        parameters={"run_dir": str(run)})
+    r = subprocess.run([sys.executable, "-m", "papermill", str(twin_path("40_analysis")), str(out),
+                        "-p", "run_dir", str(run), "--no-progress-bar"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "Which stack serves  smollm2-135m-instruct  best on" in text and "campaign  workloads" in text
     summary = next(o for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", [])
