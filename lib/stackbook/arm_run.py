@@ -205,6 +205,7 @@ def run_arm(slot: ArmSlot) -> None:
                     log_ = entry.setdefault("repetition_log", {})
                     for r in reps:
                         log_[str(r)] = {"began": began, "engine_start": entry.get("engine_starts"),
+                                        "engine_ready_s": adapter.ready_after_s if needs_engine else None,
                                         "sweep_seconds": round(secs, 1), "finished_unix": time.time()}
             except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
                 entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}

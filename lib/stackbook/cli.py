@@ -108,6 +108,9 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
                    + (f" ({a.error})" if a.status in ("held", "failed", "node_lost") and a.error else ""))
     if out.report.exists():
         typer.echo(f"report: {out.report}  (the analysis notebook: {out.analysis_notebook})")
+    if manifest.phase_seconds:
+        from stackbook.evidence.phase_times import phase_line
+        typer.echo(phase_line(manifest.phase_seconds))
     if manifest.status != "complete":
         _fail(f"the run is {manifest.status}: see {out.manifest}", code=1)
 

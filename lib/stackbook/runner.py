@@ -23,6 +23,7 @@ from stackbook.config.errors import CampaignError
 from stackbook.config.loading import load_campaign
 from stackbook.config.preflight import load_refusals
 from stackbook.evidence.files import file_sha256
+from stackbook.evidence.phase_times import phase_times
 from stackbook.evidence.harness import fix_revision
 from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
@@ -121,6 +122,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
             signal.signal(sig, handler)
         steps.close()
         manifest.data["finished_unix"] = time.time()
+        manifest.data["phase_seconds"] = phase_times(manifest.data)
         manifest.save()
         leftovers = make_portable(run_dir, secrets)
         manifest.record_outputs(run_dir)

@@ -76,6 +76,9 @@ class Manifest(Open):
     # What run.lock said when this run took it over from a writer that had died holding it.
     lock_taken_over: Optional[dict[str, Any]] = None
     finished_unix: Optional[float] = None
+    # Where the run's time went (evidence.phase_times): engine starts, sizing, canaries, sweeps,
+    # analysis, the rest, and the wall time.
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
     outputs: dict[str, str] = Field(default_factory=dict)
     absolute_paths_left: list[str] = Field(default_factory=list)
     # Teaching notebooks executed over the finished run (`stackbook attach`), by notebook name.
