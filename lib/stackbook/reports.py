@@ -73,6 +73,9 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
                            engine_died=manifest.data["arms"].get(arm.name, {}).get("status") == "engine_died")
     run_analysis(run, manifest)
     make_portable(run, [])
+    if manifest.data.get("finished_unix"):
+        from stackbook.evidence.phase_times import phase_times
+        manifest.data["phase_seconds"] = phase_times(manifest.data)
     if "outputs" in manifest.data:
         manifest.record_outputs(run)
         manifest.save()
