@@ -1,5 +1,5 @@
 """Repetitions on a real engine: an A/A pair of llama.cpp arms and a known-effect arm (a third
-replica behind the harness's delay relay, 8 ms added to every gap between token events), two
+replica behind the harness's delay relay, 20 ms added to every gap between token events), two
 repetitions interleaved A B C then C B A, each begun with a fresh engine start. The verdict
 never ranks the A/A pair and finds the known effect with the truth inside its interval; the realized
 prefix cache reads cold, and every passport carries the run's one harness revision. Each repetition
@@ -36,7 +36,7 @@ arms:
     replicate_of: first
   - name: slow
     replicate_of: first
-    known_delay: {tpot_ms: 8}
+    known_delay: {tpot_ms: 20}
 """
 ARMS = ("first", "second", "slow")
 
@@ -86,10 +86,10 @@ def test_the_known_effect_is_found_at_every_load_with_the_truth_inside(run):
         assert [d["load"] for d in sorted(tpot, key=lambda d: d["load"])] == [1, 2]
         assert all(d["decision"] == "ahead" and d["leader"] == other for d in tpot), tpot
     [line] = [v for v in analysis["verdict"] if v.startswith("Known-effect control slow")]
-    assert line.startswith("Known-effect control slow (first plus 8 ms a token gap): found in all 2 comparison(s), "
+    assert line.startswith("Known-effect control slow (first plus 20 ms a token gap): found in all 2 comparison(s), "
                            "each interval holding the truth"), line
     relay = json.loads(run.arm("slow").engine_json.read_text())["known_delay"]
-    assert relay["added_tpot_ms"] == 8 and relay["held_token_events"] > 0 and relay["listens"].startswith("http://127.0.0.1:")
+    assert relay["added_tpot_ms"] == 20 and relay["held_token_events"] > 0 and relay["listens"].startswith("http://127.0.0.1:")
     assert json.loads(run.arm("first").engine_json.read_text())["known_delay"] is None
 
 
