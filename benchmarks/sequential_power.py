@@ -14,8 +14,14 @@ Reported per cell: how often the right arm was ranked ahead (power; averaged ove
 how often any arm was ranked for a true ratio of 1 (false alarm), how often the interval held
 the truth, and the mean rounds run. A true ratio of 0.95 sits on the 5% margin.
 
+With `--from-run RUN_DIR --pair A B --figure tpot_p50` the noise is not assumed but measured: the
+sd of the per-round log ratios of the A/A pair A, B on that figure, pooled over the run's loads
+(outputs/known-effect/reference measures it on this host), and the curve is drawn at that noise.
+
 Run: .venv/bin/python benchmarks/sequential_power.py [--sims 1000]
      (a few minutes; writes benchmarks/results/sequential_power.json)
+     .venv/bin/python benchmarks/sequential_power.py --from-run outputs/known-effect/reference \
+         --pair fast fast-again --figure tpot_p50   (writes sequential_power_measured.json)
 Nothing here is a pass/fail test; the numbers are what was simulated, with the command.
 """
 from __future__ import annotations
@@ -38,7 +44,7 @@ OUT = REPO_ROOT / "benchmarks" / "results" / "sequential_power.json"
 LOADS = (1, 2, 4)
 PLANS = {"fixed 2": (2, 2), "fixed 3": (3, 3), "fixed 4": (4, 4),
          "sequential 2 to 3": (2, 3), "sequential 2 to 4": (2, 4), "sequential 3 to 6": (3, 6)}
-TRUE_RATIOS = (1.0, 0.95, 0.90, 0.85, 0.80)
+TRUE_RATIOS = (1.0, 0.95, 0.93, 0.90, 0.85, 0.80)
 NOISES = (0.03, 0.06)
 CONFIDENCE, MARGIN = 0.95, 0.05
 FIGURE = COMPARED_BY_NAME["tpot_p50"]
@@ -64,14 +70,46 @@ def simulate(rng, plan: tuple[int, int], ratio: float, noise: float) -> tuple[di
     return found, rounds
 
 
+def measured_noise(run_dir: str, a: str, b: str, figure: str) -> dict:
+    """The sd of an A/A pair's per-round log ratios on one figure, pooled over the run's loads
+    (ranked points only)."""
+    from stackbook.analysis.comparison import comparison_frame, fairness_table
+    from stackbook.analysis.run_data import load_run
+    from stackbook.analysis.verdict import rankable
+
+    campaign, arms = load_run(run_dir)
+    df = rankable(comparison_frame(arms, fairness_table(campaign, arms)))
+    column = COMPARED_BY_NAME[figure].column
+    ss, dof = 0.0, 0
+    for _, g in df[df["arm"].isin([a, b])].groupby("load"):
+        wide = g.pivot_table(index="repetition", columns="arm", values=column).dropna()
+        if len(wide) < 2 or a not in wide or b not in wide:
+            continue
+        logs = np.log(wide[a] / wide[b])
+        ss += float(((logs - logs.mean()) ** 2).sum())
+        dof += len(logs) - 1
+    if not dof:
+        raise SystemExit(f"{run_dir}: no load where {a} and {b} both ran two or more rounds")
+    return {"run": run_dir, "pair": [a, b], "figure": figure, "sd_log": round(math.sqrt(ss / dof), 4),
+            "degrees_of_freedom": dof}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--from-run", default=None)
+    ap.add_argument("--pair", nargs=2, default=None)
+    ap.add_argument("--figure", default="tpot_p50")
     args = ap.parse_args()
     t0 = time.perf_counter()
     rows = []
-    for noise in NOISES:
+    noises, measured, out = NOISES, None, OUT
+    if args.from_run:
+        measured = measured_noise(args.from_run, *args.pair, args.figure)
+        noises, out = (measured["sd_log"],), OUT.with_name("sequential_power_measured.json")
+        print(f"measured noise: {measured}")
+    for noise in noises:
         for ratio in TRUE_RATIOS:
             for name, plan in PLANS.items():
                 rng = np.random.default_rng([args.seed, int(noise * 1000), int(ratio * 100)])
@@ -93,18 +131,20 @@ def main() -> None:
                       f"held {r['interval_held_truth']:.3f}  rounds {r['mean_rounds']:.2f}")
     result = {
         "what": __doc__.split("\n\n")[0],
+        "measured_noise": measured,
         "design": {"loads": LOADS, "plans": PLANS, "confidence": CONFIDENCE, "min_effect": MARGIN,
                    "sims_per_cell": args.sims, "seed": args.seed,
                    "mc_standard_error_of_a_rate": round(math.sqrt(0.25 / (args.sims * len(LOADS))), 4)},
         "rows": rows,
         "seconds": round(time.perf_counter() - t0, 1),
-        "command": "python benchmarks/sequential_power.py --sims %d" % args.sims,
+        "command": "python benchmarks/sequential_power.py --sims %d" % args.sims + (
+            f" --from-run {args.from_run} --pair {' '.join(args.pair)} --figure {args.figure}" if args.from_run else ""),
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "isa_flags": isa_flags(),
                  "python": platform.python_version(), "numpy": np.__version__},
     }
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(REPO_ROOT)} in {result['seconds']} s")
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out.relative_to(REPO_ROOT)} in {result['seconds']} s")
 
 
 if __name__ == "__main__":
