@@ -17,7 +17,7 @@ from stackbook.engines import EngineStartError, adapter_for
 from stackbook.evidence.files import file_sha256, read_json
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.rundir import ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
-from stackbook.harness.delay_relay import DelayRelay
+from stackbook.harness.delay_relay import RelayProcess
 from stackbook.locations import symbolic
 from stackbook.notebook_execution import execute_notebook, notebook_ok
 from stackbook.steps.session import record_engine
@@ -158,7 +158,7 @@ def run_arm(slot: ArmSlot) -> None:
     relay = None
     try:
         if needs_engine and arm.known_delay:  # a known-effect arm is reached through the harness's relay
-            relay = DelayRelay(adapter.base_url, arm.known_delay.tpot_ms).start()
+            relay = RelayProcess(adapter.base_url, arm.known_delay.tpot_ms).start()
         endpoint = relay.url if relay else adapter.base_url
         if needs_engine:
             record_engine(adapter, arm_dir, restarts=restarts, relay=relay)

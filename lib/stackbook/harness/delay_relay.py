@@ -6,13 +6,23 @@ first is held until k x `tpot_ms` after it arrived, so every gap between token e
 exactly tpot_ms: the arm's TPOT is its engine's plus tpot_ms, its TTFT and its answers are its
 engine's. A difference the decision rule must find, known by construction. Every other route
 (health, metrics, cache flushes, slots) is relayed unchanged. It binds 127.0.0.1.
+
+The runner starts it as a process of its own (RelayProcess), so no other work in the runner can
+hold an event past its release; how late each held event still left is measured and kept with
+the relay's record (GET /_stackbook_relay), the evidence that the cost added is the cost stated.
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 from urllib.parse import urlsplit
+
+import httpx
 
 import orjson
 import uvloop
@@ -67,6 +77,8 @@ class DelayRelay:
         self.host, self.port = host, port
         self.streams = 0
         self.held_events = 0
+        self.late_s_total = 0.0   # how late held events left, past their release time
+        self.late_s_max = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -107,10 +119,14 @@ class DelayRelay:
         self._loop = None
 
     def record(self) -> dict:
-        """What the passport says about the relay: the effect it adds and what it held."""
+        """What the passport says about the relay: the effect it adds, what it held, and how late
+        held events left (a late last event lengthens that request's TPOT by lateness / gaps)."""
+        n = self.held_events
         return {"added_tpot_ms": round(self.delay_s * 1000, 3), "listens": self.url,
                 "upstream": f"http://{self.upstream_host}:{self.upstream_port}", "streams": self.streams,
-                "held_token_events": self.held_events}
+                "held_token_events": n,
+                "release_late_ms": {"mean": round(1000 * self.late_s_total / n, 3) if n else None,
+                                    "max": round(1000 * self.late_s_max, 3)}}
 
     # -- relaying -------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -124,6 +140,12 @@ class DelayRelay:
                     writer.write(b"HTTP/1.1 411 Length Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     return
                 body = await reader.readexactly(int(_get(headers, "content-length") or 0))
+                if request_line.startswith("GET /_stackbook_relay "):
+                    payload = json.dumps(self.record()).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(payload), payload))
+                    await writer.drain()
+                    continue
                 if not await self._relay(request_line, headers, body, writer):
                     return
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
@@ -200,6 +222,9 @@ class DelayRelay:
                         release = arrived + tokens * self.delay_s
                         while (wait := release - time.perf_counter()) > 0:  # a timer may fire a little early
                             await asyncio.sleep(wait)
+                        late = time.perf_counter() - release
+                        self.late_s_total += late
+                        self.late_s_max = max(self.late_s_max, late)
                     tokens += 1
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
                 await writer.drain()
@@ -207,3 +232,60 @@ class DelayRelay:
                     return
         finally:
             reader_task.cancel()
+
+
+class RelayProcess:
+    """The relay as a process of its own, for the runner: started in front of `upstream`, its
+    record read over HTTP, stopped by its process id."""
+
+    def __init__(self, upstream: str, tpot_ms: float):
+        self.upstream, self.tpot_ms = upstream, tpot_ms
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> "RelayProcess":
+        self.proc = subprocess.Popen([sys.executable, "-m", "stackbook.harness.delay_relay", "--upstream", self.upstream,
+                                      "--tpot-ms", str(self.tpot_ms)], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()  # "listening http://127.0.0.1:PORT", or nothing if it failed
+        if not line.startswith("listening "):
+            self.stop()
+            raise RuntimeError(f"the delay relay in front of {self.upstream} did not start")
+        self.url = line.removeprefix("listening ")
+        return self
+
+    def record(self) -> dict:
+        try:
+            return httpx.get(self.url + "/_stackbook_relay", timeout=10).json()
+        except (httpx.HTTPError, ValueError) as err:
+            return {"added_tpot_ms": self.tpot_ms, "record": f"not read: {err}"}
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="relay an engine's streams, adding a known cost to every token gap")
+    ap.add_argument("--upstream", required=True, help="http://host:port of the engine")
+    ap.add_argument("--tpot-ms", type=float, required=True)
+    ap.add_argument("--port", type=int, default=0)
+    a = ap.parse_args()
+    relay = DelayRelay(a.upstream, a.tpot_ms, port=a.port)
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    relay._server = loop.run_until_complete(asyncio.start_server(relay._handle, relay.host, relay.port))
+    relay.port = relay._server.sockets[0].getsockname()[1]
+    print(f"listening {relay.url}", flush=True)
+    try:
+        loop.run_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -78,3 +78,24 @@ def test_other_routes_pass_through_unchanged(relay_in_front):
 def test_only_a_plain_http_upstream_is_relayed():
     with pytest.raises(ValueError, match="http://host:port"):
         DelayRelay("https://example.com", 8)
+
+
+def test_the_runners_relay_is_a_process_of_its_own_with_its_record_over_http(start_calibration_server):
+    from stackbook.harness.delay_relay import RelayProcess
+
+    server = start_calibration_server(pacing=Pacing(ttft_ms=5, gap_ms=2))
+    relay = RelayProcess(server.base_url, 5).start()
+    try:
+        assert relay.url.startswith("http://127.0.0.1:") and relay.proc.poll() is None
+        target = Target(relay.url, "calibration", {}, {"max_tokens": 4}, timeout_s=30)
+        [rec] = run_closed_loop(target, [PromptSpec(0, [{"role": "user", "content": "x"}], 1)], ApproximateTokenizer(),
+                                concurrency=1, warmup=0, writer=None,
+                                base={"run_id": "t", "arm": "a", "point": "p", "concurrency": 1},
+                                start=time.perf_counter())
+        assert rec.ok and rec.chunk_times_s[-1] - rec.chunk_times_s[0] >= 3 * 0.005
+        record = relay.record()
+        assert record["added_tpot_ms"] == 5 and record["streams"] == 1 and record["held_token_events"] == 3
+        assert record["release_late_ms"]["max"] >= 0 and record["release_late_ms"]["mean"] is not None
+    finally:
+        relay.stop()
+    assert relay.proc.poll() is not None
