@@ -32,7 +32,8 @@ def test_a_found_effect_with_the_truth_inside_reads_found():
     d = decide_pair(1, TPOT, "fast", fast, 32, "slow", slow, 32, 0.05, 0.95, paired=True)
     assert d.decision == "ahead" and d.leader == "fast"
     [line] = known_effect_lines(frame(fast, slow), [d], {"slow": ("fast", 8.0)}, "concurrency")
-    assert line.startswith("Known-effect control slow (fast plus 8 ms a token gap): found in all 1 comparison(s)")
+    assert line.startswith("Known-effect control slow (fast plus 8 ms a token gap): found in all 1 comparison(s) "
+                           "where the truth is known")
     assert f"against the true {true_ratio(fast, 8, False):.3f}" in line
 
 
@@ -41,7 +42,7 @@ def test_a_missed_effect_says_so_and_names_the_remedy():
     d = decide_pair(1, TPOT, "fast", fast, 32, "slow", slow, 32, 0.05, 0.95, paired=True)
     assert d.decision == "undecided"
     [line] = known_effect_lines(frame(fast, slow), [d], {"slow": ("fast", 8.0)}, "concurrency")
-    assert "found in 0 of 1 comparison(s); missed: concurrency 1, TPOT p50: undecided" in line
+    assert "found in 0 of 1 comparison(s) where the truth is known; missed: concurrency 1, TPOT p50: undecided" in line
     assert "add repetitions" in line
 
 
@@ -75,3 +76,13 @@ def test_a_managed_endpoint_cannot_carry_a_known_delay():
     text = CAMPAIGN.replace("{kind: llama_cpp}", "{kind: openai_endpoint, base_url: 'http://127.0.0.1:9/v1'}")
     with pytest.raises(ValueError, match="known_delay: kind 'openai_endpoint' cannot be relayed"):
         Campaign.model_validate(yaml.safe_load(text))
+
+
+def test_above_one_client_in_a_closed_loop_the_truth_is_not_judged_but_an_open_loop_is():
+    fast, slow = [45.0, 45.5, 48.8], [49.2, 55.4, 57.4]   # concurrency 2: the delay thinned the batch
+    d = decide_pair(2, TPOT, "fast", fast, 40, "slow", slow, 40, 0.05, 0.95, paired=True)
+    [closed] = known_effect_lines(frame(fast, slow, load=2), [d], {"slow": ("fast", 12.0)}, "concurrency")
+    assert "no comparison at a load where the truth is known" in closed
+    assert "At concurrency 2 the delay also thins the engine's batch" in closed
+    [opened] = known_effect_lines(frame(fast, slow, load=2), [d], {"slow": ("fast", 12.0)}, "offered rate")
+    assert "where the truth is known" in opened and "thins" not in opened
