@@ -5,7 +5,8 @@ from stackbook.config.loading import parse_campaign
 
 BASE = {
     "name": "t",
-    "protocol": {"workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16}},
+    # a fixed count: one look, so every interval is at the rule's own 95%
+    "protocol": {"workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16}, "repetitions": 3},
     "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}, {"name": "b", "engine": {"kind": "vllm_cpu"}}],
 }
 
