@@ -120,12 +120,13 @@ def check_passports(run: RunDir, campaign, audit: Audit) -> None:
     from stackbook.evidence.passport import build_passport
 
     n = 0
+    entries = (read_json(run.manifest, {}) or {}).get("arms", {})
     for arm in campaign.arms:
         d = run.arm(arm.name)
         stored = read_json(d.passport_json)
         if stored is None:
             continue
-        died = ((read_json(run.manifest, {}) or {}).get("arms", {}).get(arm.name) or {}).get("status") == "engine_died"
+        died = (entries.get(arm.name) or {}).get("status") == "engine_died"
         again = model_json(build_passport(campaign, arm, d, engine_died=died))
         _diff(str(d.passport_json.relative_to(run.path)), "", stored, again, audit.disagreements)
         n += 1

@@ -92,10 +92,7 @@ class DelayRelay:
         ready = threading.Event()
 
         def serve() -> None:
-            self._loop = uvloop.new_event_loop()
-            asyncio.set_event_loop(self._loop)
-            self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, self.host, self.port))
-            self.port = self._server.sockets[0].getsockname()[1]
+            self._loop = self.listen()
             ready.set()
             self._loop.run_forever()
 
@@ -104,6 +101,14 @@ class DelayRelay:
         if not ready.wait(10):
             raise RuntimeError("the delay relay did not start listening within 10 s")
         return self
+
+    def listen(self) -> asyncio.AbstractEventLoop:
+        """Bind (the port, when 0, is the system's choice) on a new event loop, returned unstarted."""
+        loop = uvloop.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._server = loop.run_until_complete(asyncio.start_server(self._handle, self.host, self.port))
+        self.port = self._server.sockets[0].getsockname()[1]
+        return loop
 
     def stop(self) -> None:
         if self._loop is None:
@@ -276,10 +281,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     relay = DelayRelay(a.upstream, a.tpot_ms, port=a.port)
-    loop = uvloop.new_event_loop()
-    asyncio.set_event_loop(loop)
-    relay._server = loop.run_until_complete(asyncio.start_server(relay._handle, relay.host, relay.port))
-    relay.port = relay._server.sockets[0].getsockname()[1]
+    loop = relay.listen()
     print(f"listening {relay.url}", flush=True)
     try:
         loop.run_forever()
