@@ -6,6 +6,7 @@ Normalized E2E = E2E / N. Failed requests stay in the denominator of goodput.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 
@@ -121,9 +122,9 @@ def client_gaps(records: list[RequestRecord]) -> dict:
     ends = sorted(r.end_s for r in records)
     gaps = []
     for r in records:
-        before = [e for e in ends if e <= r.sent_s]
-        if before:
-            gaps.append((max(before), r.sent_s))
+        i = bisect.bisect_right(ends, r.sent_s)  # the latest end at or before the send
+        if i:
+            gaps.append((ends[i - 1], r.sent_s))
     inside = sum(max(0.0, min(s, end) - max(e, start)) for e, s in gaps)
     span = end - start
     out = {"client_gap_in_flight": inside / span if span > 0 else None}
