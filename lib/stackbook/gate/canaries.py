@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union
@@ -344,7 +345,9 @@ def run_check(target: Target, check, out_of_scope: str | None = None, tokenizer=
     check still runs (its outcome is reported) but does not gate; `out_of_scope` is the reason."""
     result = {"id": check.id, "kind": check.kind, "capability": check.scope, "prompt": check.prompt,
               "out_of_scope": out_of_scope}
-    return result | check.run(target, tokenizer=tokenizer, context_length=context_length)
+    began = time.monotonic()
+    outcome = check.run(target, tokenizer=tokenizer, context_length=context_length)
+    return result | outcome | {"seconds": round(time.monotonic() - began, 2)}  # where the gate's time goes
 
 
 def run_suite(target: Target, suite: Suite, out_of_scope: dict[str, str] | None = None, progress=None,

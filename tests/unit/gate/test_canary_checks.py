@@ -52,6 +52,7 @@ def test_single_reply_checks_judge_their_reply(engine, spec, text, passed, detai
     result = run_check(TARGET, check(**spec))
     assert (result["passed"], result["detail"], result["output"]) == (passed, detail, text)
     assert result["finish_reason"] == "stop" and result["kind"] == spec["kind"]
+    assert 0 <= result["seconds"] < 60   # each check's own time, for where the gate's time goes
     assert asked[0]["sampling"]["temperature"] == 0.0 and asked[0]["length"] == {"max_tokens": 32}
     if spec["kind"] == "multi_turn":
         assert [m["content"] for m in asked[0]["messages"]] == ["I am Ada.", "Hi Ada.", "And my name?"]
