@@ -28,6 +28,7 @@ from stackbook.analysis.decision import (
     min_sample,
     supported,
 )
+from stackbook.analysis.pairing import pairable_rounds, rounds_left_out
 from stackbook.evidence.label import Label
 from stackbook.measure.slo_bounds import PROVEN, REFUTED, UNDECIDED, AttainmentClaim, attainment_claim
 
@@ -171,8 +172,8 @@ def compared_figures(protocol) -> list[Compared]:
 def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDecision]:
     """Every pair of ranked, comparable arms at every load, on every compared figure the sample
     supports (a percentile whose repetitions have too few requests is not compared). The pair's
-    run-to-run spread is pooled over the loads both arms ranked; paired by round where both ran
-    the same repetitions at every such load."""
+    run-to-run spread is pooled over the loads both arms ranked; paired by round where every such
+    load has rounds to pair (`pairable_rounds`), else Welch."""
     ranked = rankable(df)
     ranked = ranked[ranked["arm"].isin(comparable)]
     conf, margin = verdict_confidence(protocol), protocol.decision.min_effect
@@ -183,19 +184,24 @@ def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDeci
         loads = sorted(load for arm, load in cells if arm == a and (b, load) in cells)
         if not loads:
             continue
-        paired = all("repetition" in cells[(a, ld)] and len(cells[(a, ld)]) > 0 and
-                     list(cells[(a, ld)]["repetition"]) == list(cells[(b, ld)]["repetition"]) for ld in loads)
+        rounds = {ld: pairable_rounds(cells[(a, ld)], cells[(b, ld)]) for ld in loads}
+        paired = all(r is not None for r in rounds.values())
+        kept = {ld: ((cells[(a, ld)], cells[(b, ld)]) if not paired else
+                     (cells[(a, ld)][cells[(a, ld)]["repetition"].isin(rounds[ld])],
+                      cells[(b, ld)][cells[(b, ld)]["repetition"].isin(rounds[ld])])) for ld in loads}
         for c in compared_figures(protocol):
-            usable = [ld for ld in loads if c.column in cells[(a, ld)] and
-                      all(supported(c.percentile, k) for k in per_repetition_requests(cells[(a, ld)])
-                          + per_repetition_requests(cells[(b, ld)]))]
-            pairs = {ld: (list(cells[(a, ld)][c.column]), list(cells[(b, ld)][c.column])) for ld in usable}
+            usable = [ld for ld in loads if c.column in kept[ld][0] and
+                      all(supported(c.percentile, k) for k in per_repetition_requests(kept[ld][0])
+                          + per_repetition_requests(kept[ld][1]))]
+            pairs = {ld: (list(kept[ld][0][c.column]), list(kept[ld][1][c.column])) for ld in usable}
             intervals = (paired_intervals if paired else welch_intervals)(pairs, conf)
             for ld in usable:
-                ga, gb = cells[(a, ld)], cells[(b, ld)]
+                ga, gb = kept[ld]
+                method = METHODS[paired] + (rounds_left_out(cells[(a, ld)], cells[(b, ld)], rounds[ld], a, b)
+                                            if paired else "")
                 out.append(with_provenance(decide(ld, c, a, b, intervals[ld], (len(ga), len(gb)),
                                   (sum(per_repetition_requests(ga)), sum(per_repetition_requests(gb))),
-                                  margin, conf, METHODS[paired]), pairs, paired, conf))
+                                  margin, conf, method), pairs, paired, conf))
     return sorted(out, key=lambda d: (d.load, order.index(d.arm_a), order.index(d.arm_b)))
 
 

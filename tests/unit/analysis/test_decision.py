@@ -148,3 +148,26 @@ def test_each_decision_says_how_its_interval_was_built_and_what_its_load_alone_g
     assert (round(d["lo"], 2), round(d["hi"], 2)) == (1.31, 1.56)
     assert (round(d["this_load_lo"], 2), round(d["this_load_hi"], 2)) == (0.84, 2.46)
     assert d["pooled_loads"] == 3 and d["degrees_of_freedom"] == 3
+
+
+def test_a_discarded_repetition_drops_its_round_from_that_pair_at_that_load_only():
+    """One arm's repetition discarded at one load: the pair stays paired by round, over the rounds
+    both kept at that load and every round elsewhere, and the method says what was left out
+    (before, the whole pair fell back to Welch's interval at every load)."""
+    import pandas as pd
+    from stackbook.analysis.verdict import decisions
+    from stackbook.config.loading import load_campaign
+
+    protocol = load_campaign("campaigns/known-effect.yaml").protocol
+    drift = (1.0, 1.25, 0.85)  # every arm moves with the round; the ratio between arms stays 2:3
+    rows = [{"arm": arm, "label": "accepted", "load": load, "repetition": rep, "completed": 40, "requests": 40,
+             "discarded": (arm, load, rep) == ("a", 0.4, 0), "output_throughput_tok_s": 100 / (base * d),
+             "ttft_ms_p50": 400 * d, "tpot_ms_p50": base * d * (1 + 0.01 * rep), "e2e_ms_p50": 30 * base * d}
+            for arm, base in (("a", 20.0), ("b", 30.0)) for load in (0.4, 0.8) for rep, d in enumerate(drift)]
+    found = {d.load: d for d in decisions(pd.DataFrame(rows), protocol, {"a", "b"}) if d.metric == "tpot_p50"}
+    assert all(d.method.startswith("paired by round") and d.decision == AHEAD and d.leader == "a"
+               for d in found.values()), found
+    assert "over the rounds both kept (1, 2; left out: b's repetition 0, whose partner was discarded)" in found[0.4].method
+    assert "left out" not in found[0.8].method
+    assert (found[0.4].repetitions_a, found[0.4].repetitions_b, found[0.8].repetitions_b) == (2, 2, 3)
+    assert found[0.4].requests_b == 80 and found[0.8].requests_b == 120
