@@ -20,6 +20,7 @@ from stackbook.notebook_sources import (
     twin_text,
 )
 from stackbook.notebook_execution import execute_notebook
+from stackbook.locations import REPO_ROOT
 
 from tests.support.calibration import endpoint_campaign
 
@@ -116,17 +117,34 @@ def test_decide_notebook_runs_with_other_answers(tmp_path):
 
 
 def test_sizing_notebook_runs_without_an_engine(tmp_path):
+    """papermill's own command on the jupytext source, as a user types it from the repository."""
     run_dir = RunDir(tmp_path / "run")
     out = tmp_path / "10.ipynb"
-    pm.execute_notebook(load_notebook("10_sizing"), str(out), kernel_name="python3", progress_bar=False,
-                        parameters={"campaign_file": "campaigns/seed-qwen3.8-27b.yaml", "run_dir": str(run_dir),
-                                    "arm": "vllm", "start_engine": False})
+    r = subprocess.run([sys.executable, "-m", "papermill", "notebooks/10_sizing.py", str(out), "--no-progress-bar",
+                        "-p", "campaign_file", "campaigns/seed-qwen3.8-27b.yaml", "-p", "run_dir", str(run_dir),
+                        "-p", "arm", "vllm", "-p", "start_engine", "False"],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
     text = outputs_text(nbformat.read(out, as_version=4))
     assert "no engine: arithmetic only" in text and "34.71" in text
     sizing = json.loads(run_dir.arm("vllm").results.read_text())["sizing"]
     assert sizing["max_live_sequences"] == 36 and sizing["predicted_capacity"]["max_concurrency"] == 34.71
     rows = {r["assumption"]: r["live sequences"] for r in sizing["assumptions_table"]}
     assert list(rows.values())[:4] == [36, 40, 46, 59]
+
+
+@pytest.mark.parametrize("spelled", ["notebooks/{}.py", "./notebooks/{}.py", "{root}/notebooks/{}.py"])
+def test_papermill_reads_a_source_as_its_twin(spelled, monkeypatch):
+    """The `papermill.io` entry point: a .py source reads as the notebook its twin holds, however
+    the path is spelled; a .py output is refused by name."""
+    monkeypatch.chdir(REPO_ROOT)
+    nb = pm.iorw.load_notebook_node(spelled.format("60_compare", root=REPO_ROOT))
+    twin = nbformat.read(twin_path("60_compare"), as_version=4)
+    assert [(c.cell_type, c.source) for c in nb.cells] == [(c.cell_type, c.source) for c in twin.cells]
+    with pytest.raises(ValueError, match="write the executed notebook to a .ipynb path"):
+        pm.iorw.write_ipynb(nb, str(REPO_ROOT / "notebooks" / "out.py"))
+    with pytest.raises(FileNotFoundError, match="no notebook source at notebooks/99_none.py"):
+        pm.iorw.load_notebook_node("notebooks/99_none.py")
 
 
 def test_committed_seed_run_is_complete():

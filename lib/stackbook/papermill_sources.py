@@ -1,0 +1,39 @@
+"""papermill reads a notebook's jupytext source as it reads its .ipynb twin.
+
+papermill parses its input as JSON, so `papermill notebooks/10_sizing.py out.ipynb` would stop in
+NotJSONError. This I/O handler, registered through papermill's `papermill.io` entry points for
+local paths (pyproject.toml), hands papermill the notebook a `.py` percent source describes (the
+notebook the runner itself executes) and leaves every other path to papermill's own local handler.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from papermill.iorw import LocalHandler
+
+from stackbook.notebook_sources import read_source
+
+# The prefixes the entry points register: papermill picks a handler by the start of the path.
+LOCAL_PREFIXES = ("notebooks/", "./", "../", "/")
+
+
+class JupytextSourceHandler(LocalHandler):
+    """papermill's local handler, except that a `.py` input is read as a jupytext percent source."""
+
+    def read(self, path):
+        if str(path).endswith(".py"):
+            if not Path(path).exists():
+                raise FileNotFoundError(f"no notebook source at {path}; the shipped ones are notebooks/NN_name.py "
+                                        "and their .ipynb twins")
+            return nbformat.writes(read_source(path))
+        return super().read(path)
+
+    def write(self, buf, path):
+        if str(path).endswith(".py"):
+            raise ValueError(f"papermill output {path}: write the executed notebook to a .ipynb path; a .py "
+                             "source holds no outputs")
+        return super().write(buf, path)
+
+
+JUPYTEXT_SOURCES = JupytextSourceHandler()  # papermill registers handler objects, not classes
