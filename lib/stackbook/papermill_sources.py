@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 from papermill.iorw import LocalHandler
-
-from stackbook.notebook_sources import read_source
 
 # The prefixes the entry points register: papermill picks a handler by the start of the path.
 LOCAL_PREFIXES = ("notebooks/", "./", "../", "/")
@@ -26,6 +23,10 @@ class JupytextSourceHandler(LocalHandler):
             if not Path(path).exists():
                 raise FileNotFoundError(f"no notebook source at {path}; the shipped ones are notebooks/NN_name.py "
                                         "and their .ipynb twins")
+            import nbformat  # papermill imports this module with its entry points: keep that light
+
+            from stackbook.notebook_sources import read_source
+
             return nbformat.writes(read_source(path))
         return super().read(path)
 

