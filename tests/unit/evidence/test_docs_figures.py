@@ -24,3 +24,20 @@ def test_the_burstiness_figures_in_runs_md_are_the_runs():
     assert f"measured C_a = {', '.join(cvs[:-1])} and {cvs[-1]}" in doc
     assert f"(utilisation {min(util):.2f} to {max(util):.2f})" in doc
     assert f"misses by {min(errors):.0f}% to +{max(errors):.0f}%" in doc
+
+
+def test_the_known_effect_figures_in_verdict_md_are_the_runs():
+    run = Path("outputs/known-effect/reference")
+    verdict = json.loads((run / "analysis.json").read_text())["verdict"]
+    doc = re.sub(r"\s+", " ", Path("docs/verdict.md").read_text())
+    [line] = [v for v in verdict if v.startswith("Known-effect control slow")]
+    found = re.findall(r"rate ([\d.]+), TPOT p50: ahead \(fast ahead\), ratio fast/slow \[([\d.]+), ([\d.]+)\] "
+                       r"against the true ([\d.]+)", line)
+    assert [f[0] for f in found] == ["0.4", "0.8"], line   # found at every rate
+    for rate, lo, hi, truth in found:
+        assert f"at {rate} req/s [{lo}, {hi}] against the true {truth}" in doc
+    assert any(v.startswith("A/A control fast-again (a replica of fast): nothing ranked") for v in verdict)
+    relay = json.loads((run / "arms" / "slow" / "engine.json").read_text())["known_delay"]
+    late = relay["release_late_ms"]
+    assert (f"{late['mean']:.2f} ms on average, {late['max']:.1f} ms at most, over "
+            f"{relay['held_token_events']:,} events") in doc
