@@ -44,10 +44,10 @@ def setup_engine(kinds: Optional[list[str]] = typer.Argument(None, help=f"engine
     try:
         if target == "setup-gpu":
             require_gpu()  # refused before anything is installed
-        if all(a.is_installed() for a in selected):
-            log(f"engines: {', '.join(a.kind for a in selected)} already installed in {InstallContext.current().engines}")
-            return
         ctx = InstallContext.current()
+        if all(a.is_installed() for a in selected):
+            log(f"engines: {', '.join(a.kind for a in selected)} already installed in {ctx.engines}")
+            return
         if target:
             steps = [a.bootstrap_step for a in selected]
             log(f"engines: {together([a.install_label for a in selected])} run in parallel; progress in "

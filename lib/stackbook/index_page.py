@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from stackbook.analysis.comparison import load_unit
 from stackbook.evidence.files import read_json
 from stackbook.evidence.rundir import REPORT, ComparisonDir, OutputsRoot, RunDir
 from stackbook.locations import OUTPUTS_DIR
@@ -34,7 +35,7 @@ class RunEntry(BaseModel):
     arms: dict[str, str] = {}  # arm -> label
     verdict_lines: list[str] = []
     decisions: list[dict] = []
-    load_unit: str = "concurrency"  # what a decision's load counts: concurrency, or an open loop's rate
+    load_unit: str = "concurrency"  # the verdict's name for a decision's load (analysis.comparison.load_unit)
     pages: dict[str, str] = {}  # notebook page -> path relative to outputs/
 
 
@@ -110,7 +111,7 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
                     date=time.strftime("%Y-%m-%d", time.gmtime(created)) if created else "-", host=host, isa=isa,
                     verdict=lines[0] if lines else f"(no analysis.json: stackbook report {rel})",
                     verdict_lines=lines, decisions=analysis.get("decisions") or [], report=link,
-                    load_unit=load_unit(analysis.get("points") or []),
+                    load_unit=load_unit(p.get("rate") for p in analysis.get("points") or []),
                     model=_model(path),
                     harness=_passport_field(path, "protocol", "harness"), status=manifest.get("status", "-"),
                     arms={n: str(a.get("label", "-")) for n, a in (analysis.get("arms") or {}).items()}
@@ -121,11 +122,6 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
 def index_entries(outputs: Path = OUTPUTS_DIR) -> list[RunEntry]:
     entries = [run_entry(p, outputs) for p in sorted(outputs.glob("*/*")) if p.is_dir()]
     return [e for e in entries if e is not None]
-
-
-def load_unit(points: list[dict]) -> str:
-    """How the run's loads are named: an open loop's configured rate, else a closed loop's concurrency."""
-    return "rate" if any(p.get("rate") is not None for p in points) else "concurrency"
 
 
 def decision_lines(e: RunEntry) -> tuple[str, list[str]]:

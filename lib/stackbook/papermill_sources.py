@@ -2,18 +2,15 @@
 
 papermill parses its input as JSON, so `papermill notebooks/10_sizing.py out.ipynb` would stop in
 NotJSONError. This I/O handler, registered through papermill's `papermill.io` entry points for
-local paths (pyproject.toml), hands papermill the notebook a `.py` percent source describes (the
-notebook the runner itself executes) and leaves every other path to papermill's own local handler.
+the local path prefixes pyproject.toml lists (papermill picks a handler by the path's start),
+hands papermill the notebook a `.py` percent source describes (the notebook the runner itself
+executes) and leaves every other path to papermill's own local handler.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from papermill.iorw import LocalHandler
-
-# The prefixes the entry points register: papermill picks a handler by the start of the path.
-LOCAL_PREFIXES = ("notebooks/", "./", "../", "/")
-
 
 class JupytextSourceHandler(LocalHandler):
     """papermill's local handler, except that a `.py` input is read as a jupytext percent source."""

@@ -7,7 +7,7 @@ from stackbook.index_page import decision_lines, run_entry
 from stackbook.locations import OUTPUTS_DIR
 
 
-@pytest.mark.parametrize("run, unit", [("quickstart/reference", "concurrency"), ("workloads/reference", "rate")])
+@pytest.mark.parametrize("run, unit", [("quickstart/reference", "concurrency"), ("workloads/reference", "offered rate")])
 def test_each_line_names_its_load_and_pair_and_the_summary_counts_them_all(run, unit):
     entry = run_entry(OUTPUTS_DIR / run)
     decisions = json.loads((OUTPUTS_DIR / run / "analysis.json").read_text())["decisions"]

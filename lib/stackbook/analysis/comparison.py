@@ -115,8 +115,9 @@ def comparable_arms(df: pd.DataFrame, fairness: pd.DataFrame) -> set[str]:
     return set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
 
 
-def load_unit(df: pd.DataFrame) -> str:
-    return "concurrency" if not ("rate" in df and df["rate"].notna().any()) else "offered rate"
+def load_unit(rates) -> str:
+    """How a run's loads are named, from its points' rates: an open loop's rate, else concurrency."""
+    return "offered rate" if any(r is not None and r == r for r in rates) else "concurrency"  # r == r: not NaN
 
 
 def controls(campaign) -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
@@ -140,7 +141,7 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[s
     ranked = ranked[ranked["arm"].isin(comparable_arms(df, fairness))]
     if ranked["arm"].nunique() < 2:
         return lines + ["Fewer than two accepted, comparable arms: no ranking."], []
-    unit = load_unit(df)
+    unit = load_unit(df["rate"] if "rate" in df else [])
     for load in sorted(set(df["load"])):
         present = set(ranked.loc[ranked["load"] == load, "arm"])
         if len(present) < 2:
