@@ -40,6 +40,14 @@ def cell_id(index: int, source: str) -> str:
     return f"{index:02d}-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
 
 
+def stable_ids(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Every cell's id from its position and text, cells papermill or a page inserted included:
+    rendering a run again then changes a page only where its content changed."""
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = cell_id(i, cell.source)
+    return nb
+
+
 def read_source(path: str | Path) -> nbformat.NotebookNode:
     """A percent source as a validated notebook: the stackbook kernel, stable cell ids, no outputs."""
     nb = jupytext.read(Path(path), fmt=SOURCE_FORMAT)
@@ -48,8 +56,7 @@ def read_source(path: str | Path) -> nbformat.NotebookNode:
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
-    for i, cell in enumerate(nb.cells):
-        cell["id"] = cell_id(i, cell.source)
+    stable_ids(nb)
     nbformat.validate(nb)
     return nb
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, RunDir
 from stackbook.locations import DATA_DIR, symbolic
+from stackbook.notebook_sources import stable_ids
 
 TEMPLATE = DATA_DIR / "report.html.j2"
 ABSENT = "stackbook_absent"  # output metadata key of an Absent display
@@ -148,7 +149,7 @@ def page_notebook(nb, name: str, page_dir: Path):
     shown = [i for i, c in enumerate(nb.cells[:first_section]) if c.cell_type == "code" and c.get("outputs")]
     at = (shown[-1] + 1) if shown else 1
     nb.cells.insert(at, new_markdown_cell(box + contents(nb)))
-    return nb
+    return stable_ids(nb)
 
 
 def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Path:

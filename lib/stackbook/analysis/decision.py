@@ -331,6 +331,10 @@ def _spread_source(plan, load) -> str:
     return f"spread pooled over {n} loads" if n > 1 else "spread from this load's repetitions alone"
 
 
+def _degrees(df: float) -> str:
+    return f"{df:g} degree{'' if df == 1 else 's'} of freedom"
+
+
 def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: float) -> PairDecision:
     """The decision with how its interval was built, so a reader can rebuild it: the loads its
     spread was pooled over and their degrees of freedom, or why this load's spread was set apart,
@@ -339,8 +343,8 @@ def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: floa
     a, b = pairs[d.load]
     plans = _spread_plans(pairs, paired)
     dfs = [p.of(d.load)[1] for p in plans]
-    dof = (f"{dfs[0]:g} degrees of freedom" if paired
-           else f"{dfs[0]:g} and {dfs[1]:g} degrees of freedom for the two arms")
+    dof = (_degrees(dfs[0]) if paired
+           else f"{dfs[0]:g} and {_degrees(dfs[1])} for the two arms")
     who = [""] if paired else [f"{d.arm_a}: ", f"{d.arm_b}: "]
     parts = [w + _spread_source(p, d.load) for w, p in zip(who, plans)]
     _, lo, hi = (paired_ratio_interval if paired else ratio_interval)(a, b, confidence)

@@ -3,6 +3,7 @@ what the measurement supports. The notebooks display `readable(frame)`; the fram
 the data (analysis.json and the tests use it unrounded)."""
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
@@ -106,6 +107,9 @@ class Table:
             styler = styler.hide(axis="index")
         if self.caption:
             styler = styler.set_caption(self.caption)
+        # pandas names a table's styles by a random id: one from the content keeps a re-rendered page
+        # unchanged where its tables are
+        styler = styler.set_uuid(hashlib.sha256(shown.to_json().encode()).hexdigest()[:8])
         return styler.to_html()
 
     def __repr__(self) -> str:

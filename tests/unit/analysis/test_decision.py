@@ -171,3 +171,12 @@ def test_a_discarded_repetition_drops_its_round_from_that_pair_at_that_load_only
     assert "left out" not in found[0.8].method
     assert (found[0.4].repetitions_a, found[0.4].repetitions_b, found[0.8].repetitions_b) == (2, 2, 3)
     assert found[0.4].requests_b == 80 and found[0.8].requests_b == 120
+
+
+def test_one_degree_of_freedom_is_singular():
+    """A load whose spread rests on one pair of rounds says "1 degree of freedom" (the committed
+    runs read "1 degrees of freedom" before)."""
+    from stackbook.analysis.decision import _degrees
+
+    assert [_degrees(x) for x in (1, 1.0, 3, 1.5)] == [
+        "1 degree of freedom", "1 degree of freedom", "3 degrees of freedom", "1.5 degrees of freedom"]
