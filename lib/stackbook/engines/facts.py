@@ -37,6 +37,7 @@ class MetricSeries(BaseModel):
     bucketed: tuple[str, ...] = ()  # histograms whose bucket increases are kept (for their spread)
     gauges: tuple[str, ...] = ()  # what the sampler reads while a point runs
     batch_gauges: tuple[str, ...] = ()  # the running-requests gauge: the batch N_batch
+    queue_gauges: tuple[str, ...] = ()  # the waiting-requests gauge: requests queued for the batch
     # The per-request histograms (seconds) by the phase of a request each one times.
     phase_histograms: dict[str, str] = {}
     phase_source: str | None = None  # how the engine time read from those histograms is labelled

@@ -92,6 +92,7 @@ class LlamaCppAdapter(EngineAdapter):
               "requests_processing", "kv_cache_usage_ratio"),
         gauges=("kv_cache_usage", "requests_processing", "requests_deferred"),
         batch_gauges=("requests_processing",),
+        queue_gauges=("requests_deferred",),
         timings_source="llama-server per-request timings (prompt_ms, predicted_ms)",
         prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("tokens_predicted_total",))
     decision = DecisionFacts(

@@ -53,6 +53,7 @@ VLLM_METRICS = MetricSeries(
     bucketed=(*VLLM_PHASES.values(), "iteration_tokens_total"),
     gauges=("num_requests_running", "num_requests_waiting", "kv_cache_usage"),
     batch_gauges=("num_requests_running",),
+    queue_gauges=("num_requests_waiting",),
     phase_histograms=VLLM_PHASES, phase_source="engine histograms (vllm:request_*_time_seconds)",
     latency_histograms={"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds"},
     step_tokens_histogram="iteration_tokens_total",

@@ -196,14 +196,23 @@ def spec_decode(delta: dict) -> dict | str:
             "acceptance_rate": round((accepted or 0) / proposed, 4) if proposed else None}
 
 
+def _gauge_mean(gauges_during: dict | None, names: tuple[str, ...]) -> float | None:
+    for key, v in (gauges_during or {}).items():
+        if isinstance(v, dict) and key.split("{", 1)[0].endswith(names) and "{" not in key:
+            return v["mean"]
+    return None
+
+
 def batch_size_mean(gauges_during: dict | None) -> float | None:
     """N_batch: the mean of the engine's running-requests gauge while the point ran (the batch
     gauges the kinds name); None where it exports none."""
-    batch_gauges = registry.series("batch_gauges")
-    for key, v in (gauges_during or {}).items():
-        if isinstance(v, dict) and key.split("{", 1)[0].endswith(batch_gauges) and "{" not in key:
-            return v["mean"]
-    return None
+    return _gauge_mean(gauges_during, registry.series("batch_gauges"))
+
+
+def waiting_mean(gauges_during: dict | None) -> float | None:
+    """The mean of the engine's waiting-requests gauge while the point ran (the queue gauges the
+    kinds name); None where it exports none."""
+    return _gauge_mean(gauges_during, registry.series("queue_gauges"))
 
 
 def work_tokens(delta: dict, records) -> dict:

@@ -247,3 +247,27 @@ def test_the_open_network_response_by_hand():
     # D/m 200 ms at 2 req/s: U = 0.4, R = 200 / 0.6 = 333.3 ms; with a 50 ms delay, 383.3 ms
     assert open_response_ms([Layer("a", 1, 200.0)], 2.0, 50.0) == pytest.approx(383.333, rel=1e-5)
     assert open_response_ms([Layer("a", 1, 200.0)], 5.0) == float("inf")   # saturated
+
+
+def committed_map(run: str, arm: str):
+    from stackbook.analysis.demand_map import measured as m
+
+    return next(d for d in m.measured_demand_maps(f"outputs/{run}").values() if d.arm == arm)
+
+
+def test_the_engines_queue_is_blamed_only_where_its_own_counters_show_one():
+    """quickstart vllm-cpu c4-r1: the batch gauge read 2.1 of 4 in flight, but vLLM's own counters
+    read 0.012 ms of queue time and no request waiting, so the queue is ruled out (it was blamed
+    before); workloads vllm-cpu at 2 req/s queued for seconds with 4.2 waiting, and is blamed."""
+    quick = committed_map("quickstart/reference", "vllm-cpu")
+    assert "not the engine's queue, whose own counters read 0.012 ms in its queue per request and 0 requests " \
+           "waiting on average although it ran 2.1 requests at a time" in quick.why_not_closer
+    assert "the engine's queue:" not in quick.why_not_closer
+    busy = committed_map("workloads/reference", "vllm-cpu")
+    assert "the engine's queue: it ran 3.0 requests at a time on average while 9.14 were in flight, and its own " \
+           "counters read 3,549 ms in its queue per request and 4.2 requests waiting on average" in busy.why_not_closer
+    # an engine that exports no queue counter: the queue stays the likely owner, and the sentence says so
+    from stackbook.analysis.demand_map.measured import queue_owner
+
+    assert queue_owner(1.0, 2.0, None, None, 500.0).startswith("likely the engine's queue")
+    assert "exports no queue counter" in queue_owner(1.0, 2.0, None, None, 500.0)

@@ -18,6 +18,7 @@ from stackbook.analysis.demand_map.experiments import (
 from stackbook.analysis.demand_map.layers import Layer, demand_map
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.run_data import arm_labels, load_run
+from stackbook.measure.runtime import waiting_mean
 
 
 class CentreRow(BaseModel):
@@ -80,6 +81,7 @@ def _rows(centres: list[Layer]) -> list[CentreRow]:
 # A map whose measured throughput exceeds its bound by more than the bound's interval is invalid;
 # with one reading at the load (no repetitions, no interval) this share stands in for it.
 MAP_TOLERANCE = 0.05
+QUEUE_SHARE = 0.05  # a queue wait of at least 5% of the request time is the engine's queue at work
 
 
 def window_throughput(p: dict) -> float | None:
@@ -108,10 +110,42 @@ def busy_fractions(centres: list[Layer], throughput_rps: float) -> dict[str, flo
     return {c.name: throughput_rps * c.adjusted_ms / 1000 for c in centres}
 
 
+def engine_queue(point: dict) -> tuple[float | None, float | None]:
+    """What the engine itself says of its queue over a point: the mean time a request spent in it
+    (ms, from its queue histogram) and the mean number waiting (its gauge), each None when the
+    engine exports no such counter."""
+    return (point.get("engine_time_ms") or {}).get("queue"), waiting_mean(point.get("engine_gauges_during"))
+
+
+def queue_owner(batch: float, in_flight: float, queue_ms: float | None, waiting: float | None,
+                e2e_ms: float | None) -> str:
+    """Who owned the requests in flight that the engine's batch did not hold: its queue where its own
+    counters show one (a wait of at least QUEUE_SHARE of the request time, or a tenth of a request
+    waiting on average), not its queue where they read none, and "likely" where it exports none."""
+    gap = f"it ran {batch:.1f} requests at a time on average while {in_flight:.2f} were in flight"
+    if queue_ms is None and waiting is None:
+        return (f"likely the engine's queue: {gap}, so the rest waited without adding to the batch (the engine "
+                "exports no queue counter to confirm it)")
+    def ms(x: float) -> str:
+        return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+    said = " and ".join(x for x in (f"{ms(queue_ms)} ms in its queue per request" if queue_ms is not None else "",
+                                    f"{waiting:.2g} requests waiting on average" if waiting is not None else "") if x)
+    queued = ((queue_ms is not None and e2e_ms and queue_ms >= QUEUE_SHARE * e2e_ms)
+              or (waiting is not None and waiting >= 0.1))
+    if queued:
+        return f"the engine's queue: {gap}, and its own counters read {said}"
+    return (f"not the engine's queue, whose own counters read {said} although {gap}; who held the rest is "
+            "unknown from these counters (between the engine's batch steps, or in the client's hands; the batch "
+            "gauge is sampled once a second and can miss short batches)")
+
+
 def why_not_closer(bottleneck: str, busy: dict[str, float], point: str, batch: float | None,
-                   in_flight: float | None, offered: str) -> str:
+                   in_flight: float | None, offered: str, queue: tuple[float | None, float | None] = (None, None),
+                   e2e_ms: float | None = None) -> str:
     """The bottleneck's busy fraction, measured over the point's CPU window, and when it stood idle
-    who most likely owned that time. `offered` names the load as the protocol set it."""
+    who most likely owned that time. `offered` names the load as the protocol set it; `queue` is
+    what the engine's own counters say of its queue (engine_queue)."""
     u = busy[bottleneck]
     if u >= 0.95:
         return (f"At {point} ({offered}) the {bottleneck} centre was busy {u:.0%} of the point's CPU window: only "
@@ -119,8 +153,7 @@ def why_not_closer(bottleneck: str, busy: dict[str, float], point: str, batch: f
     others = sorted(((n, b) for n, b in busy.items() if n != bottleneck), key=lambda x: -x[1])
     reason = []
     if batch is not None and in_flight and batch < 0.9 * in_flight:
-        reason.append(f"the engine's queue: it ran {batch:.1f} requests at a time on average while {in_flight:.2f} "
-                      "were in flight, so the rest waited without adding to the batch")
+        reason.append(queue_owner(batch, in_flight, *queue, e2e_ms))
     if others and others[0][1] > 0.3 * u:
         reason.append(f"the {others[0][0]} centre (busy {others[0][1]:.0%}) hands work to it in turn, and the two "
                       "share the host's cores")
@@ -194,7 +227,7 @@ def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log
         measured_saturation_rps=sat, saturation_point=sat_point, measured_over_bound=util,
         busy_fractions={k: round(v, 4) for k, v in busy.items()},
         why_not_closer=why_not_closer(m["bottleneck"], busy, name, point.get("batch_size_mean"), in_flight,
-                                      offered_load(point)),
+                                      offered_load(point), engine_queue(point), point.get("e2e_ms_mean")),
         batch_size_mean=point.get("batch_size_mean"), engine_time_ms=point.get("engine_time_ms"),
         spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"))
     if util is not None and util > 1 + interval:
