@@ -31,6 +31,7 @@ from stackbook.analysis.decision import (
 from stackbook.analysis.pairing import pairable_rounds, rounds_left_out
 from stackbook.evidence.label import Label
 from stackbook.measure.slo_bounds import PROVEN, REFUTED, UNDECIDED, AttainmentClaim, attainment_claim
+from stackbook.measure.validity import offered_words
 
 # Figures shown with an interval beside the compared ones (never ranked pairwise: a proportion
 # bounded at 1 and a rate that may be 0 have no ratio to take).
@@ -227,6 +228,16 @@ def unsupported_note(df: pd.DataFrame, protocol) -> str | None:
               "interpolated value marked as such and the verdict leaves it out.")
 
 
+def load_words(df: pd.DataFrame, unit: str, load: float, arms: tuple[str, str]) -> str:
+    """A load as the verdict names it: a concurrency, or an offered rate with the rates its
+    schedules offered to the pair's ranked points (measure.validity.offered_words)."""
+    if unit != "offered rate" or "scheduled_rate_rps" not in df:
+        return f"{unit} {load:g}"
+    ranked = rankable(df)
+    at = ranked[(ranked["load"] == load) & ranked["arm"].isin(arms)]
+    return offered_words(load, list(at["scheduled_rate_rps"]))
+
+
 def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: str) -> list[str]:
     """Per load: every pairwise decision in words, with its interval and sample."""
     lines = []
@@ -240,7 +251,8 @@ def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: s
                   f"{first.requests_b} requests")
         for (a, b) in dict.fromkeys((d.arm_a, d.arm_b) for d in ds):
             texts = " ".join(d.text for d in ds if (d.arm_a, d.arm_b) == (a, b))
-            lines.append(f"At {unit} {load:g}, {a} against {b} ({sample}, {confidence_text(conf)} intervals): {texts}")
+            lines.append(f"At {load_words(df, unit, load, (a, b))}, {a} against {b} ({sample}, "
+                         f"{confidence_text(conf)} intervals): {texts}")
     note = unsupported_note(df, protocol)
     if note:
         lines.append(note)

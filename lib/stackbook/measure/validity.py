@@ -9,6 +9,7 @@ RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and TPOT within 5% of th
 MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
 RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
 CONCURRENCY_TOLERANCE = 0.10  # mean requests in flight within 10% of the configured concurrency
+SCHEDULE_STRAY = 0.10         # a seeded schedule's own rate further than 10% from the configured one is flagged
 
 
 def rate_held(schedule_lag_ms_p99: float | None, scheduled_rate_rps: float | None,
@@ -20,6 +21,20 @@ def rate_held(schedule_lag_ms_p99: float | None, scheduled_rate_rps: float | Non
 
 def sent_on_time(schedule_lag_ms_p99: float | None) -> bool:
     return schedule_lag_ms_p99 is not None and schedule_lag_ms_p99 <= MAX_SCHEDULE_LAG_MS
+
+
+def offered_words(configured: float, scheduled: list[float]) -> str:
+    """An open-loop load as the engine was offered it: the configured rate and what its seeded
+    schedules offered (a short Poisson sample strays from its mean), flagged where one strays
+    beyond SCHEDULE_STRAY, since then the load reads at the rate offered, not the rate named."""
+    got = sorted(x for x in scheduled if x is not None and x == x)
+    if not got:
+        return f"offered rate {configured:g}"
+    span = f"{got[0]:.3g} req/s" if f"{got[0]:.3g}" == f"{got[-1]:.3g}" else f"{got[0]:.3g} to {got[-1]:.3g} req/s"
+    strays = [x for x in got if abs(x / configured - 1) > SCHEDULE_STRAY]
+    flag = (f"; {len(strays)} of {len(got)} strayed beyond ±{SCHEDULE_STRAY:.0%} of {configured:g}, so read this "
+            "load at the rates offered" if strays else "")
+    return f"offered rate {configured:g} (its seeded schedules offered {span}{flag})"
 
 
 def rate_strayed(scheduled_rate_rps: float | None, achieved_rate_rps: float | None) -> bool:
