@@ -18,7 +18,7 @@ import uvloop
 from stackbook.loadgen.http_client import STANDARD_HEADERS, StreamClient, refuse_proxy, tls_context
 from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.phases import Phase
-from stackbook.loadgen.records import RecordWriter, RequestRecord
+from stackbook.loadgen.records import NOT_ANSWERED, RecordWriter, RequestRecord
 from stackbook.loadgen.replies import Sent, classify_status, record_of
 from stackbook.loadgen.workload import PromptSpec
 
@@ -125,28 +125,30 @@ async def stream_chat(client: StreamClient, target: Target, prompt: PromptSpec, 
 
 
 async def run_prompt(client: StreamClient, target: Target, prompt: PromptSpec, tokenizer, *, base: dict,
-                     t0: float, scheduled_s: float, finisher: "Finisher") -> None:
+                     t0: float, scheduled_s: float, finisher: "Finisher") -> bool:
     """One request, or a whole conversation: each later turn carries the history with the
     model's actual replies, and is sent when the previous turn has ended (a user who waits for
     the answer). Every turn is filed as it completes; a failed turn ends the conversation. A
-    single request's record is left to the finisher: its sender goes on at once."""
+    single request's record is left to the finisher: its sender goes on at once. Returns whether
+    the engine answered at all (False: the request timed out or lost its connection)."""
     sent = await send_chat(client, target, prompt, base=base, t0=t0, scheduled_s=scheduled_s)
     if not prompt.follow_ups:
         finisher.submit(sent)
-        return
+        return sent.reply.error_class not in NOT_ANSWERED
     rec = record_of(sent, tokenizer)
     finisher.file(rec)
     messages = list(prompt.messages)
     history_tokens = prompt.prompt_tokens_client
     for turn, (content, n_user, n_out) in enumerate(prompt.follow_ups, start=1):
         if not rec.ok:
-            return
+            return rec.error_class not in NOT_ANSWERED
         messages += [{"role": "assistant", "content": rec.output_text}, {"role": "user", "content": content}]
         history_tokens += rec.output_tokens_client + n_user
         rec = await stream_chat(client, target, prompt, tokenizer, base=base, t0=t0,
                                 scheduled_s=time.perf_counter() - t0, messages=messages, output_tokens=n_out,
                                 prompt_tokens_client=history_tokens, turn=turn)
         finisher.file(rec)
+    return rec.error_class not in NOT_ANSWERED
 
 
 class Finisher:
@@ -212,6 +214,9 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
     The first `warmup` prompts and the last `cooldown` ones are sent like the others and
     recorded as phases 'warmup' and 'cooldown'; they never enter the latency statistics, but
     keep the engine at the configured concurrency while the measured requests run.
+    An engine that answers none of the point's first `concurrency` requests (each timed out, or lost
+    its connection) is frozen or gone: the clients stop there rather than wait out every request's
+    timeout in turn, and the sweep calls the engine not answering.
     A share of a point run by several client processes passes the point's shared `start`
     (a `time.perf_counter()` value: the system-wide monotonic clock), each prompt's position in
     the whole point and the point's `total`, which the phases are counted against. A `probe`
@@ -232,14 +237,18 @@ async def closed_loop(target: Target, prompts: list[PromptSpec], tokenizer, *, c
         if probe is not None:
             probe.start()
 
+        unanswered = [0, False]  # requests in a row the engine did not answer; whether it answered one
+
         async def worker() -> None:
-            while True:
+            while unanswered[1] or unanswered[0] < concurrency:
                 try:
                     i, p = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0,
-                                 scheduled_s=time.perf_counter() - t0, finisher=finisher)
+                answered = await run_prompt(client, target, p, tokenizer, base=dict(base, phase=phase_of(i)), t0=t0,
+                                            scheduled_s=time.perf_counter() - t0, finisher=finisher)
+                unanswered[0] = 0 if answered else unanswered[0] + 1
+                unanswered[1] = unanswered[1] or answered
 
         try:
             await asyncio.gather(*(worker() for _ in range(concurrency)))

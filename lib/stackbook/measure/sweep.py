@@ -13,7 +13,7 @@ from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_poi
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.plans import ClosedPlan, PointPlan
 from stackbook.loadgen.prompt_salt import salt_point
-from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.loadgen.records import NOT_ANSWERED, RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
     ApproximateTokenizer,
@@ -40,24 +40,20 @@ class EngineFailure(RuntimeError):
     """The engine died or stopped answering: the sweep stops, its records stay for --resume."""
 
 
-NOT_ANSWERED = ("timeout", "transport", "engine_died")  # how a gone or frozen engine fails a request
-
-
 def not_answered(records) -> bool:
-    """Every measured request failed as a gone or frozen engine fails them: the point says nothing
-    of the engine's speed, and a resumed run measures it again."""
-    measured = [r for r in records if r.phase == Phase.MEASURE]
+    """Every measured request failed as a gone or frozen engine fails them (or, where the clients
+    stopped before any measured request, every warm-up did): the point says nothing of the
+    engine's speed, and a resumed run measures it again."""
+    measured = [r for r in records if r.phase == Phase.MEASURE] or [r for r in records if r.phase == Phase.WARMUP]
     return bool(measured) and all(r.error_class in NOT_ANSWERED for r in measured)
 
 
 def check_engine(session, name: str, records: list | None = None) -> None:
     if not session.engine_alive():
         raise EngineFailure(f"the engine exited before point {name}")
-    if records:
-        measured = [r for r in records if r.phase == Phase.MEASURE]
-        if not_answered(records):
-            raise EngineFailure(f"every request of point {name} failed ({measured[0].error_class}): the engine "
-                                "is not answering")
+    if records and not_answered(records):
+        failed = next(r.error_class for r in records if r.phase in (Phase.MEASURE, Phase.WARMUP))
+        raise EngineFailure(f"every request of point {name} failed ({failed}): the engine is not answering")
 
 
 def tokenizer_for(session):

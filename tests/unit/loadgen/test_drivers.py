@@ -115,6 +115,19 @@ def test_slow_headers_time_out(server):
     assert rec.error_class == "timeout"
 
 
+def test_a_closed_loop_stops_at_an_engine_that_answers_none_of_its_first_requests(server):
+    """Two clients, ten prompts, an endpoint whose headers never come within the timeout: the
+    clients stop once two in a row have timed out (the other client ends the request it holds), where
+    each in turn would have waited out its own timeout; an endpoint that answers gets every prompt."""
+    t = Target(server.base_url, "calibration-slow_headers", {"temperature": 0}, {"max_tokens": 4}, timeout_s=0.5)
+    recs = run_closed_loop(t, prompts(10), TOK, concurrency=2, warmup=0, writer=None, base=base(c=2))
+    assert 2 <= len(recs) <= 3 and {r.error_class for r in recs} == {"timeout"}
+    from stackbook.measure.sweep import not_answered
+    assert not_answered(recs)
+    ok = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4}, timeout_s=5)
+    assert len(run_closed_loop(ok, prompts(10), TOK, concurrency=2, warmup=0, writer=None, base=base(c=2))) == 10
+
+
 def test_connection_refused_is_a_transport_error():
     from stackbook.engines.spec import free_port
     t = Target(f"http://127.0.0.1:{free_port()}", "x", {}, {"max_tokens": 4}, timeout_s=2)
