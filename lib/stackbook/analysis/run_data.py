@@ -4,6 +4,7 @@ reads a run the same way without importing the other."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pandas as pd
 
@@ -14,6 +15,23 @@ from stackbook.evidence.results import ArmResults
 from stackbook.evidence.rundir import RunDir
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import requests_frame
+
+
+_frames: dict[Path, tuple[tuple[int, int], pd.DataFrame]] = {}
+
+
+def arm_requests_frame(path: Path) -> pd.DataFrame:
+    """The per-request metrics of an arm's records. A report reads one run several times (the
+    verdict, the demand map, the summary); an unchanged file is turned into a frame once."""
+    if not path.exists():
+        return requests_frame([])
+    st = path.stat()
+    key, stamp = path.resolve(), (st.st_size, st.st_mtime_ns)
+    if key not in _frames or _frames[key][0] != stamp:
+        if len(_frames) >= 16:
+            _frames.clear()
+        _frames[key] = (stamp, requests_frame(read_records(path)))
+    return _frames[key][1].copy()
 
 
 def load_run(run_dir: str | os.PathLike | RunDir) -> tuple:
@@ -32,7 +50,7 @@ def load_run(run_dir: str | os.PathLike | RunDir) -> tuple:
             "engine": read_json(d.engine_json, {}) or {},
             "results": read_json(d.results, {}) or {},
             "passport": read_json(d.passport_json, {}) or {},
-            "requests": requests_frame(read_records(d.requests)),
+            "requests": arm_requests_frame(Path(d.requests)),
             "status": manifest_arms.get(arm.name, {}).get("status"),
         }
     return campaign, arms

@@ -5,11 +5,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from stackbook.analysis import timelines
 from stackbook.analysis.figure_style import _figure, _save
 from stackbook.loadgen.records import RequestRecord
 
+TIMELINE_ROWS = 2000  # the most requests one timeline draws a line for
+
 PHASE_COLOURS = {"warmup": "tab:orange", "measure": "tab:blue", "cooldown": "tab:purple", "sentinel": "tab:green"}
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
 def _shade_points(ax, spans) -> None:
@@ -27,12 +35,19 @@ def request_timeline(records: list[RequestRecord], out_dir: Path | None = None, 
     if frame.empty:
         return None
     fig, ax = _figure((11, min(8, 2 + 0.04 * len(frame))))
-    for i, r in frame.iterrows():
-        first = r["first_token"] if r["first_token"] == r["first_token"] and r["first_token"] is not None else r["end"]
-        ax.hlines(i, r["sent"], first, color="0.6", lw=0.8)
-        ax.hlines(i, first, r["end"], color=PHASE_COLOURS.get(r["phase"], "black"), lw=2.2)
-        if not r["ok"]:
-            ax.plot(r["end"], i, "x", color="tab:red")
+    n = len(frame)
+    # No more rows than the figure has pixels for: a long point draws every k-th request (each
+    # failure still gets its cross), and the title says so.
+    step = -(-n // TIMELINE_ROWS)
+    shown = frame.iloc[::step]
+    rows = np.arange(n)[::step]
+    first = shown["first_token"].astype(float).fillna(shown["end"].astype(float)).to_numpy()
+    ax.hlines(rows, shown["sent"].to_numpy(float), first, color="0.6", lw=0.8)
+    ax.hlines(rows, first, shown["end"].to_numpy(float),
+              colors=[PHASE_COLOURS.get(p, "black") for p in shown["phase"]], lw=2.2)
+    failed = ~frame["ok"].astype(bool).to_numpy()
+    if failed.any():
+        ax.plot(frame["end"].to_numpy(float)[failed], np.arange(n)[failed], "x", color="tab:red", linestyle="none")
     for phase, colour in PHASE_COLOURS.items():
         if (frame["phase"] == phase).any():
             ax.plot([], [], color=colour, lw=2.2, label=f"{phase}: first token to last byte")
@@ -41,7 +56,8 @@ def request_timeline(records: list[RequestRecord], out_dir: Path | None = None, 
     ax.invert_yaxis()
     ax.set_xlim(left=0)
     ax.set(xlabel="seconds since the arm's first send", ylabel="request (send order)",
-           title=f"Per-request timeline{' · ' + arm if arm else ''} ({len(frame)} requests)")
+           title=f"Per-request timeline{' · ' + arm if arm else ''} "
+               + (f"({n:,} requests)" if step == 1 else f"(every {step}th of {n:,} requests)"))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return _save(fig, out_dir, "request_timeline")
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from stackbook.loadgen.phases import Phase
 ErrorClass = Literal["none", "admission_rejected", "timeout", "transport", "http_error",
                      "malformed_stream", "length_truncated", "schema_failure", "engine_died"]
+NOT_ANSWERED = ("timeout", "transport", "engine_died")  # how a gone or frozen engine fails a request
 
 
 class RequestRecord(BaseModel):
@@ -187,20 +188,34 @@ class RecordWriter(BackgroundWriter):
         os.fsync(self._f.fileno())
 
 
+_read_cache: dict[Path, tuple[tuple[int, int], list[RequestRecord]]] = {}
+
+
 def read_records(path: str | os.PathLike, latest_attempt: bool = False) -> list[RequestRecord]:
     """Read requests.jsonl; a last line cut by a crash is skipped, every complete line kept.
-    With latest_attempt, only each point's latest attempt (a resumed run re-runs cut points)."""
-    out = []
+    With latest_attempt, only each point's latest attempt (a resumed run re-runs cut points).
+    A file read before and unchanged since (same size and modification time) is not parsed again:
+    a notebook reads its arm's records several times, and 200,000 of them take seconds."""
     p = Path(path)
     if not p.exists():
-        return out
-    for line in p.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            out.append(RequestRecord.model_validate_json(line))
-        except ValueError:
-            continue
+        return []
+    st = p.stat()
+    key, stamp = p.resolve(), (st.st_size, st.st_mtime_ns)
+    cached = _read_cache.get(key)
+    if cached is not None and cached[0] == stamp:
+        out = list(cached[1])
+    else:
+        out = []
+        for line in p.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(RequestRecord.model_validate_json(line))
+            except ValueError:
+                continue
+        if len(_read_cache) >= 2:
+            _read_cache.clear()
+        _read_cache[key] = (stamp, list(out))
     return latest_attempt_only(out) if latest_attempt else out
 
 

@@ -19,6 +19,7 @@ from stackbook.measure.metric_definitions import in_flight_mean, ttft_ms
 SLICES = 4                  # time slices of the measurement window
 GROWTH_THRESHOLD = 0.10     # a rise over the window smaller than 10% of the level is not growth
 MIN_REQUESTS = 12           # fewer measured requests than this cannot show a trend
+TREND_SAMPLE = 2000         # Theil-Sen is quadratic: a longer series is fitted on every k-th point
 STEADY, GREW, TOO_FEW = "steady", "queue grew", "too few requests to tell"
 
 
@@ -50,9 +51,16 @@ class SteadyState(NamedTuple):
 
 
 def trend(x: Sequence[float], y: Sequence[float], window_s: float, confidence: float = 0.95) -> Trend:
-    """Theil-Sen slope of y against x with its interval, the level (median of y) and the rise."""
-    slope, _, lo, hi = stats.theilslopes(np.asarray(y, float), np.asarray(x, float), alpha=confidence)
-    return Trend(float(np.median(y)), float(slope), float(lo), float(hi), float(slope * window_s))
+    """Theil-Sen slope of y against x with its interval, the level (median of y) and the rise.
+    A series longer than TREND_SAMPLE is fitted on an even stride through it (in x order), so the
+    interval is that of the smaller sample: wider, never narrower than the whole series would give."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    level = float(np.median(y))
+    if len(x) > TREND_SAMPLE:
+        keep = np.argsort(x, kind="stable")[np.linspace(0, len(x) - 1, TREND_SAMPLE).round().astype(int)]
+        x, y = x[keep], y[keep]
+    slope, _, lo, hi = stats.theilslopes(y, x, alpha=confidence)
+    return Trend(level, float(slope), float(lo), float(hi), float(slope * window_s))
 
 
 def slice_in_flight(records: Sequence, start: float, end: float, slices: int = SLICES) -> list[float]:

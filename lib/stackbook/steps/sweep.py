@@ -2,13 +2,16 @@
 tables the notebook shows."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from stackbook.analysis.run_data import arm_requests_frame
 from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.results import ArmResults
 from stackbook.loadgen.records import read_records
-from stackbook.measure.metrics import peer_definitions, requests_frame
+from stackbook.measure.metrics import peer_definitions
 from stackbook.measure.sweep import point_name, run_sweep
 from stackbook.measure.validity import CLIENT_CPU_NEAR_CORE
 
@@ -61,7 +64,7 @@ def load_figures_table(session, points: pd.DataFrame) -> tuple[pd.DataFrame, flo
 
 
 def arm_requests(session) -> pd.DataFrame:
-    return requests_frame(read_records(session.arm_dir.requests))
+    return arm_requests_frame(Path(session.arm_dir.requests))
 
 
 def workload_table(session) -> pd.DataFrame:

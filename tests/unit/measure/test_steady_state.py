@@ -58,3 +58,16 @@ def test_the_summary_is_plain_data():
     d = steady_state(open_loop(rate=12, service_s=0.1, n=60)).as_dict()
     assert d["verdict"] == GREW and d["slices"] == 4 and set(d["ttft_trend"]) == {
         "level", "slope_per_s", "slope_lo", "slope_hi", "rise"}
+
+
+def test_a_long_series_is_fitted_on_a_stride_and_its_interval_is_no_narrower():
+    from stackbook.measure.steady_state import TREND_SAMPLE, trend
+    rng = np.random.default_rng(1)
+    x = np.arange(3 * TREND_SAMPLE) / 100.0
+    y = 50 + 2.0 * x + rng.normal(0, 5, len(x))
+    whole = trend(x[: TREND_SAMPLE], y[: TREND_SAMPLE], window_s=1)  # fitted whole, at the limit
+    long = trend(x, y, window_s=float(x[-1]))
+    assert abs(long.slope_per_s - 2.0) < 0.05 and long.slope_lo < 2.0 < long.slope_hi
+    assert long.level == float(np.median(y))  # the level is read from every point, not the stride
+    # a stride of TREND_SAMPLE points over 3x the span: the slope's interval is that of TREND_SAMPLE points
+    assert (long.slope_hi - long.slope_lo) > (whole.slope_hi - whole.slope_lo) / 3 / 1.5
