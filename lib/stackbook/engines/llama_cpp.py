@@ -178,6 +178,9 @@ class LlamaCppAdapter(EngineAdapter):
         for i in range(slots):
             try:
                 codes.append(client.post(f"{self.base_url}/slots/{i}?action=erase").status_code)
+            except httpx.TimeoutException:  # a frozen server: the other slots would wait as long
+                codes.append(0)
+                break
             except httpx.HTTPError:
                 codes.append(0)
         if 200 not in codes:

@@ -16,8 +16,10 @@ from stackbook.loadgen.workload import shared_prefix_texts
 
 
 def prepare_point(state: str, adapter, target: Target, workload, tokenizer) -> dict:
-    """Flush (both states) and prime (warm); returns what was done, for the point's record."""
-    with httpx.Client(timeout=30, headers=target.headers) as client:
+    """Flush (both states) and prime (warm); returns what was done, for the point's record. The
+    flush gets no longer than a request would: an engine that cannot erase its cache within the
+    request timeout is not answering, and the point's requests will say so."""
+    with httpx.Client(timeout=min(30.0, target.timeout_s), headers=target.headers) as client:
         flushed = adapter.reset_prefix_cache(client)
     out = {"state": state, "flush": flushed, "primed_requests": 0}
     if state == "warm":

@@ -216,3 +216,22 @@ def test_managed_endpoint(monkeypatch):
                                  "auth_header": "Authorization", "query": {}, "remote": True,
                                  "max_tokens_field": "max_tokens", "extra_body": {},
                                  "exact_length": {"mode": "probe", "accepted": False, "reason": "not probed yet"}}
+
+
+def test_a_frozen_llama_server_costs_one_timeout_to_flush_not_one_per_slot(artifacts, executable):
+    """A server that takes the connection and never answers (a frozen engine): the slot erase
+    stops at its first timeout, where four slots waited four timeouts before; a refused slot does
+    not stop the others."""
+    class Client:
+        def __init__(self, error):
+            self.error, self.posts = error, 0
+
+        def post(self, url):
+            self.posts += 1
+            raise self.error("no reply", request=httpx.Request("POST", url))
+
+    spec = LlamaCppEngine(kind="llama_cpp", parallel=4, binary=str(executable))
+    a = LlamaCppAdapter(spec, artifacts, Protocol(), "m")
+    frozen, refused = Client(httpx.ReadTimeout), Client(httpx.ConnectError)
+    assert a.reset_prefix_cache(frozen) == "not available (HTTP [0])" and frozen.posts == 1
+    assert a.reset_prefix_cache(refused) == "not available (HTTP [0])" and refused.posts == 4
