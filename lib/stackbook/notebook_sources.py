@@ -11,6 +11,7 @@ their outputs do.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import jupytext
@@ -40,11 +41,16 @@ def cell_id(index: int, source: str) -> str:
     return f"{index:02d}-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
 
 
+STABLE_ID = re.compile(r"\d\d+-[0-9a-f]{8}")
+
+
 def stable_ids(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Every cell's id from its position and text, cells papermill or a page inserted included:
-    rendering a run again then changes a page only where its content changed."""
+    """A cell papermill or a page inserted (its id random) gets one from its position and text;
+    the source's own cells keep theirs. Rendering a run again then changes a page only where its
+    content changed, and an executed notebook's cells still match its source's."""
     for i, cell in enumerate(nb.cells):
-        cell["id"] = cell_id(i, cell.source)
+        if not STABLE_ID.fullmatch(cell.get("id") or ""):
+            cell["id"] = cell_id(i, cell.source)
     return nb
 
 
@@ -56,7 +62,8 @@ def read_source(path: str | Path) -> nbformat.NotebookNode:
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
-    stable_ids(nb)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = cell_id(i, cell.source)
     nbformat.validate(nb)
     return nb
 
