@@ -232,14 +232,15 @@ def test_overlapping_cpu_seconds_are_named_when_a_process_outran_its_m():
 
 
 def test_an_open_loop_arm_is_judged_at_its_offered_rate_not_as_a_count():
-    """Burstiness, constant arrivals at 1.7 req/s: the sentence reads the 0.57 requests in flight
-    (not '1.7 in flight'), and the next experiment is predicted at 1.7 req/s offered, not at N=1."""
+    """Burstiness, arrivals configured at 1.7 req/s whose schedule (in this fixture) offered 1.53:
+    the sentence reads the 0.57 requests in flight (not '1.7 in flight'), and the next experiment
+    is predicted at the 1.53 req/s the schedule offered, not at N=1."""
     d = reference_map("burstiness/constant")
-    assert d.status == "measured" and d.offered_load == "offered 1.7 req/s"
+    assert d.status == "measured" and d.offered_load == "offered 1.7 req/s (its seeded schedule 1.53)"
     assert "busy 57% of the point's CPU window, idle 43%" in d.why_not_closer
     assert "0.57 requests were in flight on average" in d.why_not_closer and "1.7 were in flight" not in d.why_not_closer
     top = d.next_experiments[0]
-    assert top["centre"] == "engine compute" and top["at_load"] == "1.7 req/s offered"
+    assert top["centre"] == "engine compute" and top["at_load"] == "1.53 req/s offered"
     assert "N=" not in top["expected_gain"]
 
 
@@ -271,3 +272,14 @@ def test_the_engines_queue_is_blamed_only_where_its_own_counters_show_one():
 
     assert queue_owner(1.0, 2.0, None, None, 500.0).startswith("likely the engine's queue")
     assert "exports no queue counter" in queue_owner(1.0, 2.0, None, None, 500.0)
+
+
+def test_an_open_loop_experiment_is_predicted_at_the_rate_offered_not_at_the_throughput():
+    """workloads vllm-cpu at 2 req/s (its seeded schedule offered 1.73) against a bound of 1.49:
+    the queue grows without limit there, so no candidate keeps the mean E2E inside the SLO. Its
+    next experiment used to be judged 'at 1.17 req/s offered', a throughput, and passed the filter."""
+    d = committed_map("workloads/reference", "vllm-cpu")
+    assert d.offered_load == "offered 2 req/s (its seeded schedule 1.73)"
+    assert d.next_experiments == [] and "test a lighter load first" in d.next_experiments_note
+    steady = committed_map("burstiness/reference", "poisson")
+    assert {x["at_load"] for x in steady.next_experiments} == {"1.56 req/s offered"}

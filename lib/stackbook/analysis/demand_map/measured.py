@@ -184,8 +184,18 @@ def offered_load(p: dict) -> str:
     """The load as the protocol set it: a concurrency, or an offered rate (never read as a count)."""
     if p.get("concurrency"):
         return f"concurrency {p['concurrency']}"
-    rate = p.get("rate") or p.get("achieved_rate_rps")
-    return f"offered {rate:g} req/s" if rate else "a replayed trace"
+    rate, scheduled = p.get("rate"), p.get("scheduled_rate_rps")
+    if not rate:
+        return f"a replayed trace offering {scheduled:.3g} req/s" if scheduled else "a replayed trace"
+    if scheduled and abs(scheduled / rate - 1) > 0.01:
+        return f"offered {rate:g} req/s (its seeded schedule {scheduled:.3g})"
+    return f"offered {rate:g} req/s"
+
+
+def offered_rate(p: dict) -> float | None:
+    """The rate an open-loop point's schedule offered (what a queue's response depends on); a
+    run recorded before the schedule's rate was kept falls back to the configured rate."""
+    return p.get("scheduled_rate_rps") or p.get("rate")
 
 
 def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log_text: str = "",
@@ -240,7 +250,9 @@ def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log
     out.unattributed_ms = unattributed_ms(point_centres(light["summary"], engine, log_text), light["e2e_ms"]) \
         if light else None
     out.mva_check = mva_check(closed, engine, log_text)
-    rate = None if point.get("concurrency") else window_throughput(point)
+    # An open loop's prediction is at the rate offered, never at the throughput: past capacity a
+    # throughput would hide the queue that makes the response infinite.
+    rate = None if point.get("concurrency") else offered_rate(point)
     limit = e2e_slo_ms(slo, point)
     out.next_experiments = next_experiments(centres, int(point.get("concurrency") or 0) or None,
                                             out.unattributed_ms or 0.0, ci, risk_cost, rate_rps=rate,
