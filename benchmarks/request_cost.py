@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from stackbook.harness.selftest import start_server
 from stackbook.host import cpu_model, isa_flags
 from stackbook.locations import REPO_ROOT
 
@@ -47,25 +47,8 @@ protocol:
   warmup_requests: 0
 arms:
   - name: cal
-    engine: {{kind: openai_endpoint, base_url: "http://127.0.0.1:{port}/v1", served_model: calibration}}
+    engine: {{kind: openai_endpoint, base_url: "{url}/v1", served_model: calibration}}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"the calibration server did not listen on {port}")
 
 
 def records_window(path: Path) -> tuple[int, float]:
@@ -82,10 +65,10 @@ def records_window(path: Path) -> tuple[int, float]:
     return n, last - first
 
 
-def one_run(n: int, rate: float, port: int, workdir: Path) -> dict:
+def one_run(n: int, rate: float, url: str, workdir: Path) -> dict:
     """`stackbook run` of a one-point campaign of n requests; its wall time and phase times."""
     path = workdir / f"cost-{n}.yaml"
-    path.write_text(CAMPAIGN.format(n=n, rate=rate, port=port))
+    path.write_text(CAMPAIGN.format(n=n, rate=rate, url=url))
     run_id = f"bench-{n}-{os.getpid()}"
     t = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(path), "--run-id", run_id, "--no-progress"],
@@ -114,14 +97,11 @@ def main() -> None:
     ap.add_argument("--base", type=int, default=200, help="the small point that measures the fixed cost")
     ap.add_argument("--base-runs", type=int, default=3, help="runs of the small point (their median is the fixed cost)")
     a = ap.parse_args()
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "stackbook.harness.calibration_server", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, url = start_server()
     try:
-        wait_listening(port)
         with tempfile.TemporaryDirectory() as tmp:
-            bases = [one_run(a.base, a.rate, port, Path(tmp)) for _ in range(a.base_runs)]
-            runs = [one_run(n, a.rate, port, Path(tmp)) for n in a.requests]
+            bases = [one_run(a.base, a.rate, url, Path(tmp)) for _ in range(a.base_runs)]
+            runs = [one_run(n, a.rate, url, Path(tmp)) for n in a.requests]
     finally:
         server.terminate()
         server.wait(30)

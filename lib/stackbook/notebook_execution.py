@@ -12,19 +12,18 @@ def execute_notebook(name: str, out_path: Path, parameters: dict) -> float:
     .ipynb to out_path once it ends (with the failing cell's traceback when one fails). Not after
     every cell: each save serializes every figure drawn so far, seconds a notebook, and what an
     interrupted notebook would have kept is in the raw records, which are written as they arrive."""
-    import nbformat
     import papermill as pm
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
 
     from stackbook.notebook_sources import load_notebook, stable_ids
 
     t = time.monotonic()
-    try:
-        pm.execute_notebook(load_notebook(name), str(out_path), parameters=parameters,
-                            kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
-                            request_save_on_cell_execute=False)
-    finally:  # the cell papermill injects gets a random id: give it a stable one, failed or not
-        if Path(out_path).exists():
-            nbformat.write(stable_ids(nbformat.read(out_path, as_version=4)), out_path)
+    nb = load_notebook_node(load_notebook(name))
+    if parameters:  # injected here, not by execute_notebook, so the injected cell gets a stable id
+        nb = stable_ids(parameterize_notebook(nb, parameters, kernel_name="python3", language="python"))
+    pm.execute_notebook(nb, str(out_path), kernel_name="python3", cwd=".", progress_bar=False, log_output=False,
+                        request_save_on_cell_execute=False)
     return time.monotonic() - t
 
 

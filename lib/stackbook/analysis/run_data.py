@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from stackbook.config.loading import load_campaign
-from stackbook.evidence.files import read_json
+from stackbook.evidence.files import read_json, while_unchanged
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import ArmResults
 from stackbook.evidence.rundir import RunDir
@@ -17,7 +17,7 @@ from stackbook.loadgen.records import read_records
 from stackbook.measure.metrics import requests_frame
 
 
-_frames: dict[Path, tuple[tuple[int, int], pd.DataFrame]] = {}
+_frames: dict = {}
 
 
 def arm_requests_frame(path: Path) -> pd.DataFrame:
@@ -25,13 +25,7 @@ def arm_requests_frame(path: Path) -> pd.DataFrame:
     verdict, the demand map, the summary); an unchanged file is turned into a frame once."""
     if not path.exists():
         return requests_frame([])
-    st = path.stat()
-    key, stamp = path.resolve(), (st.st_size, st.st_mtime_ns)
-    if key not in _frames or _frames[key][0] != stamp:
-        if len(_frames) >= 16:
-            _frames.clear()
-        _frames[key] = (stamp, requests_frame(read_records(path)))
-    return _frames[key][1].copy()
+    return while_unchanged(_frames, path, lambda p: requests_frame(read_records(p))).copy()
 
 
 def load_run(run_dir: str | os.PathLike | RunDir) -> tuple:

@@ -57,7 +57,7 @@ def request_timeline(records: list[RequestRecord], out_dir: Path | None = None, 
     ax.set_xlim(left=0)
     ax.set(xlabel="seconds since the arm's first send", ylabel="request (send order)",
            title=f"Per-request timeline{' · ' + arm if arm else ''} "
-               + (f"({n:,} requests)" if step == 1 else f"(every {step}th of {n:,} requests)"))
+               + (f"({n:,} requests)" if step == 1 else f"(every {_ordinal(step)} of {n:,} requests)"))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return _save(fig, out_dir, "request_timeline")
 

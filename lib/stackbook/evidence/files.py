@@ -6,12 +6,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from stackbook.evidence.rundir import ArmDir
+
+T = TypeVar("T")
 
 
 def write_json_atomic(path: str | os.PathLike, data) -> None:
@@ -53,21 +55,35 @@ def read_json(path: str | os.PathLike, default=None):
     return json.loads(p.read_text())
 
 
-_hash_cache: dict[tuple, str] = {}
+def while_unchanged(cache: dict, path: str | os.PathLike, build: Callable[[Path], T], keep: int = 16) -> T:
+    """build(path), or what it gave for this file before while the file's size and modification
+    time are still the same (appending to it, or rewriting it, builds anew). The cache holds at
+    most `keep` files."""
+    path = Path(path)
+    st = path.stat()
+    key, stamp = str(path.resolve()), (st.st_size, st.st_mtime_ns)
+    hit = cache.get(key)
+    if hit is None or hit[0] != stamp:
+        if len(cache) >= keep:
+            cache.clear()
+        hit = cache[key] = (stamp, build(path))
+    return hit[1]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_hash_cache: dict = {}
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file, read in blocks (model weights are large); cached per size and mtime."""
-    path = Path(path)
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _hash_cache:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _hash_cache[key] = h.hexdigest()
-    return _hash_cache[key]
+    """sha256 of a file, read in blocks (model weights are large); kept while the file is unchanged."""
+    return while_unchanged(_hash_cache, path, _sha256, keep=1024)
 
 
 def update_results(arm_dir: ArmDir, section: str, data) -> dict:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from stackbook.evidence.files import while_unchanged
 from stackbook.loadgen.phases import Phase
 ErrorClass = Literal["none", "admission_rejected", "timeout", "transport", "http_error",
                      "malformed_stream", "length_truncated", "schema_failure", "engine_died"]
@@ -188,34 +189,30 @@ class RecordWriter(BackgroundWriter):
         os.fsync(self._f.fileno())
 
 
-_read_cache: dict[Path, tuple[tuple[int, int], list[RequestRecord]]] = {}
+def _parse_records(path: Path) -> list[RequestRecord]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            out.append(RequestRecord.model_validate_json(line))
+        except ValueError:
+            continue
+    return out
+
+
+_parsed: dict = {}
 
 
 def read_records(path: str | os.PathLike, latest_attempt: bool = False) -> list[RequestRecord]:
     """Read requests.jsonl; a last line cut by a crash is skipped, every complete line kept.
     With latest_attempt, only each point's latest attempt (a resumed run re-runs cut points).
-    A file read before and unchanged since (same size and modification time) is not parsed again:
-    a notebook reads its arm's records several times, and 200,000 of them take seconds."""
+    A file read before and unchanged since is not parsed again: a notebook reads its arm's
+    records several times, and 200,000 of them take seconds."""
     p = Path(path)
     if not p.exists():
         return []
-    st = p.stat()
-    key, stamp = p.resolve(), (st.st_size, st.st_mtime_ns)
-    cached = _read_cache.get(key)
-    if cached is not None and cached[0] == stamp:
-        out = list(cached[1])
-    else:
-        out = []
-        for line in p.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                out.append(RequestRecord.model_validate_json(line))
-            except ValueError:
-                continue
-        if len(_read_cache) >= 2:
-            _read_cache.clear()
-        _read_cache[key] = (stamp, list(out))
+    out = list(while_unchanged(_parsed, p, _parse_records, keep=2))
     return latest_attempt_only(out) if latest_attempt else out
 
 

@@ -34,5 +34,7 @@ def test_a_long_point_draws_a_stride_and_every_failure():
     title, lines, crosses = _drawn(timeline_plots.request_timeline(_records(n, failed)))
     assert title.endswith(f"(every 4th of {n:,} requests)") and lines == 2 * len(range(0, n, 4))
     assert crosses == len(failed)
+    title, lines, _ = _drawn(timeline_plots.request_timeline(_records(timeline_plots.TIMELINE_ROWS + 1, set())))
+    assert title.endswith(f"(every 2nd of {timeline_plots.TIMELINE_ROWS + 1:,} requests)")
     assert [timeline_plots._ordinal(k) for k in (1, 2, 3, 4, 11, 12, 13, 21, 22, 112)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "112th"]
