@@ -24,3 +24,20 @@ def run_module_campaign(real_engines):
     if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
         for run_dir in made:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def canary_subset(tmp_path_factory):
+    """`subset(*ids)`: the path of a suite holding only those checks of the embedded suite, for a
+    test whose subject is not the gate (a whole suite is the e2e test's, tests/engines/test_end_to_end.py)."""
+    import yaml
+    from stackbook.gate.canaries import suite_path
+
+    def subset(*ids: str) -> str:
+        suite = yaml.safe_load(suite_path("embedded-smollm2").read_text())
+        checks = [c for c in suite["checks"] if c["id"] in ids]
+        assert [c["id"] for c in checks] == list(ids), f"not in the embedded suite: {ids}"
+        path = tmp_path_factory.mktemp("suite") / "canaries-subset.yaml"
+        path.write_text(yaml.safe_dump({**suite, "suite": f"{suite['suite']}-subset", "checks": checks}))
+        return str(path)
+    return subset

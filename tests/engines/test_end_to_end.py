@@ -196,7 +196,7 @@ model: {{name: by-path, source: path, hf_path: "{real_engines.hf_dir}", gguf_pat
 protocol:
   stages: [sizing, sweep]
   workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}
-  arrival: {{kind: poisson, rates: [0.5, 1.5]}}
+  arrival: {{kind: poisson, rates: [1.0, 2.0]}}
   context_length: 512
   requests_per_point: 8
   repetitions: 1
@@ -210,9 +210,9 @@ arms:
     run_dir = run_campaign(str(path), run_id=f"test-{tmp_path.name}", progress=False)
     try:
         sweep = json.loads(run_dir.arm("llama").results.read_text())["sweep"]
-        assert set(sweep["points"]) == {"rate0.5-r0", "rate1.5-r0"}
+        assert set(sweep["points"]) == {"rate1-r0", "rate2-r0"}
         for name, p in sweep["points"].items():
-            assert p["completed"] == 8 and p["rate"] in (0.5, 1.5)
+            assert p["completed"] == 8 and p["rate"] in (1.0, 2.0)
             assert p["achieved_rate_rps"] > 0 and p["schedule_lag_ms_p99"] >= 0
             v = sweep["load_validity"][name]
             assert abs(v["achieved_rate_rps"] - v["scheduled_rate_rps"]) / v["scheduled_rate_rps"] < 0.05
@@ -220,12 +220,12 @@ arms:
         assert not run_dir.arm("llama").client_parts.exists()
         recs = read_records(run_dir.arm("llama").requests)
         measured = [r for r in recs if r.phase == "measure"]
-        assert len({r.request_index for r in measured if r.point == "rate1.5-r0"}) == 8
+        assert len({r.request_index for r in measured if r.point == "rate2-r0"}) == 8
         assert all(r.output_tokens_server == 16 and r.engine_timings["predicted_n"] == 16 for r in measured)
         # warm-up 1, measured 8, cool-down 1 (= warm-up) per point, beside the sentinel requests mixed in
-        phases = sorted(r.phase for r in recs if r.point == "rate0.5-r0" and r.phase != "sentinel")
+        phases = sorted(r.phase for r in recs if r.point == "rate1-r0" and r.phase != "sentinel")
         assert phases == ["cooldown"] + ["measure"] * 8 + ["warmup"]
-        assert any(r.phase == "sentinel" for r in recs if r.point == "rate0.5-r0")
+        assert any(r.phase == "sentinel" for r in recs if r.point == "rate1-r0")
         assert json.loads(run_dir.manifest.read_text())["analysis"]["status"] == "ok"
         results = json.loads(run_dir.arm("llama").results.read_text())
         assert results["sizing"]["geometry"]["parameters"] == 134_515_008

@@ -21,7 +21,7 @@ name: faults
 model: {source: embedded}
 protocol:
   stages: [sweep]
-  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 48}
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
   requests_per_point: 10

@@ -20,10 +20,8 @@ protocol:
   repetitions: 1
   warmup_requests: 0
   canaries:
-    suite: embedded-smollm2
+    suite: SUITE   # the checks a dropped user message fails; the whole suite is test_end_to_end's
     run_sweep_on_hold: true
-    out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
-                   instruction_following: replies not judged for wording, batch_invariance: speed only}
 arms:
   - name: good
     engine: {kind: llama_cpp, parallel: 1}
@@ -33,10 +31,12 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(run_module_campaign, tmp_path_factory):
+def run(run_module_campaign, tmp_path_factory, canary_subset):
     d = tmp_path_factory.mktemp("gate")
     (d / "broken.jinja").write_text(BROKEN_TEMPLATE)
-    return run_module_campaign(CAMPAIGN.replace("TEMPLATE", str(d / "broken.jinja")), d / "gate.yaml",
+    suite = canary_subset("capital-of-france", "capital-exact-reference", "two-plus-two")
+    return run_module_campaign(CAMPAIGN.replace("TEMPLATE", str(d / "broken.jinja")).replace("SUITE", suite),
+                               d / "gate.yaml",
                                run_id=f"test-{d.name}")
 
 
@@ -46,7 +46,11 @@ def test_broken_arm_is_hold_and_good_arm_passes(run):
     assert good["verdict"] == "PASS"
     assert bad["verdict"] == "HOLD"
     assert "capital-of-france" in bad["failed"]
-    assert bad["counts"]["gating"]["completed_but_wrong"] >= 1
+    gating = bad["counts"]["gating"]
+    # The engine answered every check, wrongly: each failure is a wrong reply (ended by itself or
+    # babbling to its token bound), none a failed request.
+    assert gating["failed"] >= 1 and gating["completed_but_wrong"] + gating["length_truncated"] == gating["failed"]
+    assert gating["request_failed"] == 0
 
 
 def test_hold_label_reaches_passport_and_report(run):

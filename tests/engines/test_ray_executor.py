@@ -220,7 +220,7 @@ variables_under_test: [stages]
 protocol:
   stages: [sweep]
   workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
-  arrival: {kind: constant, rates: [0.5]}   # paced, so the sweep lasts about 25 s on any host
+  arrival: {kind: constant, rates: [1.0]}   # paced, so the sweep lasts about 14 s on any host
   context_length: 256
   requests_per_point: 12
   repetitions: 1

@@ -19,10 +19,8 @@ protocol:
   repetitions: 1
   warmup_requests: 0
   canaries:
-    suite: embedded-smollm2
+    suite: SUITE   # a fact it gets wrong, a sum it gets right; the whole suite is test_end_to_end's
     run_sweep_on_hold: true
-    out_of_scope: {tool_calls: no tools sent, multi_turn: single-turn requests,
-                   instruction_following: replies not judged for wording, batch_invariance: speed only}
 arms:
   - name: wrong-rope
     engine: {kind: llama_cpp, parallel: 1, extra_args: [--rope-freq-base, "1000"]}
@@ -30,9 +28,10 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(run_module_campaign, tmp_path_factory):
+def run(run_module_campaign, tmp_path_factory, canary_subset):
     d = tmp_path_factory.mktemp("wrong-rope")
-    return run_module_campaign(CAMPAIGN, d / "wrong-rope.yaml", run_id=f"test-{d.name}")
+    campaign = CAMPAIGN.replace("SUITE", canary_subset("capital-of-france", "two-plus-two"))
+    return run_module_campaign(campaign, d / "wrong-rope.yaml", run_id=f"test-{d.name}")
 
 
 def test_the_canaries_hold_a_fluent_but_wrong_engine(run):
