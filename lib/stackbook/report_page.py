@@ -137,12 +137,50 @@ def made_box(nb, name: str, page_dir: Path) -> str:
             f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p></details>")
 
 
+ARM_RAW = ("passport.md", "passport.json", "results.json", "requests.jsonl", "capacity_requests.jsonl",
+           "engine.json", "engine.log")
+RUN_RAW = ("manifest.json", "analysis.json", "campaign.resolved.yaml")
+PASSPORT_CELL = "passport_md.read_text()"  # the arm notebook's cell that shows its passport
+
+
+def nav_links(page_dir: Path) -> str:
+    """Where a reader goes from this page: the run's report and the index of every run, the
+    other pages of this arm, and the raw files beside it (those that exist), as relative links."""
+    page_dir = Path(page_dir)
+    in_arm = page_dir.parent.name == "arms"
+    run = page_dir.parent.parent if in_arm else page_dir
+    up = "../../" if in_arm else ""
+    links = ([(f"{up}report.html", "the run's report")] if in_arm and (run / "report.html").exists() else [])
+    if (run.parent.parent / "index.html").exists():
+        links.append((f"{up}../../index.html", "every run"))
+    links += [(p.name, p.stem) for p in sorted(page_dir.glob("*.html")) if in_arm and p.stem[:2].isdigit()]
+    links += [(f, f) for f in (ARM_RAW if in_arm else RUN_RAW) if (page_dir / f).exists()]
+    items = " · ".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a>' for href, text in links)
+    return f'<p class="stackbook-nav">{items}</p>' if links else ""
+
+
+def current_passport(nb, page_dir: Path) -> None:
+    """The passport an arm notebook displayed is the one written when that repetition ended; the
+    page shows passport.md as it stands (rewritten after the run's last round and by every
+    re-render), and says so."""
+    passport = Path(page_dir) / "passport.md"
+    if not passport.exists():
+        return
+    for cell in nb.cells:
+        if cell.cell_type == "code" and PASSPORT_CELL in cell.source:
+            note = ("*The passport as `passport.md` holds it now, after the run's last repetition; the notebook "
+                    "beside this page keeps the one written when its own repetition ended.*\n\n")
+            from nbformat.v4 import new_output
+            cell.outputs = [new_output("display_data", data={"text/markdown": note + passport.read_text()})]
+
+
 def page_notebook(nb, name: str, page_dir: Path):
     """The notebook as its page shows it: parameter cells out, empty sections folded, the "how
     this was made" box and the contents after the first cell that shows something (the summary,
     where the notebook has one) or after the title."""
     nb = copy.deepcopy(nb)
-    box = made_box(nb, name, page_dir)
+    current_passport(nb, page_dir)
+    box = nav_links(page_dir) + made_box(nb, name, page_dir)
     nb.cells = [c for c in nb.cells if not PARAMETER_TAGS & set(c.metadata.get("tags", []))]
     fold_empty_sections(nb)
     first_section = next((i for i, c in enumerate(nb.cells) if (_heading(c) or (0,))[0] == 2), len(nb.cells))

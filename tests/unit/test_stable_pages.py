@@ -1,6 +1,6 @@
 """A run rendered again changes its pages only where their content changed: a cell whose id was
 random (the cell papermill injects, the page's own box) gets one from its position and text, the
-source's cells keep theirs, and a table's style id comes from its content."""
+source's cells keep theirs, and a table's style id comes from its content. A page needs no network."""
 import re
 
 import nbformat
@@ -41,3 +41,29 @@ def test_a_readable_table_renders_the_same_html_twice():
     first, again = readable(frame)._repr_html_(), readable(frame.copy())._repr_html_()
     assert first == again and "T_" in first
     assert readable(frame.assign(arm=["a", "c"]))._repr_html_() != first
+
+
+def test_a_page_loads_nothing_from_the_network(tmp_path):
+    """Read offline or behind a firewall, a page is whole: no script, style or font it fetches."""
+    page = write_page(ARM_NOTEBOOK, tmp_path / "page.html").read_text()
+    assert "<script src=" not in page and "cdnjs" not in page
+    fetched = re.findall(r'<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)="(https?:)?//', page)
+    imports = re.findall(r'import\s[^;]*?from\s+"https?://', page)
+    assert fetched == [] and imports == []
+
+
+def test_an_arm_page_links_its_report_the_index_its_pages_and_raw_files_and_shows_the_current_passport(tmp_path):
+    from pathlib import Path
+
+    arm = Path(ARM_NOTEBOOK).parent
+    page = write_page(ARM_NOTEBOOK, tmp_path / "page.html").read_text()
+    nav = re.search(r'<p class="stackbook-nav">(.*?)</p>', page).group(1)
+    hrefs = re.findall(r'href="([^"]+)"', nav)
+    assert hrefs[:2] == ["../../report.html", "../../../../index.html"]
+    assert {"20_canaries.html", "passport.md", "requests.jsonl", "engine.log"} <= set(hrefs)
+    assert all((arm / h).exists() for h in hrefs), [h for h in hrefs if not (arm / h).exists()]
+    # the passport as passport.md holds it now, not as the last repetition's notebook wrote it
+    import html
+    import json
+    stopped = json.loads((arm / "passport.json").read_text())["protocol"]["repetitions"]["stopped"]
+    assert "holds it now" in page and html.escape(stopped) in page

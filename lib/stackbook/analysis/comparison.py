@@ -10,7 +10,7 @@ import pandas as pd
 from stackbook.analysis.capacity_summary import capacity_tables
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.measure.reconciliation import reconciliation_rows
-from stackbook.measure.validity import describe_validity
+from stackbook.measure.validity import worded_discards
 from stackbook.analysis.fairness import DIFFERS, fairness_table
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.known_effect import known_effect_lines
@@ -49,15 +49,6 @@ def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.Dat
     if not df.empty:
         df["status"] = [point_status(r["label"], r["discarded"], r["discard_rule"]) for _, r in df.iterrows()]
     return df
-
-
-def worded_discards(sweep: dict) -> list[dict]:
-    """The sweep's discards, an invalid load's detail said in words from its stored figures
-    (runs recorded before it was worded kept key=value strings)."""
-    validity = sweep.get("load_validity") or {}
-    return [d | {"detail": describe_validity(validity[d["point"]])}
-            if d.get("rule") == "on_invalid_load" and d.get("point") in validity else d
-            for d in sweep.get("discards") or []]
 
 
 def discard_rules_by_point(sweep: dict) -> dict[str, str]:

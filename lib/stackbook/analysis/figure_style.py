@@ -146,6 +146,19 @@ def load_axis(df: pd.DataFrame) -> str:
     return "concurrency (closed loop)"
 
 
+def tail_name(df: pd.DataFrame, percentile: int = 99, count: str = "completed") -> str:
+    """What a tail percentile drawn from these points is: "p99" where every point has the requests
+    to carry it, else the sample sizes beside it and what it then lies next to, the maximum."""
+    from stackbook.analysis.decision import min_sample
+
+    need = min_sample(percentile)
+    counts = pd.to_numeric(df[count], errors="coerce").dropna() if count in df else pd.Series(dtype=float)
+    if counts.empty or counts.min() >= need:
+        return f"p{percentile}"
+    lo, hi = int(counts.min()), int(counts.max())
+    return f"p{percentile} of n={lo}{f'-{hi}' if hi != lo else ''} (< {need}: near the max)"
+
+
 def _finish(fig, ax, out_dir: Path | None, name: str, title: str, xlabel: str, ylabel: str):
     """Labels, and the legend beside the axes (outside them, so it never hides a point)."""
     ax.set_xlabel(xlabel)

@@ -10,7 +10,7 @@ import seaborn as sns
 
 from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and alt_text are part of this module's use
     _figure, _finish, _label, _mark_unranked, _per_arm, _save, alt_text, integer_load_ticks, load_axis, point_status,
-    scale_axis)
+    scale_axis, tail_name)
 from stackbook.analysis.queueing_plots import (  # noqa: F401 - the notebooks call every figure through plots
     demand_bars, kingman_curves, measured_demand_bars, mva_centres_check, mva_throughput, predicted_vs_measured,
     waits_vs_arrival_variance)
@@ -19,13 +19,15 @@ from stackbook.analysis.timeline_plots import (  # noqa: F401
 
 
 def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str = "e2e_ms"):
-    """p50 (solid) and p99 (dashed) of one latency against load, one colour per arm."""
+    """p50 (solid) and p99 (dashed) of one latency against load, one colour per arm; a p99 of
+    fewer than 100 requests is labelled with its sample size."""
     if df.empty or f"{metric}_p50" not in df:
         return None
     fig, ax = _figure()
+    tail = tail_name(df)
     for name, g in _per_arm(df):
         line, = ax.plot(g["load"], g[f"{metric}_p50"], "-o", label=f"{name} p50")
-        ax.plot(g["load"], g[f"{metric}_p99"], "--s", color=line.get_color(), label=f"{name} p99")
+        ax.plot(g["load"], g[f"{metric}_p99"], "--s", color=line.get_color(), label=f"{name} {tail}")
     _mark_unranked(ax, df, "load", f"{metric}_p50")
     _mark_unranked(ax, df, "load", f"{metric}_p99", legend=False)
     integer_load_ticks(ax, df)
@@ -64,7 +66,7 @@ def pareto(df: pd.DataFrame, out_dir: Path | None = None):
     xscale = scale_axis(ax, df["e2e_ms_p99"], "x")
     ax.set_ylim(bottom=0)
     return _finish(fig, ax, out_dir, "pareto", "Throughput vs tail latency (ringed: lightest load)",
-                   f"p99 end-to-end latency (ms){xscale}", "output throughput (tokens / s)")
+                   f"{tail_name(df)} end-to-end latency (ms){xscale}", "output throughput (tokens / s)")
 
 
 def headline(df: pd.DataFrame, out_dir: Path | None = None):
@@ -83,7 +85,7 @@ def headline(df: pd.DataFrame, out_dir: Path | None = None):
         ax.grid(alpha=0.3)
     scale = scale_axis(left, df["e2e_ms_p99"])
     right.set_ylim(bottom=0)
-    left.set(title="Tail latency (lower is better)", ylabel=f"p99 E2E (ms){scale}")
+    left.set(title="Tail latency (lower is better)", ylabel=f"{tail_name(df)} E2E (ms){scale}")
     right.set(title="Output throughput (higher is better)", ylabel="tokens / s")
     right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     fig.tight_layout()

@@ -102,6 +102,7 @@ def load_table(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
     for (arm, load), g in cells.items():
         n = per_repetition_requests(g)
         row = {"arm": arm, "label": g["label"].iloc[0], "load": load, "repetitions": len(g),
+               "rate": g["rate"].iloc[0] if "rate" in g else None,  # an open loop's: its figures' axis says so
                "requests": sum(n), "requests_per_repetition": min(n) if n else 0,
                "status": ("accepted" if (arm, load) in ranked_keys else
                           "; ".join(sorted({s for s in g["status"] if s != Label.ACCEPTED.value})))}

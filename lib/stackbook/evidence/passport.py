@@ -24,6 +24,7 @@ from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity, topology_line
 from stackbook.measure.reconciliation import arm_reconciliation
+from stackbook.measure.validity import worded_discards
 
 Known = Union[dict[str, Any], Unknown]
 
@@ -260,7 +261,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "capability_probe": (canaries or {}).get("probe") or unknown("the canary notebook did not run"),
         "capacity": capacity,
         "discard_rules": protocol.discard_rules.model_dump(),
-        "discards": (sweep or {}).get("discards", []) if sweep else unknown("the sweep did not run"),
+        "discards": worded_discards(sweep) if sweep else unknown("the sweep did not run"),
         "error_counts": (sweep or {}).get("error_counts") or (unknown("the sweep did not run") if not sweep else {}),
         "failure_counts": failure_counts(canaries, sweep),
         "reconciliation": arm_reconciliation(sweep["points"]) if sweep else unknown("the sweep did not run"),

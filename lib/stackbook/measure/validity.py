@@ -237,6 +237,15 @@ def describe_validity(v: dict) -> str:
                                          for k, x in v.items() if k != "valid")
 
 
+def worded_discards(sweep: dict) -> list[dict]:
+    """The sweep's discards, an invalid load's detail said in words from its stored figures
+    (runs recorded before it was worded kept key=value strings)."""
+    validity = sweep.get("load_validity") or {}
+    return [d | {"detail": describe_validity(validity[d["point"]])}
+            if d.get("rule") == "on_invalid_load" and d.get("point") in validity else d
+            for d in sweep.get("discards") or []]
+
+
 # -- The client's own delay (loadgen.loop_lag) --------------------------------------------------
 # Preregistered: a point is invalid when the load generator's measured event-loop delay could
 # have moved its TTFT or its TPOT by more than this share. A reply's bytes that arrive while the

@@ -101,3 +101,35 @@ def test_the_side_by_side_table_is_split_into_tables_keyed_by_arm_and_load():
     assert [list(t.frame.columns) for t in tables] == [
         ["arm", "load", "label", "completed"], ["arm", "load", "ttft_ms_p50", "e2e_ms_p99"],
         ["arm", "load", "output_throughput_tok_s", "goodput_rps", "extra"]]
+
+
+def test_a_p99_of_fewer_than_100_requests_is_labelled_with_its_sample_size():
+    small = points().assign(completed=[32, 64, 32])
+    pareto = plots.pareto(small).axes[0]
+    assert pareto.get_xlabel() == "p99 of n=32-64 (< 100: near the max) end-to-end latency (ms)"
+    head = plots.headline(small).axes[0]
+    assert head.get_ylabel() == "p99 of n=32-64 (< 100: near the max) E2E (ms)"
+    legend = [t.get_text() for t in plots.latency_vs_load(small, None, "e2e_ms").axes[0].get_legend().get_texts()]
+    assert "a p99 of n=32-64 (< 100: near the max)" in legend
+    carried = points().assign(completed=[100, 200, 100])
+    assert plots.pareto(carried).axes[0].get_xlabel() == "p99 end-to-end latency (ms)"
+    assert plots.tail_name(points().assign(completed=[40, 40, 40])) == "p99 of n=40 (< 100: near the max)"
+
+
+def test_the_verdicts_figures_of_an_open_loop_run_are_drawn_against_its_offered_rate():
+    """workloads is an open loop: its interval figures read "concurrency (closed loop)"."""
+    from stackbook.analysis import interval_plots
+    from stackbook.analysis.comparison import comparison_frame
+    from stackbook.analysis.fairness import fairness_table
+    from stackbook.analysis.run_data import load_run
+    from stackbook.analysis.verdict import load_table
+
+    campaign, arms = load_run("outputs/workloads/reference")
+    table = load_table(comparison_frame(arms, fairness_table(campaign, arms)), 0.95)
+    assert set(table["rate"]) == {0.5, 1.0, 2.0}
+    ax = interval_plots.figure_vs_load(table, "output_throughput", 0.95).axes[0]
+    assert ax.get_xlabel() == "offered rate (requests / s)"
+    campaign, arms = load_run("outputs/quickstart/reference")
+    closed = load_table(comparison_frame(arms, fairness_table(campaign, arms)), 0.95)
+    assert interval_plots.figure_vs_load(closed, "output_throughput", 0.95).axes[0].get_xlabel() == \
+        "concurrency (closed loop)"

@@ -1,8 +1,7 @@
 """A discarded point's reason in words, each failed check beside its limit, from committed runs."""
 import json
 
-from stackbook.analysis.comparison import worded_discards
-from stackbook.measure.validity import describe_validity
+from stackbook.measure.validity import describe_validity, worded_discards
 
 
 def _discards(run: str, arm: str) -> dict:
@@ -30,3 +29,19 @@ def test_a_rate_that_strayed_from_its_schedule():
     v = {"configured_rate_rps": 2, "scheduled_rate_rps": 1.73, "achieved_rate_rps": 1.5, "schedule_lag_ms_p99": 1.0,
          "valid": False}
     assert describe_validity(v) == "sent at 1.5 req/s against the schedule's 1.73 (kept: within 5%)"
+
+
+def test_the_passport_words_its_discards_as_the_report_does():
+    """workloads vllm-cpu's passport listed the raw figures ("configured_rate_rps=0.5, ..."); it
+    now gives the reason the analysis gives."""
+    from stackbook.config.loading import load_campaign
+    from stackbook.evidence.passport import build_passport
+    from stackbook.evidence.rundir import RunDir
+
+    run = RunDir("outputs/workloads/reference")
+    campaign = load_campaign(run.campaign_resolved)
+    arm = next(a for a in campaign.arms if a.name == "vllm-cpu")
+    passport = build_passport(campaign, arm, run.arm("vllm-cpu")).model_dump()
+    details = {d["point"]: d["detail"] for d in passport["validity"]["discards"]}
+    assert details["rate0.5-r1"] == "sends were late by 21.4 ms at p99 (limit 5 ms)"
+    assert not any("=" in d for d in details.values())
