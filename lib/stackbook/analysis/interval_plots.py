@@ -23,9 +23,14 @@ def _bars(table: pd.DataFrame, name: str):
 
 def _footnote(fig, table: pd.DataFrame) -> None:
     left = table[table["status"] != "accepted"]
-    if left.empty:
+    partial = table[table["left_out"].fillna("") != ""] if "left_out" in table else table.iloc[:0]
+    if left.empty and partial.empty:
         return
-    text = "hollow: not ranked: " + "; ".join(f"{r['arm']} at {r['load']:g} ({r['status']})" for _, r in left.iterrows())
+    text = "; ".join(
+        (["hollow: not ranked: " + "; ".join(f"{r['arm']} at {r['load']:g} ({r['status']})" for _, r in left.iterrows())]
+         if not left.empty else []) +
+        [f"{r['arm']} at {r['load']:g} ranked on the repetitions kept (left out: {r['left_out']})"
+         for _, r in partial.iterrows()])
     fig.text(0.01, -0.02, text[:300], fontsize=7, ha="left", va="top", wrap=True)
 
 
