@@ -297,6 +297,8 @@ def audit(run_dir: Path = typer.Argument(..., help="a run directory, e.g. output
         _fail(str(err))
     for check, what in result.checks.items():
         typer.echo(f"{check}: {what}")
+    for note in result.one_sided:
+        typer.echo(f"not compared: {note}")
     for d in result.disagreements:
         typer.secho(d.text(), fg=typer.colors.RED)
     if not result.consistent:

@@ -58,12 +58,13 @@ class Field:
     """One column of the fairness table: where its value comes from, how two are compared, and
     which declared variables under test (protocol paths) may make it differ. A field the protocol
     fixes outright (the prefix-cache state) is held against the protocol (`keeps_protocol`), not
-    against another arm."""
+    against another arm; so are the decoding the bodies carried and the requests each point sent
+    as warm-up and measured, which the protocol fixes too."""
     name: str
     observe: Callable[[dict, Any], Any]  # (arm data, the arm's protocol) -> value, or None
     same: Callable[[Any, Any], bool]
     declared_by: tuple[str, ...]
-    keeps_protocol: Callable[[Any], bool] | None = None
+    keeps_protocol: Callable[[Any, Any], bool] | None = None  # (value, the arm's protocol) -> kept
 
 
 def _points(a: dict) -> dict:
@@ -162,7 +163,27 @@ def _same_realized_cache(a: dict, b: dict) -> bool:
     return a["realized"] == b["realized"]
 
 
-def _cache_as_configured(v: dict) -> bool:
+def _decoding_as_configured(v: list, protocol) -> bool:
+    """Every body carried the protocol's decoding (as sent: neutral and, when greedy, unused
+    fields left out, so an endpoint that cannot take them still decodes the same way)."""
+    from stackbook.loadgen.sent import decoding_sent
+
+    return all(decoding_sent(d) == decoding_sent(protocol.decoding.resolved()) for d in v)  # older records kept every field
+
+
+def _window_as_configured(v: dict, protocol) -> bool:
+    """Every point sent the protocol's warm-up and measured requests (a replayed trace sends its
+    own count, so its measured requests are not held; a conversation sends each turn)."""
+    turns = protocol.workload.turns()
+    for phases in v.values():
+        if phases.get("warmup", 0) != protocol.warmup_requests * turns:
+            return False
+        if protocol.arrival.kind != "trace" and phases.get("measure", 0) != protocol.requests_per_point * turns:
+            return False
+    return True
+
+
+def _cache_as_configured(v: dict, protocol=None) -> bool:
     """A cold protocol is kept only where no prompt token came from cache; a warm one is primed,
     so any realized state that is warm keeps it."""
     return v["realized"] == v["configured"]
@@ -210,11 +231,12 @@ RATE_OR_INFLIGHT = max(RATE_TOLERANCE, CONCURRENCY_TOLERANCE)
 FIELDS = (
     Field("model", weights, _equal, ("model",)),
     Field("precision", precision, _equal, ("precision",)),
-    Field("decoding", decoding, _equal, ("decoding",)),
+    Field("decoding", decoding, _equal, ("decoding",), _decoding_as_configured),
     Field("prompts", prompts, _equal_on_common_points, ("workload", "seeds")),
     Field("output_lengths", output_lengths, _within(LENGTH_TOLERANCE), ("workload",)),
     Field("arrival", arrival, _same_points_within(RATE_OR_INFLIGHT), ("arrival",)),
-    Field("window", window, _equal_on_common_points, ("requests_per_point", "warmup_requests", "arrival")),
+    Field("window", window, _equal_on_common_points, ("requests_per_point", "warmup_requests", "arrival"),
+          _window_as_configured),
     Field("prefix_cache", prefix_cache, _same_realized_cache, ("prefix_cache",), _cache_as_configured),
     Field("chat_template", chat_template, _equal, ("model", "chat_template")),
     Field("canary_suite", canary_suite, _equal, ("canaries",)),
@@ -265,11 +287,11 @@ def majority(values: list, same: Callable[[Any, Any], bool]):
     return max(groups, key=len)[0]
 
 
-def _differs(f: Field, value, seen: list, reference) -> bool:
+def _differs(f: Field, value, seen: list, reference, protocol) -> bool:
     if value is None:
         return False
     if f.keeps_protocol is not None:
-        return not f.keeps_protocol(value)
+        return not f.keeps_protocol(value, protocol)
     if reference is None:  # no majority: any arm whose value another arm does not share differs
         return any(not f.same(value, v) for v in seen)
     return not f.same(value, reference)
@@ -294,8 +316,9 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
     reference = {f.name: majority(seen[f.name], f.same) for f in FIELDS}
     rows = []
     for name, o in observed.items():
+        protocol = campaign.protocol_for(arms[name]["arm"])
         differing = [f.name for f in FIELDS if f.name not in allowed
-                     and _differs(f, o[f.name], seen[f.name], reference[f.name])]
+                     and _differs(f, o[f.name], seen[f.name], reference[f.name], protocol)]
         rows.append({"arm": name, **{k: _short(k, v) for k, v in o.items()}, DIFFERS: ", ".join(differing)})
     df = pd.DataFrame(rows).set_index("arm")
     df["comparable"] = [not d for d in df[DIFFERS]]

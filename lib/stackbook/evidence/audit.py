@@ -6,7 +6,8 @@ Four checks, each said to apply or not (a run made by an older version may lack 
   analysis   analysis.json, recomputed from the arms' records by the current analysis (the verdict's
              sentences, the decisions and their intervals, the tables);
   passports  each arm's passport.json, rebuilt from its results, engine record and the manifest.
-Every disagreement names the file, the field, the stored and the recomputed value.
+Every disagreement names the file, the field, the stored and the recomputed value. A field only
+one side has (written by an older or a newer version) is listed apart, not compared.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class Audit:
     run: str
     checks: dict[str, str] = field(default_factory=dict)   # check -> what it covered, or why it did not apply
     disagreements: list[Disagreement] = field(default_factory=list)
+    one_sided: list[str] = field(default_factory=list)  # "file: field (only in the record|only recomputed)"
 
     @property
     def consistent(self) -> bool:
@@ -54,16 +56,30 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def _diff(file: str, path: str, stored, again, out: list[Disagreement]) -> None:
-    """Every leaf where two JSON values part, by dotted path."""
+def _diff(file: str, path: str, stored, again, audit: Audit) -> None:
+    """Every leaf where two JSON values part, by dotted path; a key one side lacks is a field of
+    another version (listed once per field name, not compared)."""
     if isinstance(stored, dict) and isinstance(again, dict):
         for k in sorted(set(stored) | set(again), key=str):
-            _diff(file, f"{path}.{k}" if path else str(k), stored.get(k), again.get(k), out)
+            where = f"{path}.{k}" if path else str(k)
+            if (k in stored) != (k in again):
+                side = "only in the record" if k in stored else "only recomputed (a field this version adds)"
+                note = f"{file}: {_field_name(where)} ({side})"
+                if note not in audit.one_sided:
+                    audit.one_sided.append(note)
+                continue
+            _diff(file, where, stored[k], again[k], audit)
     elif isinstance(stored, list) and isinstance(again, list) and len(stored) == len(again):
         for i, (s, a) in enumerate(zip(stored, again)):
-            _diff(file, f"{path}[{i}]", s, a, out)
+            _diff(file, f"{path}[{i}]", s, a, audit)
     elif not _same(stored, again):
-        out.append(Disagreement(file, path, stored, again))
+        audit.disagreements.append(Disagreement(file, path, stored, again))
+
+
+def _field_name(path: str) -> str:
+    """load_table[3].left_out -> load_table[].left_out: one line per field, not per row."""
+    import re
+    return re.sub(r"\[\d+\]", "[]", path)
 
 
 def check_files(run: RunDir, audit: Audit) -> None:
@@ -112,7 +128,7 @@ def check_analysis(run: RunDir, audit: Audit) -> None:
     again = json.loads(analyse_run(run).model_dump_json())
     for part in ANALYSIS_PARTS:
         if part in stored:
-            _diff("analysis.json", part, stored[part], again.get(part), audit.disagreements)
+            _diff("analysis.json", part, stored[part], again.get(part), audit)
     audit.checks["analysis"] = "analysis.json (" + ", ".join(p for p in ANALYSIS_PARTS if p in stored) + ")"
 
 
@@ -128,7 +144,7 @@ def check_passports(run: RunDir, campaign, audit: Audit) -> None:
             continue
         died = (entries.get(arm.name) or {}).get("status") == "engine_died"
         again = model_json(build_passport(campaign, arm, d, engine_died=died))
-        _diff(str(d.passport_json.relative_to(run.path)), "", stored, again, audit.disagreements)
+        _diff(str(d.passport_json.relative_to(run.path)), "", stored, again, audit)
         n += 1
     audit.checks["passports"] = f"{n} passports rebuilt" if n else "not applied: no passports"
 

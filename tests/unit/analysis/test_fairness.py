@@ -1,6 +1,7 @@
 """The fairness check from what each arm did: each of the six things, changed alone on one arm,
 makes it not comparable and is named; identical arms are comparable; a declared variable is
-allowed; nothing observed on either side is not a difference."""
+allowed; nothing observed on either side is not a difference. What the protocol fixes (the
+decoding, the warm-up and measured requests, the prefix-cache state) is held against it."""
 import copy
 
 import pytest
@@ -10,7 +11,8 @@ from stackbook.config.loading import parse_campaign
 CAMPAIGN = {
     "name": "t",
     "protocol": {"workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16},
-                 "arrival": {"kind": "closed_loop", "concurrency": [1, 2]}},
+                 "arrival": {"kind": "closed_loop", "concurrency": [1, 2]},
+                 "warmup_requests": 2, "requests_per_point": 12},
     "arms": [{"name": "a", "engine": {"kind": "llama_cpp"}}, {"name": "b", "engine": {"kind": "vllm_cpu"}}],
 }
 DIGEST = "7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b"
@@ -67,9 +69,27 @@ def test_one_difference_makes_the_arm_not_comparable_and_is_named(field):
     b = observed()
     CHANGES[field](b)
     f = fairness_table(c, arms_of(c, observed(), b))
+    if field in HELD_TO_PROTOCOL:  # the arm that kept the protocol is comparable, the other is not
+        assert list(f["comparable"]) == [True, False] and f.loc["b", "differs"] == field
+        return
     # Two arms that disagree: neither is the reference, so neither is comparable, each naming the field.
     assert list(f["comparable"]) == [False, False]
     assert f.loc["a", "differs"] == f.loc["b", "differs"] == field
+
+
+HELD_TO_PROTOCOL = ("decoding", "window")
+
+
+@pytest.mark.parametrize("field", HELD_TO_PROTOCOL)
+def test_arms_that_all_depart_from_the_protocol_alike_all_differ(field):
+    """Agreeing with each other is not keeping the protocol: two arms sampled at temperature 0.7
+    under a greedy protocol (or both sent no warm-up where it asks for 2) are both not comparable."""
+    c = parse_campaign(CAMPAIGN)
+    a, b = observed(), observed()
+    CHANGES[field](a)
+    CHANGES[field](b)
+    f = fairness_table(c, arms_of(c, a, b))
+    assert list(f["comparable"]) == [False, False] and list(f["differs"]) == [field, field]
 
 
 def test_with_three_arms_the_odd_one_differs_whichever_comes_first():

@@ -92,3 +92,17 @@ def test_a_run_without_file_hashes_says_the_check_does_not_apply(copy_of):
 def test_not_a_run_is_a_clear_error(tmp_path):
     out = CliRunner().invoke(app, ["audit", str(tmp_path)])
     assert out.exit_code != 0 and "not a run directory" in out.output and "Traceback" not in out.output
+
+
+def test_a_field_only_one_version_writes_is_listed_apart_not_compared():
+    """A run analysed by an older version lacks the fields a newer one adds (and may hold ones it
+    dropped): the audit names each once, by field, and compares the rest."""
+    from stackbook.evidence.audit import Audit, _diff
+
+    audit = Audit("r")
+    stored = {"rows": [{"a": 1.0}, {"a": 2.0, "old": "x"}]}
+    again = {"rows": [{"a": 1.0, "new": ""}, {"a": 2.5, "new": ""}]}
+    _diff("analysis.json", "", stored, again, audit)
+    assert audit.one_sided == ["analysis.json: rows[].new (only recomputed (a field this version adds))",
+                               "analysis.json: rows[].old (only in the record)"]
+    assert [(d.field, d.stored, d.recomputed) for d in audit.disagreements] == [("rows[1].a", 2.0, 2.5)]
