@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, NamedTuple, Type
 from pydantic import Field, field_validator, model_validator
 
 from stackbook.config.strict import Strict
-from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule, read_trace
+from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule
+from stackbook.loadgen.trace_formats import FORMATS, read_trace_file
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, TracePlan
 from stackbook.locations import resolve_symbolic
 from stackbook.measure.validity import (CONCURRENCY_TOLERANCE, expected_in_flight, measured_requests_for,
@@ -52,6 +53,11 @@ class ArrivalPattern(Strict):
     def prompt_lengths(self, level: LoadLevel) -> list[tuple[int, int]] | None:
         """(prompt, output) tokens of each prompt where the pattern fixes them (a trace); None
         where the workload decides, and gating sentinels are mixed among the prompts."""
+        return None
+
+    def prompt_blocks(self, level: LoadLevel) -> tuple[int, list[tuple[int, ...]]] | None:
+        """(block tokens, each prompt's block ids) where the pattern records its prompts' blocks
+        (a block-hashed trace): identical ids make identical text, so the reuse it implies is real."""
         return None
 
     def arrival_law(self) -> ArrivalLaw | None:
@@ -219,9 +225,11 @@ class GammaArrivals(OpenLoop):
 
 
 class TraceReplay(ArrivalPattern):
-    """Replay a recorded trace: timestamps and lengths from a file."""
+    """Replay a recorded trace: timestamps and lengths (and, where the format records them, the
+    prompts' block hashes) from a file in one of loadgen.trace_formats' formats."""
     kind: Literal["trace"]
     path: str
+    format: Literal[tuple(FORMATS)] = Field("stackbook", description="the trace's format: " + ", ".join(FORMATS))
     speedup: float = Field(1.0, gt=0, description="2 replays twice as fast")
     plan_type: ClassVar[type] = TracePlan
 
@@ -236,9 +244,17 @@ class TraceReplay(ArrivalPattern):
                              "prompt_tokens and output_tokens")
         return v
 
+    def trace(self):
+        return read_trace_file(resolve_symbolic(self.path), self.format)
+
     def requests(self) -> list[dict]:
         """The trace's rows: timestamp_s (from the first), prompt_tokens, output_tokens."""
-        return read_trace(resolve_symbolic(self.path))
+        return [{"timestamp_s": r.timestamp_s, "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens}
+                for r in self.trace().requests]
+
+    def prompt_blocks(self, level: LoadLevel) -> tuple[int, list[tuple[int, ...]]] | None:
+        t = self.trace()
+        return (t.block_tokens, [r.hash_ids for r in t.requests]) if t.block_tokens else None
 
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": "trace", "trace": self.path, "speedup": self.speedup}]

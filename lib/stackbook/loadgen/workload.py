@@ -115,13 +115,31 @@ def text_of_tokens(tokenizer, n_tokens: int, rng: random.Random) -> str:
     return tokenizer.decode(ids[:n_tokens])
 
 
-def synthetic_prompts(workload, tokenizer, count: int, seed: int,
-                      lengths: list[tuple[int, int]] | None = None) -> list[PromptSpec]:
+def block_text(tokenizer, block_id: int, n_tokens: int) -> str:
+    """One block of a block-hashed trace as text: the same id and length give the same words, so
+    prompts that share leading blocks share a prefix, token for token."""
+    return text_of_tokens(tokenizer, n_tokens, random.Random(f"trace-block:{block_id}"))
+
+
+def blocks_text(tokenizer, block_ids: tuple[int, ...], block_tokens: int, n_prompt: int, overhead: int) -> str:
+    """A prompt of n_prompt tokens made of its blocks, the instruction's tokens taken from the last."""
+    sizes = [min(block_tokens, n_prompt - i * block_tokens) for i in range(len(block_ids))]
+    if not sizes or sizes[-1] <= overhead:
+        raise ValueError(f"a trace prompt of {n_prompt} tokens ends in a block of {sizes[-1] if sizes else 0} tokens, "
+                         f"too small for the {overhead}-token instruction the synthetic workload adds")
+    sizes[-1] -= overhead
+    return " ".join(block_text(tokenizer, h, n) for h, n in zip(block_ids, sizes))
+
+
+def synthetic_prompts(workload, tokenizer, count: int, seed: int, lengths: list[tuple[int, int]] | None = None,
+                      blocks: tuple[int, list[tuple[int, ...]]] | None = None) -> list[PromptSpec]:
     """`count` distinct prompts (conversations, when the workload has turns) built from a seed.
 
     Lengths come from `lengths` (a trace) or are drawn from the workload's distributions. Each
     prompt's own text is random words, so prompts share nothing beyond the chat template and, when
     asked for, their group's prefix: prefix caching helps exactly where the workload says it should.
+    A block-hashed trace gives `blocks` (block tokens, each prompt's block ids): each prompt is then
+    its blocks' text, so the prefix reuse the trace implies is what the engine is sent.
     """
     rng = random.Random(f"{workload.version}:{seed}")
     as_json = workload.response_format == "json_schema"
@@ -138,7 +156,9 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int,
     prefix_spec = workload.shared_prefix
     prefixes = shared_prefix_texts(workload, tokenizer)
 
-    def user_content(n_prompt: int, group: int | None) -> str:
+    def user_content(n_prompt: int, group: int | None, block_ids: tuple[int, ...] = ()) -> str:
+        if block_ids:
+            return f"{blocks_text(tokenizer, block_ids, blocks[0], n_prompt, overhead)}\n{instruction}"
         own = n_prompt - overhead - (prefix_spec.tokens + 1 if group is not None else 0)
         if own <= 0:
             raise ValueError(f"a prompt of {n_prompt} tokens is too small for the synthetic workload; use at least "
@@ -150,7 +170,7 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int,
     for i in range(count):
         group = rng.randrange(prefix_spec.groups) if prefix_spec else None
         n_prompt, n_out = lengths[i * turns]
-        content = user_content(n_prompt, group)
+        content = user_content(n_prompt, group, blocks[1][i] if blocks else ())
         messages = ([{"role": "system", "content": workload.system_prompt}] if workload.system_prompt else [])
         messages.append({"role": "user", "content": content})
         follow = []

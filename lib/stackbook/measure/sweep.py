@@ -111,7 +111,8 @@ def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinel
     lengths = arrival.prompt_lengths(level)
     prompt_seed = arrival.prompt_seed(level, seed)
     if lengths is not None:
-        prompts = synthetic_prompts(protocol.workload, tokenizer, len(lengths), seed=prompt_seed, lengths=lengths)
+        prompts = synthetic_prompts(protocol.workload, tokenizer, len(lengths), seed=prompt_seed, lengths=lengths,
+                                    blocks=arrival.prompt_blocks(level))
     else:
         prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=prompt_seed),
                                 sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)

@@ -67,6 +67,28 @@ def test_trace_replay_sends_every_row_on_its_timestamp(tmp_path):
     assert p.arrival.longest_request_tokens() == 25
 
 
+def test_a_block_hashed_trace_replays_its_timestamps_lengths_and_blocks():
+    from stackbook.locations import REPO_ROOT
+
+    path = str(REPO_ROOT / "campaigns/traces/example-mooncake.jsonl")
+    p = protocol({"kind": "trace", "path": path, "format": "mooncake"}, context_length=4096)
+    [level] = p.arrival.load_levels()
+    assert p.arrival.prompts_at(level, p) == 12
+    assert p.arrival.schedule(level, 2, seed=0) == [0.0, 1.158]
+    block_tokens, ids = p.arrival.prompt_blocks(level)
+    assert block_tokens == 512 and ids[:2] == [(0, 1), (0, 2, 3)]
+    plain = protocol({"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"), "format": "azure"})
+    assert plain.arrival.prompt_blocks(plain.arrival.load_levels()[0]) is None
+
+
+def test_an_unknown_trace_format_is_refused_naming_the_known_ones():
+    from pydantic import ValidationError
+    from stackbook.locations import REPO_ROOT
+
+    with pytest.raises(ValidationError, match="'stackbook', 'azure', 'burstgpt' or 'mooncake'"):
+        protocol({"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"), "format": "csv"})
+
+
 def test_the_sweep_counts_through_the_protocol():
     p = protocol({"kind": "closed_loop", "concurrency": [2]}, turns=2)
     [level] = sweep.load_levels(p)

@@ -57,14 +57,15 @@ def test_seeded_schedules_repeat_and_differ():
 
 
 def test_trace_reader(tmp_path):
+    from stackbook.loadgen.trace_formats import TraceRequest, read_trace_file
+
     p = tmp_path / "t.csv"
     p.write_text("timestamp_s,prompt_tokens,output_tokens\n10.5,100,20\n10.0,50,10\n")
-    assert arrivals.read_trace(p) == [{"timestamp_s": 0.0, "prompt_tokens": 50, "output_tokens": 10},
-                                      {"timestamp_s": 0.5, "prompt_tokens": 100, "output_tokens": 20}]
+    assert read_trace_file(p).requests == [TraceRequest(0.0, 50, 10), TraceRequest(0.5, 100, 20)]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp_s": 1}\n')
-    with pytest.raises(ValueError, match="row 1 needs timestamp_s, prompt_tokens and output_tokens"):
-        arrivals.read_trace(bad)
+    with pytest.raises(ValueError, match="line 1, field prompt_tokens: Field required"):
+        read_trace_file(bad)
 
 
 # -- the client against the calibration server ---------------------------------------------

@@ -1,0 +1,87 @@
+"""Small example traces, one per format (loadgen.trace_formats), written from a seed so the
+committed copies under campaigns/traces/ can be made again byte for byte: no download. They are
+shaped to fit the embedded model (prompts under 2,048 tokens): a steady chat trace in the
+plain, Azure and BurstGPT formats, and an agentic one in Mooncake's, where each session's steps
+re-send its growing context and every session opens with the same system block."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from stackbook.loadgen.trace_formats import MOONCAKE_BLOCK_TOKENS
+
+EXAMPLES_DIR = Path("campaigns/traces")
+SEED = 20261202
+START = datetime(2026, 12, 1, 9, 0, 0)
+
+
+def _chat(n: int = 24) -> list[tuple[float, int, int]]:
+    """(seconds from start, prompt tokens, output tokens): Poisson arrivals at 1 req/s."""
+    rng, t, out = random.Random(SEED), 0.0, []
+    for _ in range(n):
+        t += rng.expovariate(1.0)
+        out.append((round(t, 3), rng.randint(64, 400), rng.randint(8, 48)))
+    return out
+
+
+def plain() -> str:
+    rows = [{"timestamp_s": t, "prompt_tokens": p, "output_tokens": o} for t, p, o in _chat()]
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def azure() -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
+    for t, p, o in _chat():
+        stamp = (START + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f") + "0"  # the trace's 7 digits
+        w.writerow([stamp, p, o])
+    return buf.getvalue()
+
+
+def burstgpt() -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"])
+    for i, (t, p, o) in enumerate(_chat()):
+        o = 0 if i == 5 else o  # one request that failed in the trace (no response): left out on reading
+        w.writerow([t, "ChatGPT", p, o, p + o, "Conversation log"])
+    return buf.getvalue()
+
+
+def mooncake(sessions: int = 4, steps: int = 3) -> str:
+    """Agent sessions: a shared system block (id 0); step k re-sends the session's k - 1 full
+    blocks so far and ends in a partial block of its own (a new id each step: a partial block is
+    not the full block it grows into)."""
+    rng, rows, next_id = random.Random(SEED + 1), [], 1
+    for s in range(sessions):
+        t = s * 2000 + rng.randint(0, 500)  # ms
+        full: list[int] = []
+        for _ in range(steps):
+            tail = rng.randint(64, MOONCAKE_BLOCK_TOKENS - 1)
+            rows.append({"timestamp": t, "input_length": (1 + len(full)) * MOONCAKE_BLOCK_TOKENS + tail,
+                         "output_length": rng.randint(16, 48), "hash_ids": [0, *full, next_id]})
+            full.append(next_id + 1)  # the context grows by one full block before the next step
+            next_id += 2
+            t += rng.randint(800, 2500)  # think time between steps
+    rows.sort(key=lambda r: r["timestamp"])
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+EXAMPLES = {"example-stackbook.jsonl": plain, "example-azure.csv": azure, "example-burstgpt.csv": burstgpt,
+            "example-mooncake.jsonl": mooncake}
+FORMAT_OF = {"example-stackbook.jsonl": "stackbook", "example-azure.csv": "azure",
+             "example-burstgpt.csv": "burstgpt", "example-mooncake.jsonl": "mooncake"}
+
+
+def write_examples(directory: Path = EXAMPLES_DIR) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, make in EXAMPLES.items():
+        (directory / name).write_text(make())
+        written.append(directory / name)
+    return written

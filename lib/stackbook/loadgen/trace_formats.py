@@ -1,0 +1,198 @@
+"""Request traces in the formats people have, read into one shape: when each request arrived, its
+prompt and reply lengths, and where the trace records them, the hash of each fixed-size block of
+its prompt (identical blocks, identical ids: the prefix reuse the trace implies).
+
+Each format is a named reader with a row schema; a row that does not fit is refused with its line
+and field. Formats:
+  stackbook  JSONL or CSV: timestamp_s, prompt_tokens, output_tokens
+  azure      Azure LLM inference trace CSV: TIMESTAMP (date and time), ContextTokens, GeneratedTokens
+  burstgpt   BurstGPT CSV: Timestamp (s), Request tokens, Response tokens (rows with no response,
+             failed in the trace, are left out and counted)
+  mooncake   Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    timestamp_s: float
+    prompt_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A trace read: its requests in arrival order (timestamps from the first), the block size its
+    hash ids stand for (None: the format has none), and what the reader left out and why."""
+    format: str
+    requests: list[TraceRequest]
+    block_tokens: int | None = None
+    left_out: dict[str, int] = field(default_factory=dict)
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class StackbookRow(_Row):
+    timestamp_s: float = Field(ge=0)
+    prompt_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+
+    def request(self) -> TraceRequest:
+        return TraceRequest(self.timestamp_s, self.prompt_tokens, self.output_tokens)
+
+
+class AzureRow(_Row):
+    TIMESTAMP: datetime
+    ContextTokens: int = Field(ge=1)
+    GeneratedTokens: int = Field(ge=1)
+
+    @field_validator("TIMESTAMP", mode="before")
+    @classmethod
+    def _seven_digit_fraction(cls, v):
+        """The trace writes 100 ns digits ("18:15:46.6805900"); Python reads six."""
+        if isinstance(v, str) and "." in v:
+            head, frac = v.rsplit(".", 1)
+            return f"{head}.{frac[:6]}"
+        return v
+
+    def request(self) -> TraceRequest:
+        stamp = self.TIMESTAMP if self.TIMESTAMP.tzinfo else self.TIMESTAMP.replace(tzinfo=timezone.utc)
+        return TraceRequest(stamp.timestamp(), self.ContextTokens, self.GeneratedTokens)
+
+
+class BurstGPTRow(_Row):
+    Timestamp: float = Field(ge=0)
+    request_tokens: int = Field(alias="Request tokens", ge=0)
+    response_tokens: int = Field(alias="Response tokens", ge=0)
+
+    def request(self) -> TraceRequest | None:
+        if self.response_tokens == 0 or self.request_tokens == 0:
+            return None  # failed in the trace: no reply to reproduce
+        return TraceRequest(self.Timestamp, self.request_tokens, self.response_tokens)
+
+
+class MooncakeRow(_Row):
+    timestamp: float = Field(ge=0, description="milliseconds")
+    input_length: int = Field(ge=1)
+    output_length: int = Field(ge=1)
+    hash_ids: list[int]
+
+    @field_validator("hash_ids")
+    @classmethod
+    def _one_id_a_block(cls, v: list[int], info):
+        n = info.data.get("input_length")
+        if n is not None and len(v) != math.ceil(n / MOONCAKE_BLOCK_TOKENS):
+            raise ValueError(f"{len(v)} block ids for {n} prompt tokens; {MOONCAKE_BLOCK_TOKENS}-token blocks "
+                             f"need {math.ceil(n / MOONCAKE_BLOCK_TOKENS)}")
+        return v
+
+    def request(self) -> TraceRequest:
+        return TraceRequest(self.timestamp / 1000, self.input_length, self.output_length, tuple(self.hash_ids))
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    name: str
+    row: type[_Row]
+    csv: bool | None  # True: CSV, False: JSON lines, None: by the file's suffix
+    block_tokens: int | None = None
+
+
+FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
+    TraceFormat("stackbook", StackbookRow, None),
+    TraceFormat("azure", AzureRow, True),
+    TraceFormat("burstgpt", BurstGPTRow, True),
+    TraceFormat("mooncake", MooncakeRow, False, MOONCAKE_BLOCK_TOKENS),
+)}
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, row) pairs of a JSON-lines file; a line that is not JSON is refused by its number."""
+    with open(path) as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield i, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path} line {i}: not JSON ({err.msg}); each line is one request") from None
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            yield reader.line_num, row
+
+
+def _refusal(path: Path, line: int, err: ValidationError, fmt: TraceFormat) -> ValueError:
+    first = err.errors()[0]
+    where = ".".join(str(x) for x in first["loc"]) or "the row"
+    fields = ", ".join(f.alias or name for name, f in fmt.row.model_fields.items())
+    return ValueError(f"{path} line {line}, field {where}: {first['msg']} (format {fmt.name!r} reads {fields})")
+
+
+def read_trace_file(path: str | Path, format: str = "stackbook") -> Trace:
+    """The trace at `path` in the named format, its requests in arrival order with timestamps
+    made relative to the first."""
+    if format not in FORMATS:
+        raise ValueError(f"trace format {format!r} is not known; known formats: {sorted(FORMATS)}")
+    fmt, p = FORMATS[format], Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"trace file {path} does not exist")
+    as_csv = fmt.csv if fmt.csv is not None else p.suffix == ".csv"
+    out: list[TraceRequest] = []
+    left_out: dict[str, int] = {}
+    for line, raw in (_csv_rows(p) if as_csv else _json_rows(p)):
+        try:
+            req = fmt.row.model_validate(raw).request()
+        except ValidationError as err:
+            raise _refusal(p, line, err, fmt) from None
+        if req is None:
+            left_out["failed in the trace (no reply)"] = left_out.get("failed in the trace (no reply)", 0) + 1
+            continue
+        out.append(req)
+    if not out:
+        raise ValueError(f"{path}: the trace holds no request")
+    out.sort(key=lambda r: r.timestamp_s)
+    t0 = out[0].timestamp_s
+    out = [TraceRequest(round(r.timestamp_s - t0, 6), r.prompt_tokens, r.output_tokens, r.hash_ids) for r in out]
+    return Trace(format, out, fmt.block_tokens, left_out)
+
+
+def implied_reuse(trace: Trace) -> dict | None:
+    """The prefix reuse the trace implies: with an infinite cache at block granularity, the share
+    of prompt tokens a request finds cached because an earlier request held the same leading
+    blocks (a block counts only while every block before it matched too: a prefix cache reuses
+    prefixes). None where the trace records no blocks."""
+    if not trace.block_tokens or not any(r.hash_ids for r in trace.requests):
+        return None
+    size, seen, cached, total = trace.block_tokens, set(), 0, 0
+    for r in trace.requests:
+        total += r.prompt_tokens
+        prefix = True
+        for i, h in enumerate(r.hash_ids):
+            tokens = min(size, r.prompt_tokens - i * size)
+            if prefix and h in seen:
+                cached += tokens
+            else:
+                prefix = False
+            seen.add(h)
+    return {"hit_rate": cached / total if total else 0.0, "cached_tokens": cached, "prompt_tokens": total,
+            "blocks": sum(len(r.hash_ids) for r in trace.requests), "distinct_blocks": len(seen),
+            "block_tokens": size}
