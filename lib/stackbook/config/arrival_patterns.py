@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from stackbook.config.strict import Strict
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule
-from stackbook.loadgen.trace_formats import FORMATS, read_trace_file
+from stackbook.loadgen.trace_formats import FORMATS, implied_reuse, read_trace_file
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, TracePlan
 from stackbook.locations import resolve_symbolic
 from stackbook.measure.validity import (CONCURRENCY_TOLERANCE, expected_in_flight, measured_requests_for,
@@ -58,6 +58,11 @@ class ArrivalPattern(Strict):
     def prompt_blocks(self, level: LoadLevel) -> tuple[int, list[tuple[int, ...]]] | None:
         """(block tokens, each prompt's block ids) where the pattern records its prompts' blocks
         (a block-hashed trace): identical ids make identical text, so the reuse it implies is real."""
+        return None
+
+    def implied_reuse(self) -> dict | None:
+        """The prefix reuse the pattern's own prompts imply (loadgen.trace_formats.implied_reuse),
+        where it records their blocks."""
         return None
 
     def arrival_law(self) -> ArrivalLaw | None:
@@ -251,6 +256,9 @@ class TraceReplay(ArrivalPattern):
         """The trace's rows: timestamp_s (from the first), prompt_tokens, output_tokens."""
         return [{"timestamp_s": r.timestamp_s, "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens}
                 for r in self.trace().requests]
+
+    def implied_reuse(self) -> dict | None:
+        return implied_reuse(self.trace())
 
     def prompt_blocks(self, level: LoadLevel) -> tuple[int, list[tuple[int, ...]]] | None:
         t = self.trace()

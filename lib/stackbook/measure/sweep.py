@@ -214,6 +214,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     for name in earlier:
         if name not in server_side and name in earlier_telemetry:
             telemetry[name] = earlier_telemetry[name]
+    implied = protocol.arrival.implied_reuse()
     for rep in measured_reps:
         for lv in levels:
             name = point_name(lv, rep)
@@ -230,6 +231,8 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
             if name in client_cost:
                 s.update(client_cost[name].summary())
             s.update(server_side.get(name, {}))
+            if implied and isinstance(s.get("prefix_cache"), dict):  # beside the engine's realized hit rate
+                s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
             points[name] = s
