@@ -13,9 +13,10 @@ from stackbook.runner import run_campaign
 
 pytestmark = pytest.mark.engine
 
-# Measured requests per point: concurrency 2 holds its load over them with room on any host
-# (measure.validity.measured_requests_to_hold(2)); 4 could not.
-MEASURED = 39
+# Measured requests per point: at concurrency 2, 19 hold about 1.83 to 1.86 in flight on these
+# hosts (the rule keeps 1.80 and above; 4 could not). A point discarded by chance fails nothing
+# here: the tests assert that the rule discarded exactly what it judged invalid.
+MEASURED = 19
 SENTINELS = sentinel_count(MEASURED, 1 / 8)
 
 CAMPAIGN = f"""

@@ -4,6 +4,7 @@ the legend beside the axes, unranked points marked by reason, integer ticks for 
 clients and axes from zero (or log, labelled so) where values span decades."""
 from __future__ import annotations
 
+import io
 import re
 import textwrap
 from pathlib import Path
@@ -34,6 +35,10 @@ def alt_text(fig) -> str:
     return (title + ". ".join(parts)) or "figure"
 
 
+DPI = 110
+SAVED_PNG = "_stackbook_png"  # the bytes _save wrote, shown as they are
+
+
 def _register_inline_png() -> None:
     """In an IPython kernel, a Figure displays as PNG whatever the matplotlib backend is (the
     runner's kernels may run with MPLBACKEND=Agg, which would otherwise show only its repr), with
@@ -46,7 +51,8 @@ def _register_inline_png() -> None:
     ip = get_ipython()
     if ip is not None:
         ip.display_formatter.formatters["image/png"].for_type(
-            Figure, lambda fig: (print_figure(fig, "png", bbox_inches="tight", dpi=96), {"alt": alt_text(fig)}))
+            Figure, lambda fig: (getattr(fig, SAVED_PNG, None) or print_figure(fig, "png", bbox_inches="tight", dpi=DPI),
+                                 {"alt": alt_text(fig)}))
 
 
 _register_inline_png()
@@ -60,10 +66,15 @@ def _figure(figsize=(6.5, 4), ncols: int = 1, nrows: int = 1, **kw):
 
 
 def _save(fig, out_dir: Path | None, name: str):
+    """The figure written under out_dir as PNG; the same bytes are what the notebook shows, so a
+    figure is rendered once (every figure is finished when it is saved)."""
     _register_inline_png()  # again: the inline backend, set up when pyplot is first used, replaces it
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out_dir / f"{name}.png", dpi=110, bbox_inches="tight")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+        (out_dir / f"{name}.png").write_bytes(buf.getvalue())
+        setattr(fig, SAVED_PNG, buf.getvalue())
     return fig
 
 
