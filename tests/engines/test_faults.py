@@ -24,7 +24,7 @@ protocol:
   workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
-  requests_per_point: 6
+  requests_per_point: 9   # the fewest that can hold concurrency 2 (measure.validity.measured_requests_for)
   repetitions: 1
   warmup_requests: 1
   request_timeout_s: 4
@@ -91,8 +91,8 @@ def resume_and_check(run_dir: RunDir):
         for rec in latest:
             if rec.phase != "sentinel":  # the canary prompts mixed into each point, counted apart
                 per_point[rec.point] = per_point.get(rec.point, 0) + 1
-        # warm-up 1 + measured 6 + cool-down (c - 1): no point counted twice after the resume
-        assert per_point == {"c1-r0": 7, "c2-r0": 8}, per_point
+        # warm-up 1 + measured 9 + cool-down (c - 1): no point counted twice after the resume
+        assert per_point == {"c1-r0": 10, "c2-r0": 11}, per_point
         assert all(r.ok for r in latest)
     return m
 
