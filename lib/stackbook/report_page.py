@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, RunDir
+from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, ArmDir, RunDir
 from stackbook.locations import DATA_DIR, symbolic
 from stackbook.notebook_sources import stable_ids
 
@@ -137,9 +137,6 @@ def made_box(nb, name: str, page_dir: Path) -> str:
             f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p></details>")
 
 
-ARM_RAW = ("passport.md", "passport.json", "results.json", "requests.jsonl", "capacity_requests.jsonl",
-           "engine.json", "engine.log")
-RUN_RAW = ("manifest.json", "analysis.json", "campaign.resolved.yaml")
 PASSPORT_CELL = "passport_md.read_text()"  # the arm notebook's cell that shows its passport
 
 
@@ -154,7 +151,12 @@ def nav_links(page_dir: Path) -> str:
     if (run.parent.parent / "index.html").exists():
         links.append((f"{up}../../index.html", "every run"))
     links += [(p.name, p.stem) for p in sorted(page_dir.glob("*.html")) if in_arm and p.stem[:2].isdigit()]
-    links += [(f, f) for f in (ARM_RAW if in_arm else RUN_RAW) if (page_dir / f).exists()]
+    if in_arm:
+        d = ArmDir(page_dir, page_dir.name)
+        raw = (d.passport_md, d.passport_json, d.results, d.requests, d.capacity_requests, d.engine_json, d.engine_log)
+    else:
+        raw = (RunDir(page_dir).manifest, RunDir(page_dir).analysis, RunDir(page_dir).campaign_resolved)
+    links += [(p.name, p.name) for p in raw if p.exists()]
     items = " · ".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a>' for href, text in links)
     return f'<p class="stackbook-nav">{items}</p>' if links else ""
 

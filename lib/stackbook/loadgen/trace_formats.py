@@ -22,6 +22,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stackbook.evidence.files import while_unchanged
+
 MOONCAKE_BLOCK_TOKENS = 512
 
 
@@ -147,14 +149,22 @@ def _refusal(path: Path, line: int, err: ValidationError, fmt: TraceFormat) -> V
     return ValueError(f"{path} line {line}, field {where}: {first['msg']} (format {fmt.name!r} reads {fields})")
 
 
+_read: dict = {}
+
+
 def read_trace_file(path: str | Path, format: str = "stackbook") -> Trace:
     """The trace at `path` in the named format, its requests in arrival order with timestamps
-    made relative to the first."""
+    made relative to the first; read once while the file is unchanged (a replay asks for its
+    rows, lengths, schedule and blocks in turn)."""
     if format not in FORMATS:
         raise ValueError(f"trace format {format!r} is not known; known formats: {sorted(FORMATS)}")
-    fmt, p = FORMATS[format], Path(path)
-    if not p.exists():
+    if not Path(path).exists():
         raise FileNotFoundError(f"trace file {path} does not exist")
+    return while_unchanged(_read.setdefault(format, {}), path, lambda p: _parse(p, format))
+
+
+def _parse(p: Path, format: str) -> Trace:
+    path, fmt = p, FORMATS[format]
     as_csv = fmt.csv if fmt.csv is not None else p.suffix == ".csv"
     out: list[TraceRequest] = []
     left_out: dict[str, int] = {}
