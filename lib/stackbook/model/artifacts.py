@@ -107,18 +107,29 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
             raise FileNotFoundError(f"the conversion runs in the vLLM environment: {VllmCpuAdapter.install_hint()}")
         tmp = art.hf_dir.with_name("hf-bf16.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run([str(py), str(Path(__file__).with_name("convert_gguf_to_hf.py")),
-                        str(art.source_gguf), str(tmp)], check=True,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        converted([str(py), str(Path(__file__).with_name("convert_gguf_to_hf.py")), str(art.source_gguf), str(tmp)],
+                  {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         shutil.rmtree(art.hf_dir, ignore_errors=True)
         tmp.rename(art.hf_dir)
     if not art.gguf.exists():
         log("embedded model: writing the same bf16 weights as GGUF with llama.cpp's converter")
         conv = llama_cpp_dir()
         tmp = art.gguf.with_suffix(".tmp")
-        subprocess.run([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir),
-                        "--outtype", "bf16", "--outfile", str(tmp)], check=True,
-                       stdout=subprocess.DEVNULL,
-                       env={**os.environ, "PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
+        converted([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir), "--outtype", "bf16",
+                   "--outfile", str(tmp)], {"PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
         tmp.rename(art.gguf)
     return art
+
+
+def converted(command: list[str], env: dict[str, str]) -> None:
+    """Run a converter with its whole output (tensor lists, templates, library advice) in the set-up's
+    model log, not on the terminal; a failure shows the log's end."""
+    from stackbook.engines.install import tail
+
+    log_file = cache_dir() / "logs" / "model.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "a") as out:
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}).returncode
+    if code:
+        raise RuntimeError(f"the model conversion failed (exit {code}); the end of {symbolic(log_file)}:\n"
+                           f"{tail(log_file)}")
