@@ -147,6 +147,13 @@ def prompts_sent(sweep: dict | None, arm_dir: ArmDir) -> dict:
     return {"file": arm_dir.requests_sent.name, "points": points}
 
 
+def recorded_host(arm_dir) -> dict | None:
+    """The host an arm whose engine never started recorded in its passport when it ran: that
+    passport is its only record of the machine, so a rebuild elsewhere keeps it, not this one."""
+    host = ((read_json(arm_dir.passport_json, {}) or {}).get("identity") or {}).get("host")
+    return host if isinstance(host, dict) and host else None
+
+
 def run_host(campaign) -> dict:
     """The host of an arm whose engine never started: this machine, measured, or for a sizing-only
     campaign on catalog hardware, what it was sized for (it did not run there)."""
@@ -216,7 +223,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "model": engine.get("model") or unknown("the engine was not started"),
         "engine": engine.get("identity") or unknown("the engine was not started"),
         "launch": engine.get("launch") or unknown("the engine was not started"),
-        "host": engine.get("host") or run_host(campaign),
+        "host": engine.get("host") or recorded_host(arm_dir) or run_host(campaign),
         "formats": {"weights": prec.weights, "kv_cache": prec.kv_cache,
                     "recurrent_state": (sizing or {}).get("state_precision") or (
                         prec.state if prec.state != "none" else "not applicable: no recurrent layers")},
