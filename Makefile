@@ -16,15 +16,16 @@ LAB_CMD = $(PY) -m stackbook.lab $(LAB_NOTEBOOK) $(LAB_ARGS)
 setup:
 	@bash tools/bootstrap.sh all
 
-# vLLM (GPU build), SGLang and TensorRT-LLM, each in its own cache environment: GPU hosts only
-# (elsewhere it says so and exits non-zero).
+# Every kind that serves only on a GPU (`stackbook engines` lists them), each in its own cache
+# environment: GPU hosts only (elsewhere it says so and exits non-zero).
 setup-gpu:
 	@bash tools/bootstrap.sh gpu
 
 quickstart: setup
 	@$(PY) -m stackbook.cli run $(CAMPAIGN)
 
-# The set-up for the suite adds headless Chromium (the report test), through apt-get when root.
+# The set-up for the suite adds the kinds only its tests run (Transformers' server) and headless
+# Chromium (the report test), through apt-get when root.
 # The ten slowest tests are printed at the end: the suite has a time budget (docs/setup.md).
 test:
 	@bash tools/bootstrap.sh test

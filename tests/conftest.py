@@ -2,9 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
-from stackbook.engines.llama_cpp import LlamaCppAdapter
-from stackbook.engines.mlx import MlxAdapter
-from stackbook.engines.vllm_cpu import VllmCpuAdapter
+from stackbook.engines import ADAPTERS
 from stackbook.locations import REPO_ROOT
 from stackbook.model.artifacts import embedded_artifacts
 
@@ -18,12 +16,9 @@ def engines_ready() -> str | None:
     art = embedded_artifacts()
     if not (art.hf_dir / "model.safetensors").exists() or not art.gguf.exists():
         return "the embedded model is not set up (make test sets it up)"
-    if not LlamaCppAdapter.installed_executable().exists():
-        return "llama-server is not built (make test builds it)"
-    if not VllmCpuAdapter.installed_executable().exists():
-        return "vLLM's CPU build is not installed (make test installs it)"
-    if not MlxAdapter.installed_executable().exists():
-        return "MLX is not installed (make test installs it)"
+    for adapter in ADAPTERS.values():  # every kind the suite's set-up installs (make test), none named here
+        if adapter.bootstrap_step and adapter.setup_target in ("quickstart", "test") and not adapter.is_installed():
+            return f"{adapter.kind} is not installed (make test installs it: {adapter.installs})"
     return None
 
 

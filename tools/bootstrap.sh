@@ -163,17 +163,14 @@ setup_all() {
 
 case "$only" in
   all) setup_all ;;
-  test) setup_all; browser ;;
+  # The suite's set-up adds the kinds only its tests run (setup_target "test") and Chromium.
+  test) setup_all; setup_engine --target test || exit 1; browser ;;
   host) host_report ;;
   browser) browser ;;
   workbook) prerequisites no; workbook_venv ;;
-  llama) engine_step llama_cpp ;;
-  vllm) engine_step vllm_cpu ;;
-  mlx) engine_step mlx ;;
   gpu) engine_step --target setup-gpu ;;
-  vllm-gpu) engine_step vllm ;;
-  sglang) engine_step sglang ;;
-  trtllm) engine_step trtllm ;;
   model) embedded_model ;;
-  *) echo "usage: $0 [all|test|host|browser|workbook|llama|vllm|mlx|model|gpu|vllm-gpu|sglang|trtllm]" >&2; exit 2 ;;
+  # Any other step is an engine kind or its bootstrap step name (llama, vllm, mlx, ...): setup-engine
+  # knows them from the registry and names them when the step is unknown.
+  *) engine_step "$only" ;;
 esac

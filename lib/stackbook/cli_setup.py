@@ -32,10 +32,11 @@ def setup_engine(kinds: Optional[list[str]] = typer.Argument(None, help=f"engine
             targets = sorted({a.setup_target for a in ADAPTERS.values() if a.bootstrap_step})
             _fail(f"--target {target!r}: no engine kind installs with it; targets: {', '.join(targets)}")
     else:
-        try:
-            selected = [adapter_class(kind) for kind in kinds]
+        by_step = {a.bootstrap_step: a for a in ADAPTERS.values() if a.bootstrap_step}
+        try:  # a kind, or its bootstrap step's name (tools/bootstrap.sh llama)
+            selected = [by_step.get(kind) or adapter_class(kind) for kind in kinds]
         except KeyError as err:
-            _fail(err.args[0])
+            _fail(f"{err.args[0]}; or a set-up step: {', '.join(by_step)}")
         for adapter in selected:
             if adapter.bootstrap_step is None:
                 _fail(f"{adapter.kind} is not installed by set-up: {adapter.install_hint()}")

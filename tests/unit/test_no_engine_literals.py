@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import stackbook
@@ -34,6 +35,15 @@ ALLOWED = {
 }
 
 
+def workbook_libraries() -> set[str]:
+    """The distributions the workbook itself depends on (pyproject.toml). A kind named after one of
+    them (`transformers`, the server of the library the workbook reads model configs with) is not
+    named by the library's name in the workbook's own code."""
+    from stackbook.locations import REPO_ROOT
+    deps = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower() for d in deps}
+
+
 def _regex_words(pattern: str) -> list[str]:
     """The literal alternatives of a process pattern ("a\\.b|c" gives a.b and c)."""
     return [w.replace("\\", "") for w in pattern.split("|") if w]
@@ -57,7 +67,7 @@ def engine_names() -> tuple[set[str], set[str]]:
     """(names matched as whole words, names matched anywhere): kinds, shortlist names, process
     roles and metric names are words; process patterns are searched inside names, so they are
     matched anywhere."""
-    words = set(registry.ADAPTERS) | {r.role for r in registry.process_roles()}
+    words = (set(registry.ADAPTERS) - workbook_libraries()) | {r.role for r in registry.process_roles()}
     words |= {a.decision.stack for a in registry.ENGINE_ADAPTERS if a.decision is not None}
     for series in registry.metric_series():
         words |= _metric_names(series)
@@ -110,6 +120,8 @@ def test_the_names_come_from_the_kinds():
     assert {"llama_cpp", "vllm", "sglang", "vLLM", "num_requests_running", "vllm:prefix_cache_hits_total"} <= words
     assert {"llama_server", "engine_core", "mlx_lm_server"} <= words
     assert {"llama-server", "EngineCor", "vllm serve"} <= anywhere
+    # The workbook's own library is not an engine's name; the server's process role still is.
+    assert "transformers" not in words and "transformers_serve" in words
 
 
 def test_the_scan_catches_a_literal_and_skips_a_docstring(tmp_path):

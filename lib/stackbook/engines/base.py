@@ -93,6 +93,10 @@ class EngineAdapter(EngineKindFacts):
     def env(self) -> dict[str, str]:
         return {}
 
+    def cwd(self) -> Path | None:
+        """The folder the engine starts in (None: the workbook's own)."""
+        return None
+
     def identity(self) -> dict:
         raise NotImplementedError
 
@@ -156,7 +160,7 @@ class EngineAdapter(EngineKindFacts):
         # A new session makes the engine the leader of its own process group: stop() can then
         # end its whole tree (vLLM forks an engine-core process) and nothing else.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env={**os.environ, **self.env()},
+                                     stdin=subprocess.DEVNULL, env={**os.environ, **self.env()}, cwd=self.cwd(),
                                      start_new_session=True, text=True, errors="replace", bufsize=1,
                                      preexec_fn=die_with_parent)
         self._log_thread = threading.Thread(target=self._pump_log, daemon=True)

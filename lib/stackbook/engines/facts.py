@@ -85,6 +85,7 @@ class EngineKindFacts:
     """The facts every engine adapter states about its kind, with the defaults of a kind that
     states none; the adapter's class attributes override them."""
     needs_gpu: ClassVar[bool] = False  # it serves only on an accelerator: the GPU check inspects its install
+    runs_on: ClassVar[str | None] = None  # where it serves, where that is neither just this CPU nor just a GPU
     distributions: ClassVar[tuple[str, ...]] = ()  # the packages whose installed versions the GPU check reads
     process_roles: ClassVar[tuple[ProcessRole, ...]] = ()
     metric_series: ClassVar[MetricSeries] = MetricSeries()

@@ -13,6 +13,7 @@ from stackbook.engines.mlx import MlxAdapter
 from stackbook.engines.openai_endpoint import OpenAIEndpointAdapter
 from stackbook.engines.sglang import SglangAdapter
 from stackbook.engines.spec import EngineSpec
+from stackbook.engines.transformers_serve import TransformersAdapter
 from stackbook.engines.trtllm import TrtllmAdapter
 from stackbook.engines.vllm import VllmAdapter
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
@@ -21,6 +22,7 @@ ENGINE_ADAPTERS: tuple[type[EngineAdapter], ...] = (
     LlamaCppAdapter,
     VllmCpuAdapter,
     MlxAdapter,
+    TransformersAdapter,
     VllmAdapter,
     SglangAdapter,
     TrtllmAdapter,
@@ -54,6 +56,32 @@ def unregister(kind: str) -> None:
     del ADAPTERS[kind]
     for rebuild in _ON_CHANGE:
         rebuild()
+
+
+# A package outside this repository adds a kind by naming its adapter class in its metadata:
+#   [project.entry-points."stackbook.engines"]
+#   mykind = "mypackage.engine:MyAdapter"
+ENTRY_POINT_GROUP = "stackbook.engines"
+
+
+def register_entry_points() -> list[str]:
+    """Register every kind an installed package declares under ENTRY_POINT_GROUP; one that does
+    not load is named in a warning and left out, so it cannot take the other kinds down with it."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    added = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            adapter = ep.load()
+            if not (isinstance(adapter, type) and issubclass(adapter, EngineAdapter)):
+                raise TypeError(f"{ep.value} is not an EngineAdapter subclass")
+            if adapter.kind not in ADAPTERS:
+                register(adapter)
+                added.append(adapter.kind)
+        except Exception as err:  # noqa: BLE001 - a third party's error, reported and contained
+            warnings.warn(f"engine kind from entry point {ep.name!r} ({ep.value}) left out: {err}", stacklevel=2)
+    return added
 
 
 def engine_kinds() -> list[str]:
@@ -97,3 +125,22 @@ def series(field: str) -> tuple[str, ...]:
 def decision_kinds() -> list[type[EngineAdapter]]:
     """The kinds 00_decide's shortlist can name, in their shortlist order."""
     return sorted((a for a in ADAPTERS.values() if a.decision is not None), key=lambda a: a.decision.rank)
+
+
+
+def kinds_table() -> str:
+    """The registered kinds as the Markdown table docs/campaigns.md carries (a test keeps the two
+    equal, so the docs cannot drift from the registry): where each runs, how set-up installs it,
+    how it forces an output length and whether it exports metrics."""
+    rows = ["| kind | runs on | installed by | output length forced by | metrics |", "|---|---|---|---|---|"]
+    for kind, a in ADAPTERS.items():
+        where = a.runs_on or ("a managed endpoint" if a.remote else "an NVIDIA GPU" if a.needs_gpu else "this CPU")
+        how = (f"`make {a.setup_target}` (`tools/bootstrap.sh {a.bootstrap_step}`)" if a.bootstrap_step
+               else a.installs)
+        rows.append(f"| `{kind}` | {where} | {how} | {a.length_control or 'what the endpoint shows it honours'} "
+                    f"| {'`' + a.metrics_path + '`' if a.metrics_path else 'none'} |")
+    return "\n".join(rows)
+
+
+# Register last: a kind from another package sees every built-in one above.
+register_entry_points()

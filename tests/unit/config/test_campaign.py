@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stackbook.config.errors import CampaignError, format_validation_error, locate
 from stackbook.config.loading import load_campaign
+from stackbook.engines import engine_kinds
 from stackbook.engines.spec import free_port
 
 GOOD = """
@@ -24,6 +25,8 @@ arms:
   - name: b
     engine: {kind: vllm_cpu}
 """
+
+KINDS = ", ".join(engine_kinds())  # the registry's kinds, in its order: whatever is registered
 
 
 def test_quickstart_is_valid():
@@ -127,10 +130,10 @@ EXACT_LINES = {
     "engine kind typo": (
         GOOD.replace("kind: vllm_cpu", "kind: vlm"),
         "  - arms[1].engine.kind: unknown kind 'vlm'. Fix: did you mean 'vllm'? "
-        "kind is one of: llama_cpp, vllm_cpu, mlx, vllm, sglang, trtllm, openai_endpoint"),
+        f"kind is one of: {KINDS}"),
     "engine kind missing": (
         GOOD.replace("engine: {kind: vllm_cpu}", "engine: {port: 8000}"),
-        "  - arms[1].engine.kind: missing. Fix: add kind: one of llama_cpp, vllm_cpu, mlx, vllm, sglang, trtllm, openai_endpoint"),
+        f"  - arms[1].engine.kind: missing. Fix: add kind: one of {KINDS}"),
     "length kind typo": (
         GOOD.replace("output_tokens: 16", "output_tokens: {kind: lognorm, median: 8}"),
         "  - protocol.workload.output_tokens.kind: unknown kind 'lognorm'. Fix: did you mean 'lognormal'? "

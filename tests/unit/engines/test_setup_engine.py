@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stackbook.engines import engine_kinds
 from typer.testing import CliRunner
 
 from stackbook.cli import app
@@ -47,8 +48,7 @@ def shell_cache_paths(cache: Path) -> dict[str, Path]:
 def test_an_unknown_kind_is_refused_naming_the_registered_ones(cache):
     r = setup_engine("llamacpp")
     assert r.exit_code == 2
-    assert ("unknown engine kind 'llamacpp'; registered kinds: llama_cpp, vllm_cpu, mlx, vllm, sglang, trtllm, "
-            "openai_endpoint") in r.output
+    assert f"unknown engine kind 'llamacpp'; registered kinds: {', '.join(engine_kinds())}" in r.output
     assert not (cache / "engines").exists()
 
 
