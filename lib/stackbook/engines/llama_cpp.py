@@ -89,12 +89,16 @@ class LlamaCppAdapter(EngineAdapter):
                                  serves_http=True),)
     metric_series = MetricSeries(
         kept=("prompt_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds", "predicted_tokens_seconds",
-              "requests_processing", "kv_cache_usage_ratio"),
+              "requests_processing", "kv_cache_usage_ratio", "spec_decode_"),
         gauges=("kv_cache_usage", "requests_processing", "requests_deferred"),
         batch_gauges=("requests_processing",),
         queue_gauges=("requests_deferred",),
         timings_source="llama-server per-request timings (prompt_ms, predicted_ms)",
-        prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("tokens_predicted_total",))
+        prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("tokens_predicted_total",),
+        # llama-server exports these (llamacpp:spec_decode_num_*_total), zero without a draft model.
+        spec_decode_counters={"drafts": "spec_decode_num_drafts_total",
+                              "accepted_tokens": "spec_decode_num_accepted_tokens_total",
+                              "draft_tokens": "spec_decode_num_draft_tokens_total"})
     decision = DecisionFacts(
         stack="llama.cpp", rank=2,
         parallel="`-sm layer|row|tensor` splits across cards, by layers by default: not tensor parallel in vLLM's "

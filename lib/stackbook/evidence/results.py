@@ -262,6 +262,7 @@ class PointSummary(Open):
     engine_time_ms: EngineTimeMs | None = None
     queue_time_cv: Number | None = Field(None, description="CV of the engine's queue time, from its buckets")
     batch_size_mean: Number | None = Field(None, description="N_batch: mean requests running (engine gauge)")
+    waiting_mean: Number | None = Field(None, description="mean requests waiting for the batch (the engine's queue gauge)")
     tokens_per_step_mean: Number | None = Field(None, description="tokens per engine step (from the engine's step "
                                                 "histogram)")
     work_tokens: WorkTokens | None = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import httpx
 
-from stackbook.engines import registry
 from stackbook.loadgen.drivers import Target, chat_once
 from stackbook.loadgen.workload import shared_prefix_texts
 
@@ -42,13 +41,13 @@ def primers(workload, tokenizer) -> list[str]:
     return ["Hello."] if workload.system_prompt else []
 
 
-def cache_counters(delta: dict, records: list) -> dict:
-    """Prefix-cache use during a point: the engine's counters (where it exports them) and the
-    cached prompt tokens the replies reported."""
+def cache_counters(delta: dict, records: list, series) -> dict:
+    """Prefix-cache use during a point: the engine's counters (where the arm's kind names them)
+    and the cached prompt tokens the replies reported."""
     def total(names):
         vals = [v for k, v in delta.items() if k.split("{", 1)[0] in names]
         return sum(vals) if vals else None
-    hits, queries = total(registry.series("cache_hit_counters")), total(registry.series("cache_query_counters"))
+    hits, queries = total(series.cache_hit_counters), total(series.cache_query_counters)
     # The workload's requests only: a sentinel (a canary check) repeats its prompt in every point.
     measured = [r for r in records if r.phase == "measure" and r.ok and r.sentinel is None]
     reported = [r.cached_prompt_tokens for r in measured if r.cached_prompt_tokens is not None]

@@ -2,19 +2,22 @@
 the engine's histogram means over the same requests, with a verdict within a stated tolerance."""
 from __future__ import annotations
 
+from stackbook.engines.facts import MetricSeries
 from stackbook.loadgen.records import RequestRecord
 from stackbook.measure.metrics import request_metrics
-from stackbook.measure.telemetry import HISTOGRAMS, histogram_mean_ms
+from stackbook.measure.telemetry import histogram_mean_ms
 from stackbook.measure.validity import RECONCILIATION_TOLERANCE
 
 
-def reconcile_with_engine(delta: dict, records: list[RequestRecord]) -> dict:
+def reconcile_with_engine(delta: dict, records: list[RequestRecord], series: MetricSeries) -> dict:
     """The client's mean TTFT and TPOT for a point beside the engine's own histogram means over
     the same requests: every request the point sent (warm-up, sentinels and cool-down included),
     since the engine's histograms count them all. The engine's TTFT starts after its front end
-    has parsed and tokenized the request. With the verdict (reconciliation_verdict)."""
-    ttft_engine, n_engine = histogram_mean_ms(delta, HISTOGRAMS["ttft"])
-    itl_engine, _ = histogram_mean_ms(delta, HISTOGRAMS["itl"])
+    has parsed and tokenized the request. The histograms are the arm's own kind's. With the verdict
+    (reconciliation_verdict)."""
+    names = series.latency_histograms
+    ttft_engine, n_engine = histogram_mean_ms(delta, names["ttft"]) if "ttft" in names else (None, 0)
+    itl_engine, _ = histogram_mean_ms(delta, names["itl"]) if "itl" in names else (None, 0)
     if ttft_engine is None and itl_engine is None:
         return {"engine_histograms": "not exported by this engine", "verdict": "not available"}
     rows = [request_metrics(r) for r in records if r.ok and r.first_token_s is not None]

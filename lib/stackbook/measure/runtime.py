@@ -13,6 +13,7 @@ import re
 import psutil
 
 from stackbook.engines import registry
+from stackbook.engines.facts import MetricSeries
 from stackbook.measure.telemetry import histogram_mean_ms, process_group
 
 # ------------------------------------------------------------------------------------ processes
@@ -95,30 +96,26 @@ def process_window(before: dict, after: dict) -> dict:
 
 # --------------------------------------------------------------------------- engine timings
 
-def engine_time_from_histograms(delta: dict) -> dict | None:
+def engine_time_from_histograms(delta: dict, series: MetricSeries) -> dict | None:
     """Mean queue, prefill, decode and inference time per request over a point (ms), from the
-    engine's histogram _sum and _count increases (the phase histograms a kind names); None where
-    the engine exports none of them."""
-    for series in registry.metric_series():
-        if not series.phase_histograms:
-            continue
-        means, counts = {}, {}
-        for phase, name in series.phase_histograms.items():
-            means[phase], counts[phase] = histogram_mean_ms(delta, name)
-        if all(m is None for m in means.values()):
-            continue
-        n = max(counts.values())
-        return {**{p: round(means[p], 3) if means.get(p) is not None else None
-                   for p in ("queue", "prefill", "decode", "inference")},
-                "requests": int(n) if n else None, "source": series.phase_source}
-    return None
+    engine's histogram _sum and _count increases (the phase histograms the arm's kind names); None
+    where the engine exports none of them."""
+    means, counts = {}, {}
+    for phase, name in series.phase_histograms.items():
+        means[phase], counts[phase] = histogram_mean_ms(delta, name)
+    if all(m is None for m in means.values()):
+        return None
+    n = max(counts.values())
+    return {**{p: round(means[p], 3) if means.get(p) is not None else None
+               for p in ("queue", "prefill", "decode", "inference")},
+            "requests": int(n) if n else None, "source": series.phase_source}
 
 
-def engine_time_from_timings(timings: list[dict]) -> dict | None:
+def engine_time_from_timings(timings: list[dict], series: MetricSeries) -> dict | None:
     """The same means from the per-request `timings` an engine's stream carries (prompt_ms is
-    prefill, predicted_ms decode; no queue time), labelled by the kind that states it sends them."""
+    prefill, predicted_ms decode; no queue time), where the arm's kind states it sends them."""
     t = [x for x in timings if x and "prompt_ms" in x and "predicted_ms" in x]
-    source = next((m.timings_source for m in registry.metric_series() if m.timings_source), None)
+    source = series.timings_source
     if not t or source is None:
         return None
     pre = sum(x["prompt_ms"] for x in t) / len(t)
@@ -127,11 +124,10 @@ def engine_time_from_timings(timings: list[dict]) -> dict | None:
             "requests": len(t), "source": source}
 
 
-def queue_time_cv(delta: dict) -> float | None:
+def queue_time_cv(delta: dict, series: MetricSeries) -> float | None:
     """CV of the engine's queue time over a point, from the buckets of its queue histogram."""
-    for series in registry.metric_series():
-        if "queue" in series.phase_histograms:
-            return histogram_cv(delta, series.phase_histograms["queue"])
+    if "queue" in series.phase_histograms:
+        return histogram_cv(delta, series.phase_histograms["queue"])
     return None
 
 
@@ -170,26 +166,24 @@ def _counter(delta: dict, suffix: str) -> float | None:
     return sum(delta[k] for k in keys) if keys else None
 
 
-def _first_counter(delta: dict, field: str) -> float | None:
-    """The first of the kinds' counters of one kind of work (registry.series(field)) the engine exported."""
-    return next((v for name in registry.series(field) if (v := _counter(delta, name)) is not None), None)
+def _first_counter(delta: dict, names: tuple[str, ...]) -> float | None:
+    """The first of the arm's kind's counters of one kind of work the engine exported."""
+    return next((v for name in names if (v := _counter(delta, name)) is not None), None)
 
 
-def _spec_counter(delta: dict, what: str) -> float | None:
-    return next((v for m in registry.metric_series() if what in m.spec_decode_counters
-                 and (v := _counter(delta, m.spec_decode_counters[what])) is not None), None)
-
-
-def spec_decode(delta: dict) -> dict | str:
+def spec_decode(delta: dict, series: MetricSeries) -> dict | str:
     """Accepted length under speculative decoding: 1 + accepted draft tokens / drafts (the bonus
     token included: target-model steps saved per step), or why there is none."""
-    drafts = _spec_counter(delta, "drafts")
-    accepted = _spec_counter(delta, "accepted_tokens")
+    def _spec_counter(what: str) -> float | None:
+        name = series.spec_decode_counters.get(what)
+        return _counter(delta, name) if name else None
+    drafts = _spec_counter("drafts")
+    accepted = _spec_counter("accepted_tokens")
     if drafts is None and accepted is None:
         return "not used: the engine exported no speculative-decoding counters"
     if not drafts:
         return "not used: no drafts proposed during this point"
-    proposed = _spec_counter(delta, "draft_tokens")
+    proposed = _spec_counter("draft_tokens")
     return {"drafts": int(drafts), "accepted_tokens": int(accepted or 0),
             "draft_tokens": int(proposed) if proposed is not None else None,
             "accepted_length_mean": round(1 + (accepted or 0) / drafts, 4),
@@ -203,24 +197,25 @@ def _gauge_mean(gauges_during: dict | None, names: tuple[str, ...]) -> float | N
     return None
 
 
-def batch_size_mean(gauges_during: dict | None) -> float | None:
+def batch_size_mean(gauges_during: dict | None, series: MetricSeries) -> float | None:
     """N_batch: the mean of the engine's running-requests gauge while the point ran (the batch
-    gauges the kinds name); None where it exports none."""
-    return _gauge_mean(gauges_during, registry.series("batch_gauges"))
+    gauges the arm's kind names); None where it exports none."""
+    return _gauge_mean(gauges_during, series.batch_gauges)
 
 
-def waiting_mean(gauges_during: dict | None) -> float | None:
+def waiting_mean(gauges_during: dict | None, series: MetricSeries | None = None) -> float | None:
     """The mean of the engine's waiting-requests gauge while the point ran (the queue gauges the
-    kinds name); None where it exports none."""
-    return _gauge_mean(gauges_during, registry.series("queue_gauges"))
+    arm's kind names; a point recorded without them is read with every kind's, each engine-prefixed);
+    None where it exports none."""
+    return _gauge_mean(gauges_during, series.queue_gauges if series else registry.series("queue_gauges"))
 
 
-def work_tokens(delta: dict, records) -> dict:
+def work_tokens(delta: dict, records, series: MetricSeries) -> dict:
     """Prefill and decode work of a point (every request, warm-up and cool-down included): the
     engine's own token counters where it exports them, else the replies' usage counts."""
     ok = [r for r in records if r.ok]
-    prompt = _first_counter(delta, "prompt_token_counters")
-    generated = _first_counter(delta, "generated_token_counters")
+    prompt = _first_counter(delta, series.prompt_token_counters)
+    generated = _first_counter(delta, series.generated_token_counters)
     source = "engine counters" if prompt is not None and generated is not None else "replies' usage counts"
     if prompt is None:
         prompt = sum(r.prompt_tokens_server or r.prompt_tokens_client for r in ok)
@@ -232,30 +227,32 @@ def work_tokens(delta: dict, records) -> dict:
             "source": source}
 
 
-def tokens_per_step_mean(delta: dict) -> float | None:
-    """Tokens per engine step (the step histogram a kind names): the batch in tokens."""
-    for name in dict.fromkeys(m.step_tokens_histogram for m in registry.metric_series() if m.step_tokens_histogram):
-        mean_ms, _ = histogram_mean_ms(delta, name)
+def tokens_per_step_mean(delta: dict, series: MetricSeries) -> float | None:
+    """Tokens per engine step (the step histogram the arm's kind names): the batch in tokens."""
+    if series.step_tokens_histogram:
+        mean_ms, _ = histogram_mean_ms(delta, series.step_tokens_histogram)
         if mean_ms is not None:
             return round(mean_ms / 1000, 3)
     return None
 
 
 def runtime_evidence(before: dict, after: dict, wall_s: float, delta: dict, records,
-                     gauges_during: dict | None) -> dict:
+                     gauges_during: dict | None, series: MetricSeries) -> dict:
     """Every runtime field of one point, from the two process readings around it, the engine's
-    metric increases, the point's records and the gauges sampled while it ran. Pure."""
+    metric increases, the point's records and the gauges sampled while it ran, each read by the
+    names the arm's own kind gives its series. Pure."""
     done = [r for r in records if r.ok]
     timings = [r.engine_timings for r in records if r.ok and getattr(r, "engine_timings", None)]
     out = process_window(before, after)
     out.update({
         "cpu_window_s": round(wall_s, 4),
         "requests_in_cpu_window": len(done),
-        "engine_time_ms": engine_time_from_histograms(delta) or engine_time_from_timings(timings),
-        "queue_time_cv": queue_time_cv(delta),
-        "batch_size_mean": batch_size_mean(gauges_during),
-        "tokens_per_step_mean": tokens_per_step_mean(delta),
-        "work_tokens": work_tokens(delta, records),
-        "spec_decode": spec_decode(delta),
+        "engine_time_ms": engine_time_from_histograms(delta, series) or engine_time_from_timings(timings, series),
+        "queue_time_cv": queue_time_cv(delta, series),
+        "batch_size_mean": batch_size_mean(gauges_during, series),
+        "waiting_mean": waiting_mean(gauges_during, series),
+        "tokens_per_step_mean": tokens_per_step_mean(delta, series),
+        "work_tokens": work_tokens(delta, records, series),
+        "spec_decode": spec_decode(delta, series),
     })
     return out

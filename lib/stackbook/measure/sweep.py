@@ -137,6 +137,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     protocol = session.protocol
     target = session.target()
     target.length_for = session.adapter.output_length_fields
+    series = session.adapter.metric_series  # every engine series this arm's points read: its own kind's
     tokenizer = tokenizer_for(session)
     records_path = session.arm_dir.requests
     levels = load_levels(protocol)
@@ -200,10 +201,10 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 during = gauges.window(unix0, time.time())
                 server_side[name] = {
                     "repetition_began": began or "not recorded",
-                    "prefix_cache": cache | cache_counters(telemetry[name], recs),
+                    "prefix_cache": cache | cache_counters(telemetry[name], recs, series),
                     "engine_gauges_during": during,
-                    "engine_reconciliation": reconcile_with_engine(telemetry[name], recs),
-                    **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry[name], recs, during)}
+                    "engine_reconciliation": reconcile_with_engine(telemetry[name], recs, series),
+                    **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry[name], recs, during, series)}
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
     bar.close()

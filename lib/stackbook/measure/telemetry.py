@@ -289,10 +289,6 @@ class GaugeSampler(_ProcessSampler):
         return out
 
 
-# The engine's own TTFT and ITL histograms, by what they time (the first kind that names each).
-HISTOGRAMS = {what: name for m in reversed(registry.metric_series()) for what, name in m.latency_histograms.items()}
-
-
 def histogram_mean_ms(delta: dict, suffix: str) -> tuple[float | None, float]:
     """Mean of an engine histogram over a point (from the _sum and _count increases), in ms."""
     s = sum(v for k, v in delta.items() if k.split("{", 1)[0].endswith(f"{suffix}_sum"))

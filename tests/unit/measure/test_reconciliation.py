@@ -4,16 +4,19 @@ import json
 from pathlib import Path
 
 import pytest
+from stackbook.engines import adapter_class
+from stackbook.engines.facts import MetricSeries
 from stackbook.loadgen.records import read_records
 from stackbook.measure.reconciliation import arm_reconciliation, reconcile_with_engine, reconciliation_verdict
 
 DATA = Path(__file__).parents[1] / "data"
 RECORDS = read_records(DATA / "quickstart-reference-vllm-cpu-c1-c2.jsonl")
 HISTOGRAMS = json.loads((DATA / "quickstart-reference-vllm-cpu-c1-c2-histograms.json").read_text())
+VLLM = adapter_class("vllm_cpu").metric_series
 
 
 def reconcile(point: str) -> dict:
-    return reconcile_with_engine(HISTOGRAMS[point], [r for r in RECORDS if r.point == point])
+    return reconcile_with_engine(HISTOGRAMS[point], [r for r in RECORDS if r.point == point], VLLM)
 
 
 def test_a_front_end_offset_beyond_the_tolerance_fails_with_its_cause():
@@ -36,13 +39,13 @@ def test_means_within_the_tolerance_pass():
 def test_counting_other_requests_than_the_client_is_not_like_with_like():
     """The measured requests alone against a histogram that counted the whole point: FAIL, said so."""
     measured = [r for r in RECORDS if r.point == "c2-r0" and r.phase == "measure"]
-    r = reconcile_with_engine(HISTOGRAMS["c2-r0"], measured)
+    r = reconcile_with_engine(HISTOGRAMS["c2-r0"], measured, VLLM)
     assert r["verdict"] == "FAIL" and r["likely_cause"].startswith(
         "not like with like: the engine's histograms counted 11 requests, the client 8")
 
 
 def test_an_engine_without_histograms_is_not_available():
-    r = reconcile_with_engine({}, RECORDS)
+    r = reconcile_with_engine({}, RECORDS, VLLM)
     assert (r["verdict"], r["engine_histograms"]) == ("not available", "not exported by this engine")
     arm = arm_reconciliation({"c1-r0": {"engine_reconciliation": r}})
     assert arm["verdict"] == "not available"
@@ -71,3 +74,20 @@ def test_the_passport_and_the_analysis_carry_the_verdicts(copy_committed_run):
     campaign, arms = load_run(run)
     passport = build_passport(campaign, arms["vllm-cpu"]["arm"], arms["vllm-cpu"]["dir"])
     assert passport.validity.reconciliation["verdict"] == "PASS"
+
+
+def test_two_kinds_naming_different_histograms_are_each_reconciled_against_their_own():
+    """One run, two arms: vLLM's histograms, and a kind whose engine names its own (here the same
+    increases under another prefix). Each arm is read by its own kind's names, so neither borrows
+    the other's, and a kind that names none reads "not available"."""
+    other = MetricSeries(latency_histograms={"ttft": "other:first_token_seconds", "itl": "other:token_gap_seconds"})
+    renamed = {k.replace("vllm:time_to_first_token_seconds", "other:first_token_seconds")
+                .replace("vllm:inter_token_latency_seconds", "other:token_gap_seconds"): v
+               for k, v in HISTOGRAMS["c2-r0"].items()}
+    records = [r for r in RECORDS if r.point == "c2-r0"]
+    mine, theirs = reconcile_with_engine(HISTOGRAMS["c2-r0"], records, VLLM), reconcile_with_engine(renamed, records, other)
+    assert mine["ttft_ms_engine_mean"] == theirs["ttft_ms_engine_mean"] is not None
+    assert mine["verdict"] == theirs["verdict"] == "PASS"
+    assert reconcile_with_engine(renamed, records, VLLM)["verdict"] == "not available"
+    assert reconcile_with_engine(HISTOGRAMS["c2-r0"], records, other)["verdict"] == "not available"
+    assert reconcile_with_engine(HISTOGRAMS["c2-r0"], records, MetricSeries())["verdict"] == "not available"

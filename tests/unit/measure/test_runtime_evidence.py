@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from stackbook.engines import adapter_class
 from stackbook.loadgen.http_client import StreamedReply, final_chunk_timings
 from stackbook.measure.runtime import (
     batch_size_mean,
@@ -18,6 +19,10 @@ from stackbook.measure.runtime import (
     spec_decode,
     work_tokens,
 )
+
+# Each point is read by the names its own arm's kind gives its series.
+VLLM = adapter_class("vllm_cpu").metric_series
+LLAMA = adapter_class("llama_cpp").metric_series
 from stackbook.measure.telemetry import metrics_delta, parse_exposition
 
 from tests.support.records import request_record
@@ -125,7 +130,7 @@ vllm:generation_tokens_total{engine="0",model_name="smollm2-135m-instruct"} 384.
 
 def test_vllm_histogram_means_over_a_point():
     delta = metrics_delta(parse_exposition(VLLM_BEFORE), parse_exposition(VLLM_AFTER))
-    t = engine_time_from_histograms(delta)
+    t = engine_time_from_histograms(delta, VLLM)
     # 4 requests in the point: queue (3.4 - 1.0) / 4 s, prefill 0.4 / 4 s, decode 12 / 4 s.
     assert t["queue"] == pytest.approx(600.0)
     assert t["prefill"] == pytest.approx(100.0)
@@ -136,27 +141,31 @@ def test_vllm_histogram_means_over_a_point():
     assert delta["vllm:request_queue_time_seconds_bucket{le=1.0}"] == 4.0
     # Midpoints 0.15 (x2) and 0.65 (x2): mean 0.4, sd 0.25, CV 0.625.
     assert histogram_cv(delta, "request_queue_time_seconds") == pytest.approx(0.625)
-    assert work_tokens(delta, [])["generated_tokens"] == 256
+    assert work_tokens(delta, [], VLLM)["generated_tokens"] == 256
+    # llama-server's names read nothing of vLLM's series: its counters are its own.
+    assert engine_time_from_histograms(delta, LLAMA) is None
+    assert work_tokens(delta, [], LLAMA)["source"] == "replies' usage counts"
 
 
 def test_no_histograms_reads_none():
-    assert engine_time_from_histograms({"llamacpp:prompt_tokens_total": 10.0}) is None
+    assert engine_time_from_histograms({"llamacpp:prompt_tokens_total": 10.0}, LLAMA) is None
 
 
 def test_spec_decode_accepted_length_or_not_used():
-    assert spec_decode({}).startswith("not used: the engine exported no")
+    assert spec_decode({}, VLLM).startswith("not used: the engine exported no")
     # llama-server exports the counters even without a draft model: zero drafts is "not used" too.
     assert spec_decode({"llamacpp:spec_decode_num_drafts_total": 0, "llamacpp:spec_decode_num_draft_tokens_total": 0,
-                        "llamacpp:spec_decode_num_accepted_tokens_total": 0}).startswith("not used: no drafts")
+                        "llamacpp:spec_decode_num_accepted_tokens_total": 0}, LLAMA).startswith("not used: no drafts")
     s = spec_decode({"vllm:spec_decode_num_drafts_total": 100.0, "vllm:spec_decode_num_accepted_tokens_total": 150.0,
-                     "vllm:spec_decode_num_draft_tokens_total": 300.0})
+                     "vllm:spec_decode_num_draft_tokens_total": 300.0}, VLLM)
     assert s["accepted_length_mean"] == 2.5 and s["acceptance_rate"] == 0.5
 
 
-def test_batch_size_from_either_engines_gauge():
-    assert batch_size_mean({"samples": 3, "vllm:num_requests_running": {"mean": 3.2414, "max": 4.0}}) == 3.2414
-    assert batch_size_mean({"samples": 3, "llamacpp:requests_processing": {"mean": 3.725, "max": 4}}) == 3.725
-    assert batch_size_mean({"samples": 0}) is None
+def test_batch_size_from_the_arms_own_gauge():
+    assert batch_size_mean({"samples": 3, "vllm:num_requests_running": {"mean": 3.2414, "max": 4.0}}, VLLM) == 3.2414
+    assert batch_size_mean({"samples": 3, "llamacpp:requests_processing": {"mean": 3.725, "max": 4}}, LLAMA) == 3.725
+    assert batch_size_mean({"samples": 3, "llamacpp:requests_processing": {"mean": 3.725, "max": 4}}, VLLM) is None
+    assert batch_size_mean({"samples": 0}, VLLM) is None
 
 
 # llama-server's last chunk before [DONE] (usage and timings), verbatim from the cached build
@@ -183,7 +192,7 @@ def test_llama_server_timings_from_the_final_chunk():
     assert final_chunk_timings([(0.1, b'{"choices":[]}'), (0.2, b"[DONE]")]) is None
     # The second request of that run: its prompt came from the cache but one token (cache_n 35).
     agg = engine_time_from_timings([t, {**t, "cache_n": 35, "prompt_n": 1, "prompt_ms": 40.168,
-                                        "predicted_ms": 280.555}])
+                                        "predicted_ms": 280.555}], LLAMA)
     assert agg["prefill"] == pytest.approx((186.129 + 40.168) / 2, abs=1e-3)
     assert agg["decode"] == pytest.approx((289.624 + 280.555) / 2, abs=1e-3)
     assert agg["inference"] == pytest.approx(agg["prefill"] + agg["decode"], abs=2e-3) and agg["queue"] is None
@@ -202,7 +211,7 @@ def test_runtime_evidence_of_a_llama_point():
     ev = runtime_evidence(before, after, 2.0, {"llamacpp:prompt_tokens_total": 62.0,
                                                "llamacpp:tokens_predicted_total": 16.0},
                           [rec(0, timings=t), rec(1, timings=t), rec(2, ok=False)],
-                          {"samples": 2, "llamacpp:requests_processing": {"mean": 1.5, "max": 2}})
+                          {"samples": 2, "llamacpp:requests_processing": {"mean": 1.5, "max": 2}}, LLAMA)
     assert ev["cpu_seconds"] == {"client": 0.5, "engine": {"llama_server": 3.0}}
     assert ev["requests_in_cpu_window"] == 2
     assert ev["engine_time_ms"]["prefill"] == 186.129 and ev["engine_time_ms"]["decode"] == 289.624

@@ -114,7 +114,8 @@ def engine_queue(point: dict) -> tuple[float | None, float | None]:
     """What the engine itself says of its queue over a point: the mean time a request spent in it
     (ms, from its queue histogram) and the mean number waiting (its gauge), each None when the
     engine exports no such counter."""
-    return (point.get("engine_time_ms") or {}).get("queue"), waiting_mean(point.get("engine_gauges_during"))
+    waiting = point["waiting_mean"] if "waiting_mean" in point else waiting_mean(point.get("engine_gauges_during"))
+    return (point.get("engine_time_ms") or {}).get("queue"), waiting
 
 
 def queue_owner(batch: float, in_flight: float, queue_ms: float | None, waiting: float | None,
