@@ -73,6 +73,7 @@ def test_engine_record_states_what_transformers_can_say(run):
     ident = engine["identity"]
     assert (ident["transformers"], ident["device"], ident["dtype"]) == ("5.24.0", "cpu", "bfloat16")
     assert ident["torch"].startswith("2.13.0") and ident["kv_layout"].startswith("paged")
+    assert ident["attention_implementation"].startswith("sdpa (the library's pick for this checkpoint")
     cmd = engine["launch"]["command"]
     assert cmd[:5] == ["$STACKBOOK_CACHE/engines/transformers-5.24.0/bin/python", "-m", "transformers.cli.transformers",
                        "serve", "smollm2-135m-instruct"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -43,8 +44,22 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 NO_EOS = -1
 # The decoding settings GenerationConfig names as the protocol does.
 GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
-ENGINE_PROBE = ("import importlib.metadata as m, torch; print(m.version('transformers'), torch.__version__, "
-                "'cuda' if torch.cuda.is_available() else 'cpu')")
+# Asked of the engine's own interpreter: its versions, the device `auto` takes, and the attention
+# the library picks for this checkpoint (a model built on the meta device: no weights are read).
+ENGINE_PROBE = """
+import importlib.metadata as m, json, sys, torch, transformers as t
+from transformers.utils import is_flash_attn_2_available
+path, asked = sys.argv[1], sys.argv[2] or None
+out = {"transformers": m.version("transformers"), "torch": torch.__version__,
+       "device": "cuda" if torch.cuda.is_available() else "cpu", "flash_attention": is_flash_attn_2_available()}
+try:
+    with torch.device("meta"):
+        model = t.AutoModelForCausalLM.from_config(t.AutoConfig.from_pretrained(path), attn_implementation=asked)
+    out["attention"] = model.config._attn_implementation
+except Exception as err:
+    out["attention_error"] = str(err)[:300]
+print(json.dumps(out))
+"""
 
 
 class TransformersEngine(PythonEngineSpec):
@@ -184,23 +199,41 @@ class TransformersAdapter(PythonEngineAdapter):
         return ("not offered: transformers serve has no flush endpoint; under continuous batching its paged "
                 "cache may share the blocks of a common prefix between requests in flight")
 
-    def probe(self) -> list[str]:
-        """transformers and torch versions and the device torch sees, from the engine's interpreter."""
+    def probe(self) -> dict:
+        """What the engine's interpreter says of itself and of this checkpoint (asked once)."""
         if getattr(self, "_probe", None) is None:
             try:
-                self._probe = subprocess.run([self.python, "-c", ENGINE_PROBE], capture_output=True, text=True,
-                                             timeout=120).stdout.split()
-            except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
-                self._probe = []
+                done = subprocess.run([self.python, "-c", ENGINE_PROBE, str(self._checkpoint()),
+                                       self.spec.attn_implementation or ""], capture_output=True, text=True,
+                                      timeout=180, env={**os.environ, **self.env()})
+                self._probe = json.loads(done.stdout.strip().splitlines()[-1])
+            except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+                self._probe = {}
         return self._probe
 
+    def attention(self, probe: dict) -> str:
+        """The attention the server runs: the library's pick for the checkpoint, which continuous
+        batching keeps (sdpa, flash) or turns paged (eager), and swaps for flash attention where
+        that is installed (its switch_to_cb_friendly_attn)."""
+        picked = probe.get("attention")
+        if picked is None:
+            return f"unknown: {probe.get('attention_error', 'the engine did not answer the probe')}"
+        if not self.spec.continuous_batching:
+            return f"{picked} (the library's pick for this checkpoint)"
+        if picked in ("sdpa", "eager") and probe.get("flash_attention") and not self.spec.attn_implementation:
+            return f"flash_attention_2 (continuous batching swaps {picked} for the installed flash attention)"
+        if picked == "eager":
+            return "paged|eager (continuous batching pages the eager attention)"
+        return f"{picked} (the library's pick for this checkpoint, kept under continuous batching)"
+
     def identity(self) -> dict:
-        p = self.probe() + ["unknown"] * 3
-        device = self.spec.device if self.spec.device != "auto" else p[2]
-        return {"engine": "Transformers (transformers serve)", "version": f"transformers {p[0]}, torch {p[1]}",
-                "transformers": p[0], "torch": p[1], "device": device,
-                "dtype": DTYPES.get(self.protocol.precision.weights),
-                "attention_implementation": self.spec.attn_implementation or "the library's default (not logged)",
+        p = self.probe()
+        device = self.spec.device if self.spec.device != "auto" else p.get("device", "unknown")
+        versions = {k: p.get(k, "unknown") for k in ("transformers", "torch")}
+        return {"engine": "Transformers (transformers serve)",
+                "version": f"transformers {versions['transformers']}, torch {versions['torch']}", **versions,
+                "device": device, "dtype": DTYPES.get(self.protocol.precision.weights),
+                "attention_implementation": self.attention(p),
                 "continuous_batching": self.spec.continuous_batching,
                 "kv_layout": ("paged blocks (continuous batching)" if self.spec.continuous_batching
                               else "one contiguous dynamic cache per request"),

@@ -91,3 +91,14 @@ def test_capacity_statements(setting):
     # The server logs no pool and no cap: nothing is claimed.
     realized = adapter(setting).realized_capacity()
     assert "max_concurrency" not in realized and realized["kv_pool"].startswith("not logged")
+
+
+def test_the_attention_stated_is_the_librarys_pick_as_continuous_batching_turns_it(setting):
+    batched, plain = adapter(setting), adapter(setting, continuous_batching=False)
+    assert batched.attention({"attention": "sdpa"}).startswith("sdpa (the library's pick")
+    assert batched.attention({"attention": "eager"}).startswith("paged|eager")
+    assert batched.attention({"attention": "sdpa", "flash_attention": True}).startswith("flash_attention_2")
+    assert plain.attention({"attention": "eager"}) == "eager (the library's pick for this checkpoint)"
+    assert batched.attention({"attention_error": "no config"}) == "unknown: no config"
+    assert adapter(setting, attn_implementation="sdpa").attention({"attention": "sdpa", "flash_attention": True}) \
+        .startswith("sdpa")
