@@ -65,6 +65,20 @@ class ArrivalPattern(Strict):
         where it records their blocks."""
         return None
 
+    def recorded_messages(self, level: LoadLevel) -> list[list[dict]] | None:
+        """Each prompt's chat messages where the pattern replays recorded content (a request log);
+        None where prompts are synthesized."""
+        return None
+
+    def content_is_private(self) -> bool:
+        """Whether what is sent and answered must stay out of the outputs (a log's own content,
+        unless the campaign keeps it): bodies are then stored as digests and replies as lengths."""
+        return False
+
+    def evidence(self) -> dict:
+        """What the passport records of the pattern's source beside its settings (a trace's digest)."""
+        return {}
+
     def arrival_law(self) -> ArrivalLaw | None:
         """The open queue's arrival law; None for a closed loop: its replies, not a clock, decide
         when requests arrive, so it is a closed network (queueing.mva), not an open queue."""
@@ -236,7 +250,20 @@ class TraceReplay(ArrivalPattern):
     path: str
     format: Literal[tuple(FORMATS)] = Field("stackbook", description="the trace's format: " + ", ".join(FORMATS))
     speedup: float = Field(1.0, gt=0, description="2 replays twice as fast")
+    rate: float | None = Field(None, gt=0, description="requests a second, evenly spaced in the file's order, for a "
+                               "format that records no times (sharegpt)")
+    keep_content: bool = Field(False, description="a request log's content (prompts and replies) is kept in the "
+                               "outputs only when true; otherwise they hold digests and lengths")
     plan_type: ClassVar[type] = TracePlan
+
+    @model_validator(mode="after")
+    def _timed_or_paced(self) -> "TraceReplay":
+        if not FORMATS[self.format].timed and self.rate is None:
+            raise ValueError(f"format {self.format!r} records no arrival times: give rate (requests a second) to "
+                             "pace its requests")
+        if FORMATS[self.format].timed and self.rate is not None:
+            raise ValueError(f"format {self.format!r} records its own arrival times: remove rate (speedup scales them)")
+        return self
 
     def arrival_law(self) -> ArrivalLaw:
         return ArrivalLaw("trace", None, False)
@@ -264,6 +291,26 @@ class TraceReplay(ArrivalPattern):
         t = self.trace()
         return (t.block_tokens, [r.hash_ids for r in t.requests]) if t.block_tokens else None
 
+    def recorded_messages(self, level: LoadLevel) -> list[list[dict]] | None:
+        t = self.trace()
+        return [list(r.messages) for r in t.requests] if t.has_content else None
+
+    def content_is_private(self) -> bool:
+        return self.trace().has_content and not self.keep_content
+
+    def evidence(self) -> dict:
+        from stackbook.evidence.files import file_sha256
+
+        path = resolve_symbolic(self.path)
+        if not path.exists():
+            return {"trace_sha256": "unknown: the trace file is not on this machine"}
+        t = self.trace()
+        content = ("none: the format records lengths only" if not t.has_content else
+                   "kept in the outputs (keep_content: true)" if self.keep_content else
+                   "not kept: bodies as digests and lengths, replies as lengths")
+        return {"trace_sha256": file_sha256(path), "trace_requests": len(t.requests), "content": content,
+                "left_out": dict(t.left_out)}
+
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": "trace", "trace": self.path, "speedup": self.speedup}]
 
@@ -274,6 +321,8 @@ class TraceReplay(ArrivalPattern):
         return [(r["prompt_tokens"], r["output_tokens"]) for r in self.requests()]
 
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float]:
+        if self.rate is not None:  # an untimed trace: its order, evenly spaced
+            return [i / self.rate for i in range(min(n, len(self.requests())))]
         return [r["timestamp_s"] / self.speedup for r in self.requests()[:n]]
 
     def longest_request_tokens(self) -> int:

@@ -240,7 +240,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "decoding": protocol.decoding.describe(),
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
-        "arrival": protocol.arrival.model_dump(),
+        "arrival": protocol.arrival.model_dump() | protocol.arrival.evidence(),
         "prefix_cache": protocol.prefix_cache + (", every point's prompts salted apart (cache_salt)"
                                                  if protocol.cache_salt else ""),
         "warmup_requests_per_point": protocol.warmup_requests,

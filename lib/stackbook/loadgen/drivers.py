@@ -20,6 +20,7 @@ from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import NOT_ANSWERED, RecordWriter, RequestRecord
 from stackbook.loadgen.replies import Sent, classify_status, record_of
+from stackbook.loadgen.sent_content import redacted
 from stackbook.loadgen.workload import PromptSpec
 
 MAX_SLEEP_S = 0.05
@@ -42,6 +43,7 @@ class Target:
     max_tokens_field: str = "max_tokens"
     ca_bundle: str | None = None  # PEM file of the CA that signed an https server's certificate
     exact_lengths: bool = True  # False where the engine cannot force a length: replies may end early
+    private: bool = False  # a request log's own content: bodies kept as digests, replies as lengths only
 
     def stream_client(self) -> StreamClient:
         return StreamClient(self.base_url, ca_bundle=self.ca_bundle)
@@ -114,7 +116,7 @@ async def send_chat(client: StreamClient, target: Target, prompt: PromptSpec, *,
     if target.on_send is not None:
         target.on_send({"point": rec.get("point", ""), "attempt": rec.get("attempt", 0), "phase": rec.get("phase", ""),
                         "request_index": prompt.index, "turn": turn, "scheduled_s": scheduled_s, "sent_s": sent,
-                        "body": body})
+                        "body": redacted(body) if target.private else body})
     reply = await client.post(target.chat_path, payload, target.timeout_s, target.headers)
     return Sent(rec, prompt, target, body, t0, sent, sent_unix, reply)
 

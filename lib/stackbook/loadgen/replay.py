@@ -28,6 +28,7 @@ from stackbook.loadgen.drivers import (
 from stackbook.loadgen.http_client import StreamClient
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentRequest, SentWriter, point_digests, read_sent
+from stackbook.loadgen.sent_content import is_redacted
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metric_definitions import schedule_lag_s
 
@@ -39,6 +40,10 @@ def target_for(body: dict, base_url: str, headers: dict, timeout_s: float, on_se
                route: dict | None = None) -> tuple[Target, PromptSpec]:
     """A Target and prompt that make request_body() rebuild this exact body, sent on the
     endpoint's route (its chat path and CA bundle; the body already names its length field)."""
+    if is_redacted(body):
+        raise ValueError("this run kept a private request log's prompts as digests, not as text: replay the log "
+                         "itself (arrival: {kind: trace}), or run it with keep_content: true to keep bodies that "
+                         "can be re-sent")
     fmt = body.get("response_format") or {}
     schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
     skip = _BUILT + (("max_tokens", "response_format") if schema is not None else ())

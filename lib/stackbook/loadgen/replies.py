@@ -152,4 +152,5 @@ def record_of(s: Sent, tokenizer) -> RequestRecord:
         prompt_tokens_server=usage.get("prompt_tokens"), output_tokens_server=usage.get("completion_tokens"),
         output_tokens_client=count_tokens(tokenizer, parsed["text"]), cached_prompt_tokens=details.get("cached_tokens"),
         finish_reason=parsed["finish"], status=status, error_class=error_class, error=error,
-        output_text=parsed["text"], engine_timings=reply.engine_timings if status == 200 else None)
+        output_text="" if s.target.private else parsed["text"],  # a private log's reply: its length only
+        engine_timings=reply.engine_timings if status == 200 else None)

@@ -2,7 +2,10 @@
 committed copies under campaigns/traces/ can be made again byte for byte: no download. They are
 shaped to fit the embedded model (prompts under 2,048 tokens): a steady chat trace in the
 plain, Azure and BurstGPT formats, and an agentic one in Mooncake's, where each session's steps
-re-send its growing context and every session opens with the same system block."""
+re-send its growing context and every session opens with the same system block; and request logs
+with content: agent sessions logged as OpenAI chat requests (a shared system prompt, each step
+re-sending the session so far), and ShareGPT conversations. Their text is words drawn from a seed:
+nobody's data."""
 from __future__ import annotations
 
 import csv
@@ -72,10 +75,54 @@ def mooncake(sessions: int = 4, steps: int = 3) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
+WORDS = ("river", "lantern", "copper", "meadow", "signal", "harbor", "canvas", "orbit", "willow", "quartz", "bridge",
+         "ember", "summit", "pocket", "garden", "circuit", "falcon", "velvet", "anchor", "prairie", "tunnel", "mosaic")
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+SYSTEM = ("You are a planning agent. Read the task, list the steps, call no tools, and answer in short "
+          "numbered lines. " + _text(random.Random(SEED + 2), 60))
+
+
+def openai_log(sessions: int = 4, steps: int = 3) -> str:
+    """Agent sessions logged as chat requests: each step re-sends the shared system prompt, the
+    session's earlier steps and their replies, and a new instruction; think time between steps."""
+    rng, rows = random.Random(SEED + 3), []
+    for s in range(sessions):
+        t = 1796200000.0 + s * 2.0 + rng.random()
+        messages = [{"role": "system", "content": SYSTEM}]
+        for _ in range(steps):
+            messages.append({"role": "user", "content": f"Step: {_text(rng, rng.randint(20, 60))}"})
+            reply = rng.randint(12, 32)
+            rows.append({"timestamp": round(t, 3), "session_id": f"agent-{s}",
+                         "body": {"model": "logged-model", "messages": list(messages), "max_tokens": 48},
+                         "response": {"usage": {"completion_tokens": reply}}})
+            messages.append({"role": "assistant", "content": _text(rng, reply)})
+            t += rng.uniform(0.8, 2.5)
+    rows.sort(key=lambda r: r["timestamp"])
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def sharegpt(conversations: int = 6) -> str:
+    """ShareGPT conversations (one JSON array): two or three human turns, each answered."""
+    rng, rows = random.Random(SEED + 4), []
+    for c in range(conversations):
+        turns = []
+        for _ in range(rng.randint(2, 3)):
+            turns.append({"from": "human", "value": _text(rng, rng.randint(15, 50))})
+            turns.append({"from": "gpt", "value": _text(rng, rng.randint(10, 30))})
+        rows.append({"id": f"conv-{c}", "conversations": turns})
+    return json.dumps(rows, indent=1) + "\n"
+
+
 EXAMPLES = {"example-stackbook.jsonl": plain, "example-azure.csv": azure, "example-burstgpt.csv": burstgpt,
-            "example-mooncake.jsonl": mooncake}
+            "example-mooncake.jsonl": mooncake, "example-openai.jsonl": openai_log, "example-sharegpt.json": sharegpt}
 FORMAT_OF = {"example-stackbook.jsonl": "stackbook", "example-azure.csv": "azure",
-             "example-burstgpt.csv": "burstgpt", "example-mooncake.jsonl": "mooncake"}
+             "example-burstgpt.csv": "burstgpt", "example-mooncake.jsonl": "mooncake",
+             "example-openai.jsonl": "openai", "example-sharegpt.json": "sharegpt"}
 
 
 def write_examples(directory: Path = EXAMPLES_DIR) -> list[Path]:

@@ -9,47 +9,29 @@ and field. Formats:
   burstgpt   BurstGPT CSV: Timestamp (s), Request tokens, Response tokens (rows with no response,
              failed in the trace, are left out and counted)
   mooncake   Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)
+  openai     logged chat-completion requests with their content (loadgen.trace_logs)
+  sharegpt   ShareGPT conversations, one request per answered human turn, untimed (loadgen.trace_logs)
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from stackbook.evidence.files import while_unchanged
+from stackbook.loadgen.trace_logs import CONTENT_BLOCK_TOKENS, OpenAIRequestRow, ShareGPTRow, split_sharegpt
+from stackbook.loadgen.trace_records import Trace, TraceFormat, TraceRequest, TraceRow
 
 MOONCAKE_BLOCK_TOKENS = 512
 
 
-@dataclass(frozen=True)
-class TraceRequest:
-    timestamp_s: float
-    prompt_tokens: int
-    output_tokens: int
-    hash_ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Trace:
-    """A trace read: its requests in arrival order (timestamps from the first), the block size its
-    hash ids stand for (None: the format has none), and what the reader left out and why."""
-    format: str
-    requests: list[TraceRequest]
-    block_tokens: int | None = None
-    left_out: dict[str, int] = field(default_factory=dict)
-
-
-class _Row(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-
-class StackbookRow(_Row):
+class StackbookRow(TraceRow):
     timestamp_s: float = Field(ge=0)
     prompt_tokens: int = Field(ge=1)
     output_tokens: int = Field(ge=1)
@@ -58,7 +40,7 @@ class StackbookRow(_Row):
         return TraceRequest(self.timestamp_s, self.prompt_tokens, self.output_tokens)
 
 
-class AzureRow(_Row):
+class AzureRow(TraceRow):
     TIMESTAMP: datetime
     ContextTokens: int = Field(ge=1)
     GeneratedTokens: int = Field(ge=1)
@@ -77,7 +59,7 @@ class AzureRow(_Row):
         return TraceRequest(stamp.timestamp(), self.ContextTokens, self.GeneratedTokens)
 
 
-class BurstGPTRow(_Row):
+class BurstGPTRow(TraceRow):
     Timestamp: float = Field(ge=0)
     request_tokens: int = Field(alias="Request tokens", ge=0)
     response_tokens: int = Field(alias="Response tokens", ge=0)
@@ -88,7 +70,7 @@ class BurstGPTRow(_Row):
         return TraceRequest(self.Timestamp, self.request_tokens, self.response_tokens)
 
 
-class MooncakeRow(_Row):
+class MooncakeRow(TraceRow):
     timestamp: float = Field(ge=0, description="milliseconds")
     input_length: int = Field(ge=1)
     output_length: int = Field(ge=1)
@@ -107,24 +89,28 @@ class MooncakeRow(_Row):
         return TraceRequest(self.timestamp / 1000, self.input_length, self.output_length, tuple(self.hash_ids))
 
 
-@dataclass(frozen=True)
-class TraceFormat:
-    name: str
-    row: type[_Row]
-    csv: bool | None  # True: CSV, False: JSON lines, None: by the file's suffix
-    block_tokens: int | None = None
-
-
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
     TraceFormat("stackbook", StackbookRow, None),
     TraceFormat("azure", AzureRow, True),
     TraceFormat("burstgpt", BurstGPTRow, True),
     TraceFormat("mooncake", MooncakeRow, False, MOONCAKE_BLOCK_TOKENS),
+    TraceFormat("openai", OpenAIRequestRow, False, CONTENT_BLOCK_TOKENS),
+    TraceFormat("sharegpt", ShareGPTRow, False, CONTENT_BLOCK_TOKENS, timed=False, json_array=True),
 )}
 
 
-def _json_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, row) pairs of a JSON-lines file; a line that is not JSON is refused by its number."""
+def _json_rows(path: Path, array: bool = False) -> Iterator[tuple[int, dict]]:
+    """(line number, row) pairs of a JSON-lines file; a line that is not JSON is refused by its number.
+    Where the format allows one JSON array of rows, a file that is one is read as such (its rows
+    numbered from 1, as "line" in an error)."""
+    if array:
+        try:
+            rows = split_sharegpt(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
+        if rows is not None:
+            yield from enumerate(rows, start=1)
+            return
     with open(path) as f:
         for i, line in enumerate(f, start=1):
             if not line.strip():
@@ -168,20 +154,31 @@ def _parse(p: Path, format: str) -> Trace:
     as_csv = fmt.csv if fmt.csv is not None else p.suffix == ".csv"
     out: list[TraceRequest] = []
     left_out: dict[str, int] = {}
-    for line, raw in (_csv_rows(p) if as_csv else _json_rows(p)):
+    for line, raw in (_csv_rows(p) if as_csv else _json_rows(p, fmt.json_array)):
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path} line {line}: a row is a JSON object (format {fmt.name!r})")
         try:
-            req = fmt.row.model_validate(raw).request()
+            reqs = fmt.row.model_validate(raw).requests()
         except ValidationError as err:
             raise _refusal(p, line, err, fmt) from None
-        if req is None:
-            left_out["failed in the trace (no reply)"] = left_out.get("failed in the trace (no reply)", 0) + 1
+        if not reqs:
+            why = "failed in the trace (no reply)" if fmt.timed else "no human turn with a recorded reply"
+            left_out[why] = left_out.get(why, 0) + 1
             continue
-        out.append(req)
+        out.extend(reqs)
     if not out:
         raise ValueError(f"{path}: the trace holds no request")
+    if not fmt.timed:  # untimed: the file's order, one second apart (a replay sets its own rate)
+        out = [dataclasses.replace(r, timestamp_s=float(i)) for i, r in enumerate(out)]
     out.sort(key=lambda r: r.timestamp_s)
     t0 = out[0].timestamp_s
-    out = [TraceRequest(round(r.timestamp_s - t0, 6), r.prompt_tokens, r.output_tokens, r.hash_ids) for r in out]
+    out = [dataclasses.replace(r, timestamp_s=round(r.timestamp_s - t0, 6)) for r in out]
+    if fmt.timed:  # a logged session's requests are its turns, in the order they arrived
+        seen: dict[str, int] = {}
+        for i, r in enumerate(out):
+            if r.session is not None:
+                out[i] = dataclasses.replace(r, turn=seen.get(r.session, 0))
+                seen[r.session] = seen.get(r.session, 0) + 1
     return Trace(format, out, fmt.block_tokens, left_out)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -181,6 +182,18 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int, lengths: list[
         prompts.append(PromptSpec(i, messages, count_tokens(tokenizer, content), n_out, group, tuple(follow),
                                   ANSWER_SCHEMA if as_json else None))
     return prompts
+
+
+def recorded_prompts(messages: list[list[dict]], output_tokens: list[int], tokenizer) -> list[PromptSpec]:
+    """A request log's prompts as it recorded them, in its order: each its own chat messages (the
+    session so far included), counted by the client's tokenizer, its reply forced to its recorded
+    length."""
+    out = []
+    for i, (m, n_out) in enumerate(zip(messages, output_tokens)):
+        text = "\n".join(c.get("content") if isinstance(c.get("content"), str) else json.dumps(c.get("content"))
+                         for c in m)
+        out.append(PromptSpec(i, [dict(c) for c in m], count_tokens(tokenizer, text), n_out))
+    return out
 
 
 def hash_seed(*parts) -> int:

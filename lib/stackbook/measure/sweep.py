@@ -18,6 +18,7 @@ from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import (
     ApproximateTokenizer,
     client_tokenizer,
+    recorded_prompts,
     synthetic_prompts,
 )
 from stackbook.measure.metrics import client_gaps, point_summary
@@ -110,7 +111,10 @@ def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinel
     arrival, cooldown = protocol.arrival, cooldown_requests(protocol, level)
     lengths = arrival.prompt_lengths(level)
     prompt_seed = arrival.prompt_seed(level, seed)
-    if lengths is not None:
+    recorded = arrival.recorded_messages(level)
+    if recorded is not None:  # a request log: its own messages, each reply at its recorded length
+        prompts = recorded_prompts(recorded, [out for _, out in lengths], tokenizer)
+    elif lengths is not None:
         prompts = synthetic_prompts(protocol.workload, tokenizer, len(lengths), seed=prompt_seed, lengths=lengths,
                                     blocks=arrival.prompt_blocks(level))
     else:

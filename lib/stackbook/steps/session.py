@@ -67,7 +67,8 @@ class ArmSession:
                       | self.adapter.prefix_cache_fields(self.protocol.prefix_cache),
                       self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
                       self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
-                      exact_lengths=self.adapter.length_control is not None)
+                      exact_lengths=self.adapter.length_control is not None,
+                      private=self.protocol.arrival.content_is_private())
 
     def engine_alive(self) -> bool:
         """Whether the engine serving this arm still runs (started here, or by the runner)."""

@@ -40,9 +40,16 @@ def test_the_chat_examples_hold_the_same_requests_in_every_format():
      "field Request tokens: Input should be greater than or equal to 0"),
     ("mooncake", '{"timestamp": 10, "input_length": 1100, "output_length": 4, "hash_ids": [1, 2]}\n', 1,
      "field hash_ids: Value error, 2 block ids for 1100 prompt tokens; 512-token blocks need 3"),
+    ("openai", '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}}\n'
+               '{"timestamp": 2.0, "body": {"messages": [{"role": "robot", "content": "hi"}], "max_tokens": 8}}\n',
+     2, "field body.messages.0.role: Input should be 'system', 'developer', 'user', 'assistant' or 'tool'"),
+    ("openai", '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}]}}\n', 1,
+     "no reply length: give body.max_tokens"),
+    ("sharegpt", '[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},'
+                 ' {"id": "b", "conversations": [{"from": "human"}]}]', 2, "field conversations.0.value: Field required"),
 ])
 def test_a_malformed_row_is_refused_with_its_line_and_field(tmp_path, fmt, text, line, where):
-    path = tmp_path / ("t.csv" if fmt in ("azure", "burstgpt") else "t.jsonl")
+    path = tmp_path / ("t.csv" if fmt in ("azure", "burstgpt") else "t.json" if fmt == "sharegpt" else "t.jsonl")
     path.write_text(text)
     with pytest.raises(ValueError) as err:
         read_trace_file(path, fmt)
@@ -50,8 +57,8 @@ def test_a_malformed_row_is_refused_with_its_line_and_field(tmp_path, fmt, text,
 
 
 def test_an_unknown_format_names_the_known_ones(tmp_path):
-    with pytest.raises(ValueError, match=r"trace format 'sharegpt' is not known; known formats: \['azure', "):
-        read_trace_file(EXAMPLES / "example-stackbook.jsonl", "sharegpt")
+    with pytest.raises(ValueError, match=r"trace format 'lmsys' is not known; known formats: \['azure', "):
+        read_trace_file(EXAMPLES / "example-stackbook.jsonl", "lmsys")
 
 
 def test_implied_reuse_counts_leading_blocks_seen_before_as_a_prefix_cache_would():
@@ -111,3 +118,46 @@ def test_prompts_from_a_block_hashed_trace_share_text_where_they_share_leading_b
     assert all(abs(count_tokens(tokenizer, t) - r.prompt_tokens) <= 0.02 * r.prompt_tokens + 8
                for t, r in zip(texts, reqs))
     assert texts[0] != texts[1]  # different sessions' own blocks differ
+
+
+def test_a_logged_agent_session_keeps_its_content_its_sessions_in_order_and_its_reuse():
+    """The OpenAI-style log: 4 agent sessions of 3 steps, each step re-sending the shared system
+    prompt and the session so far. Its requests keep their messages, their sessions' turns count
+    up in arrival order, and the reuse it implies (55%) comes from the system prompt and each
+    session's growing context, measured in 64-token blocks of the recorded text."""
+    trace = read_trace_file(EXAMPLES / "example-openai.jsonl", "openai")
+    assert len(trace.requests) == 12 and trace.has_content and trace.block_tokens == 64
+    by_session: dict[str, list] = {}
+    for r in trace.requests:
+        by_session.setdefault(r.session, []).append(r)
+    assert sorted(by_session) == ["agent-0", "agent-1", "agent-2", "agent-3"]
+    for steps in by_session.values():
+        assert [r.turn for r in steps] == [0, 1, 2]
+        # each step carries the one before it, and its reply, as its prefix
+        assert [len(r.messages) for r in steps] == [2, 4, 6]
+        assert steps[1].messages[:2] == steps[0].messages and steps[1].messages[2]["role"] == "assistant"
+        assert steps[2].hash_ids[:len(steps[1].hash_ids) - 1] == steps[1].hash_ids[:-1]
+    assert all(r.messages[0]["role"] == "system" for r in trace.requests)
+    assert [r.output_tokens for r in by_session["agent-0"]] == [28, 25, 27]  # the log's usage counts
+    reuse = implied_reuse(trace)
+    assert reuse["hit_rate"] == pytest.approx(1344 / 2442) and reuse["distinct_blocks"] == 24
+
+
+def test_sharegpt_conversations_are_one_request_per_answered_human_turn_in_file_order():
+    trace = read_trace_file(EXAMPLES / "example-sharegpt.json", "sharegpt")
+    assert [r.timestamp_s for r in trace.requests] == [float(i) for i in range(len(trace.requests))]
+    first = [r for r in trace.requests if r.session == "conv-0"]
+    assert [r.turn for r in first] == list(range(len(first))) and len(first) >= 2
+    assert first[1].messages[:2] == first[0].messages + (first[1].messages[1],)
+    assert [m["role"] for m in first[1].messages] == ["user", "assistant", "user"]
+    # A conversation whose last human turn has no reply records no request for that turn.
+    assert implied_reuse(trace)["hit_rate"] > 0
+
+
+def test_a_conversation_with_no_answered_turn_is_left_out_and_counted(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"id": 1, "conversations": [{"from": "human", "value": "alone"}]}\n'
+                    '{"id": 2, "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}\n')
+    trace = read_trace_file(path, "sharegpt")
+    assert len(trace.requests) == 1 and trace.requests[0].session == "2"
+    assert trace.left_out == {"no human turn with a recorded reply": 1}
