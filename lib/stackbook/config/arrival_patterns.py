@@ -79,6 +79,10 @@ class ArrivalPattern(Strict):
         """What the passport records of the pattern's source beside its settings (a trace's digest)."""
         return {}
 
+    def session_steps(self) -> list[tuple[str | None, int]] | None:
+        """Each prompt's (session, turn) where the pattern replays recorded sessions; None otherwise."""
+        return None
+
     def arrival_law(self) -> ArrivalLaw | None:
         """The open queue's arrival law; None for a closed loop: its replies, not a clock, decide
         when requests arrive, so it is a closed network (queueing.mva), not an open queue."""
@@ -107,6 +111,10 @@ class ArrivalPattern(Strict):
         """Prompts sent at this level (conversations, in a multi-turn workload): warm-up,
         measured and cool-down."""
         return protocol.warmup_requests + protocol.requests_per_point + self.cooldown_requests(level, protocol)
+
+    def measured_at(self, level: LoadLevel, protocol: Protocol) -> int:
+        """Prompts measured at this level (a trace measures its own rows)."""
+        return protocol.requests_per_point
 
     def schedule(self, level: LoadLevel, n: int, seed: int) -> list[float] | None:
         """Send offsets (seconds from the start of the point) of `n` prompts, reproducible from
@@ -298,6 +306,10 @@ class TraceReplay(ArrivalPattern):
     def content_is_private(self) -> bool:
         return self.trace().has_content and not self.keep_content
 
+    def session_steps(self) -> list[tuple[str | None, int]] | None:
+        t = self.trace()
+        return [(r.session, r.turn) for r in t.requests] if any(r.session for r in t.requests) else None
+
     def evidence(self) -> dict:
         from stackbook.evidence.files import file_sha256
 
@@ -315,6 +327,9 @@ class TraceReplay(ArrivalPattern):
         return [{"level": "trace", "trace": self.path, "speedup": self.speedup}]
 
     def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
+        return len(self.requests())
+
+    def measured_at(self, level: LoadLevel, protocol: Protocol) -> int:
         return len(self.requests())
 
     def prompt_lengths(self, level: LoadLevel) -> list[tuple[int, int]]:

@@ -341,7 +341,8 @@ def check_slo_sample(campaign: Campaign, protocols: dict[str, Protocol], out: Pr
         p = protocols[arm.name]
         if "sweep" not in p.stages:
             continue
-        n = p.requests_per_point * p.workload.turns() * p.repetitions.min
+        per_point = min(p.arrival.measured_at(level, p) for level in p.arrival.load_levels())
+        n = per_point * p.workload.turns() * p.repetitions.min
         where = f"{_where(campaign, arm, 'slo')}.attainment {p.slo.attainment:g}"
         if p.slo.attainment >= 1:
             note = (f"{where}: no sample proves that every request meets the SLO; state a share below 1 "
@@ -350,7 +351,7 @@ def check_slo_sample(campaign: Campaign, protocols: dict[str, Protocol], out: Pr
             needed = requests_needed(p.slo.attainment, p.decision.confidence)  # every one inside the bounds
             if n >= needed:
                 continue
-            note = (f"{where}: {n:,} measured requests at a load ({p.requests_per_point} per point x "
+            note = (f"{where}: {n:,} measured requests at a load ({per_point} per point x "
                     f"{p.repetitions.min} repetition(s)) cannot prove it at {p.decision.confidence:.0%} confidence "
                     f"even if every one meets the SLO; {needed:,} can, so the capacity inside the SLO will stay "
                     "undecided")

@@ -23,6 +23,7 @@ from stackbook.loadgen.workload import (
 )
 from stackbook.measure.metrics import client_gaps, point_summary
 from stackbook.measure.reconciliation import reconcile_with_engine
+from stackbook.measure.session_order import session_order
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
 from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.telemetry import (
@@ -240,6 +241,8 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
+            if steps := protocol.arrival.session_steps():  # a replayed log's sessions, checked from the records
+                s["session_order"] = session_order([r for r in records if r.point == name], steps)
             points[name] = s
     out = summarize_sweep(points, telemetry, peak, protocol, harness_ceiling=session.harness_ceiling())
     method = session.adapter.length_control
