@@ -115,6 +115,23 @@ def test_the_prefix_cache_is_held_against_the_protocol_not_the_first_arm():
     assert f.loc["a", "prefix_cache"].startswith("warm (configured cold): at most 15%")
 
 
+def test_a_log_whose_sessions_re_send_prefixes_may_be_served_from_cache_by_either_arm():
+    """A replayed agent log: the cache starts cold at each point and the log's own sessions fill it
+    (55% implied). An engine that reuses it and one that does not both keep the protocol; the
+    realized rate beside the implied one is what is measured."""
+    from stackbook.locations import REPO_ROOT
+    log = {"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-openai.jsonl"), "format": "openai"}
+    c = parse_campaign({**CAMPAIGN, "protocol": {**CAMPAIGN["protocol"], "arrival": log, "context_length": 2048}})
+    a, b = _with_cache(observed(), 0.4), _with_cache(observed(), 0.0)
+    for arm in (a, b):  # a trace point's name and its own count of requests
+        pts = arm["results"]["sweep"]["points"]
+        arm["results"]["sweep"]["points"] = {"trace-r0": pts["c1-r0"]}
+    f = fairness_table(c, arms_of(c, a, b))
+    assert "prefix_cache" not in str(f.loc["a", "differs"]) and "prefix_cache" not in str(f.loc["b", "differs"])
+    assert f.loc["a", "prefix_cache"].startswith("warm (configured cold): at most 40%")
+    assert f.loc["a", "prefix_cache"].endswith("the workload's own prompts imply 55%")
+
+
 def test_the_committed_avx2_run_names_the_warm_arm():
     from pathlib import Path
 
