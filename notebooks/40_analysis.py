@@ -74,6 +74,18 @@ fair = analysis.fairness_table(campaign, arms)
 readable(fair.T)
 
 # %% [markdown]
+# Where the workload's own prompts re-send prefixes (a replayed log's sessions, a block-hashed
+# trace), the reuse an infinite prefix cache would find on them, beside what each engine realized:
+# its hit counters and the cached tokens its replies reported. Nothing shows for other workloads.
+
+# %%
+from stackbook.analysis.prefix_reuse import reuse_table
+
+reuse = reuse_table(arms)
+if reuse is not None:
+    display(readable(reuse))
+
+# %% [markdown]
 # ## Sizing across arms
 #
 # The same model and pool under each arm's engine: the arithmetic's live sequences, the engine's

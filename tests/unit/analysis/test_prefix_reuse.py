@@ -1,0 +1,21 @@
+"""The reuse a workload implies beside what each engine realized, with the finding in words."""
+import pandas as pd
+from stackbook.analysis.prefix_reuse import finding, reuse_table
+
+
+def arm(**pc):
+    return {"results": {"sweep": {"points": {"trace-r0": {"prefix_cache": {"state": "cold", **pc}}}}}}
+
+
+def test_each_arm_beside_the_implied_rate_and_the_finding():
+    t = reuse_table({"llama-cpp": arm(implied_hit_rate=0.55, reported_hit_rate=0.21),
+                     "vllm-cpu": arm(implied_hit_rate=0.55, engine_hit_rate=0.52, reported_hit_rate=0.0)})
+    assert t.loc[("vllm-cpu", "trace-r0"), "finding"] == "realized: 52% of prompt tokens from cache against 55% implied"
+    assert t.loc[("llama-cpp", "trace-r0"), "finding"].startswith("not realized: 21% from cache against 55% implied, "
+                                                                   "34 points short")
+    assert pd.isna(t.loc[("llama-cpp", "trace-r0"), "engine counters"])
+
+
+def test_nothing_where_no_workload_implies_reuse():
+    assert reuse_table({"a": arm(engine_hit_rate=0.1)}) is None and reuse_table({}) is None
+    assert finding(0.5, None).startswith("not observed")
