@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, NamedTuple, TypedDict, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from stackbook.config.strict import Strict
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule
+from stackbook.loadgen.trace_fit import fitted, too_long
 from stackbook.loadgen.trace_formats import FORMATS, implied_reuse, read_trace_file
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, TracePlan
 from stackbook.locations import resolve_symbolic
@@ -124,6 +125,11 @@ class ArrivalPattern(Strict):
     def longest_request_tokens(self) -> int | None:
         """The longest request (prompt + output) the pattern itself fixes; None when the
         workload decides the lengths."""
+        return None
+
+    def over_context(self, context_length: int) -> str | None:
+        """Why the pattern's own requests do not fit `context_length`; None where they do (or
+        where the workload decides the lengths)."""
         return None
 
     @staticmethod
@@ -262,7 +268,17 @@ class TraceReplay(ArrivalPattern):
                                "format that records no times (sharegpt)")
     keep_content: bool = Field(False, description="a request log's content (prompts and replies) is kept in the "
                                "outputs only when true; otherwise they hold digests and lengths")
+    sessions: int | None = Field(None, gt=0, description="replay only the first N sessions (by first arrival), each "
+                                 "whole; a request logged without a session is a session of its own")
+    fit: Literal["refuse", "drop"] = Field("refuse", description="a session with a request longer than "
+                                           "context_length: refuse the campaign (naming it), or drop the whole session")
     plan_type: ClassVar[type] = TracePlan
+    _context: int | None = PrivateAttr(None)  # set by the protocol where fit is drop
+    _fitted: tuple | None = PrivateAttr(None)
+
+    def bind_context(self, context_length: int) -> None:
+        """The context the sessions must fit in, where `fit: drop` leaves out those that do not."""
+        self._context, self._fitted = context_length, None
 
     @model_validator(mode="after")
     def _timed_or_paced(self) -> "TraceReplay":
@@ -284,8 +300,16 @@ class TraceReplay(ArrivalPattern):
                              "prompt_tokens and output_tokens")
         return v
 
-    def trace(self):
+    def raw_trace(self):
         return read_trace_file(resolve_symbolic(self.path), self.format)
+
+    def trace(self):
+        """The trace as replayed: fitted (loadgen.trace_fit) to `sessions` and, with fit: drop, to the context."""
+        raw = self.raw_trace()
+        if self._fitted is None or self._fitted[0] is not raw:
+            context = self._context if self.fit == "drop" else None
+            self._fitted = (raw, fitted(raw, self.sessions, context) if self.sessions or context else raw)
+        return self._fitted[1]
 
     def requests(self) -> list[dict]:
         """The trace's rows: timestamp_s (from the first), prompt_tokens, output_tokens."""
@@ -321,7 +345,7 @@ class TraceReplay(ArrivalPattern):
                    "kept in the outputs (keep_content: true)" if self.keep_content else
                    "not kept: bodies as digests and lengths, replies as lengths")
         return {"trace_sha256": file_sha256(path), "trace_requests": len(t.requests), "content": content,
-                "left_out": dict(t.left_out)}
+                "left_out": dict(t.left_out), "rows_read": len(self.raw_trace().requests)}
 
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": "trace", "trace": self.path, "speedup": self.speedup}]
@@ -342,6 +366,20 @@ class TraceReplay(ArrivalPattern):
 
     def longest_request_tokens(self) -> int:
         return max(r["prompt_tokens"] + r["output_tokens"] for r in self.requests())
+
+    def over_context(self, context_length: int) -> str | None:
+        """Why the trace does not fit `context_length`, naming its first session that does not;
+        None where it fits (after `fit: drop` has left such sessions out)."""
+        if self.fit == "drop":
+            self.bind_context(context_length)
+        over = too_long(self.trace(), context_length)
+        if not over:
+            return None
+        session, row, tokens = over[0]
+        return (f"the trace's {session} (row {row}) needs {tokens} tokens, prompt and reply, but context_length is "
+                f"{context_length}" + (f", and {len(over) - 1} more request(s) do too" if len(over) > 1 else "") +
+                "; raise context_length, or set arrival.fit: drop to leave such sessions out whole (the passport "
+                "counts them)")
 
 
 Arrival = Annotated[Union[ClosedLoop, ConstantArrivals, PoissonArrivals, GammaArrivals, TraceReplay],

@@ -312,10 +312,8 @@ class Protocol(Strict):
     @model_validator(mode="after")
     def _fits_context(self) -> "Protocol":
         w = self.workload
-        longest = self.arrival.longest_request_tokens()
-        if longest is not None and longest > self.context_length:
-            raise ValueError(f"the trace has a request of {longest} tokens but context_length is "
-                             f"{self.context_length}; raise context_length")
+        if why := self.arrival.over_context(self.context_length):
+            raise ValueError(why)
         need = w.max_request_tokens()
         if need > self.context_length:
             what = "its last turn" if w.conversation else "its longest request"

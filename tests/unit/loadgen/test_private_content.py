@@ -43,7 +43,7 @@ def test_a_log_replays_its_own_messages_each_reply_at_its_recorded_length():
     assert p.arrival.content_is_private() and not log_protocol(keep_content=True).arrival.content_is_private()
     # The passport records the log by its digest, and whether its content was kept.
     from stackbook.evidence.files import file_sha256
-    assert p.arrival.evidence() == {"trace_sha256": file_sha256(LOG), "trace_requests": 12, "left_out": {},
+    assert p.arrival.evidence() == {"trace_sha256": file_sha256(LOG), "trace_requests": 12, "left_out": {}, "rows_read": 12,
                                     "content": "not kept: bodies as digests and lengths, replies as lengths"}
 
 
@@ -95,3 +95,23 @@ def test_redaction_keeps_everything_but_the_text():
     assert out["model"] == "m" and out["max_tokens"] == 4 and "content" not in out["messages"][0]
     assert out["messages"][0]["content_sha256"] == content_digest([{"type": "text", "text": "hi"}])
     assert not is_redacted(body) and is_redacted(out)
+
+
+def test_a_session_over_the_context_is_refused_by_name_or_left_out_whole():
+    """At a 300-token context, one agent session has a step too long (agent-2's third step, 329
+    approximate tokens with its reply). Refused, the error names it; with fit: drop that session
+    goes, whole, and the passport counts it; sessions: 1 keeps only the first."""
+    from pydantic import ValidationError
+    with pytest.raises(ValidationError, match=r"the trace's agent-2 \(row 10\) needs 329 tokens, prompt and reply, but "
+                                              r"context_length is 300; raise context_length, or set arrival.fit: drop"):
+        Protocol(arrival={"kind": "trace", "path": str(LOG), "format": "openai"}, context_length=300)
+    p = Protocol(arrival={"kind": "trace", "path": str(LOG), "format": "openai", "fit": "drop"}, context_length=300)
+    kept = p.arrival.trace().requests
+    assert {r.session for r in kept} == {"agent-0", "agent-1", "agent-3"} and len(kept) == 9
+    assert kept[0].timestamp_s == 0 and [r.turn for r in kept if r.session == "agent-1"] == [0, 1, 2]
+    evidence = p.arrival.evidence()
+    assert evidence["left_out"] == {"sessions with a request over the context (300 tokens)": 1}
+    assert (evidence["rows_read"], evidence["trace_requests"]) == (12, 9)
+    one = Protocol(arrival={"kind": "trace", "path": str(LOG), "format": "openai", "sessions": 1}, context_length=2048)
+    assert {r.session for r in one.arrival.trace().requests} == {"agent-0"}
+    assert one.arrival.evidence()["left_out"] == {"sessions beyond the first 1": 3}
