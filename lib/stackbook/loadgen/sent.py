@@ -24,7 +24,11 @@ from stackbook.loadgen.prompt_salt import unsalted
 # length, how it streams), not the prompt: left out of the prompt digest so that two engines
 # sent the same prompts compare equal. The requested length, max_tokens, every engine takes
 # alike: it stays in.
-NOT_PROMPT = ("model", "stream", "stream_options", "min_tokens", "ignore_eos", "logit_bias", "cache_prompt")
+NOT_PROMPT = ("model", "stream", "stream_options", "min_tokens", "ignore_eos", "logit_bias", "cache_prompt",
+              "generation_config")
+# A dialect that carries the sampling knobs inside one JSON field (transformers serve's
+# generation_config): its knobs count as sent, as if they were top-level fields.
+NESTED_SAMPLING = ("generation_config",)
 
 
 # The sampling knobs a body may carry, under the protocol's names, and the other names engines'
@@ -43,7 +47,17 @@ def decoding_sent(body: dict) -> dict:
     """The sampling fields a body carried that shape its output, under the protocol's names: a
     neutral value, or at temperature 0 a knob greedy decoding never reads, is left out, so an
     endpoint that cannot send it (a hosted API's top_k, mlx's seed) decodes the same way."""
-    out = {SAMPLING_ALIASES.get(k, k): v for k, v in body.items() if SAMPLING_ALIASES.get(k, k) in SAMPLING}
+    fields = dict(body)
+    for key in NESTED_SAMPLING:
+        nested = body.get(key)
+        if isinstance(nested, str):
+            try:
+                nested = json.loads(nested)
+            except ValueError:
+                nested = None
+        if isinstance(nested, dict):
+            fields = {**nested, **body}  # a top-level field wins over the same knob nested
+    out = {SAMPLING_ALIASES.get(k, k): v for k, v in fields.items() if SAMPLING_ALIASES.get(k, k) in SAMPLING}
     out = {k: v for k, v in out.items() if not (k in NEUTRAL and v == NEUTRAL[k])}
     if out.get("temperature") == 0:
         out = {k: v for k, v in out.items() if k not in UNUSED_WHEN_GREEDY}

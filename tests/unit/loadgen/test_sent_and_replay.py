@@ -11,7 +11,7 @@ from stackbook.loadgen import arrivals
 from stackbook.loadgen.drivers import Target, request_body, run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.replay import replay_arm, target_for
-from stackbook.loadgen.sent import SentWriter, decoding_sent, point_digests, read_sent
+from stackbook.loadgen.sent import SentWriter, decoding_sent, point_digests, prompt_of, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 
 TOK = ApproximateTokenizer()
@@ -99,6 +99,21 @@ def test_decoding_sent_keeps_what_shapes_the_output():
     assert decoding_sent({**greedy_local, "repeat_penalty": 1.1}) == {"temperature": 0, "repetition_penalty": 1.1}
     sampled = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "seed": 0}
     assert decoding_sent(sampled) == sampled  # sampling: every knob counts, an unsent one is a difference
+
+
+def test_a_dialect_that_nests_its_knobs_in_generation_config_sends_the_same_decoding_and_prompts():
+    """transformers serve takes its sampling knobs and its exact length inside generation_config:
+    the knobs count as sent, and the field is the engine's dialect, not the prompt, so an arm that
+    sends it compares equal with one that sends top-level fields."""
+    messages = [{"role": "user", "content": "hi"}]
+    top_level = {"model": "a", "messages": messages, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "seed": 0,
+                 "max_tokens": 9, "ignore_eos": True}
+    nested = {"model": "b", "messages": messages, "temperature": 0.7, "top_p": 0.8, "seed": 0, "max_tokens": 9,
+              "generation_config": json.dumps({"top_k": 20, "do_sample": True, "eos_token_id": -1,
+                                               "max_new_tokens": 9})}
+    assert decoding_sent(nested) == decoding_sent(top_level) == {"temperature": 0.7, "top_p": 0.8, "top_k": 20,
+                                                                 "seed": 0}
+    assert prompt_of(nested) == prompt_of(top_level) == {"messages": messages, "max_tokens": 9}
 
 
 @pytest.mark.parametrize("body", [
