@@ -161,3 +161,15 @@ def test_a_conversation_with_no_answered_turn_is_left_out_and_counted(tmp_path):
     trace = read_trace_file(path, "sharegpt")
     assert len(trace.requests) == 1 and trace.requests[0].session == "2"
     assert trace.left_out == {"no human turn with a recorded reply": 1}
+
+
+def test_the_implied_reuse_docs_quote_for_each_example_is_the_examples():
+    """docs/campaigns.md quotes each example's implied reuse; each quote is recomputed here."""
+    import re
+    text = " ".join((REPO_ROOT / "docs" / "campaigns.md").read_text().split())
+    for name, fmt, pattern in (("example-mooncake.jsonl", "mooncake", r"(\d+)% for `example-mooncake\.jsonl`"),
+                               ("example-openai.jsonl", "openai", r"example-openai\.jsonl` .*? is (\d+)%"),
+                               ("example-sharegpt.json", "sharegpt", r"of `example-sharegpt\.json` (\d+)%")):
+        quoted = re.search(pattern, text)
+        assert quoted, f"docs/campaigns.md no longer quotes {name}'s implied reuse"
+        assert int(quoted.group(1)) == round(100 * implied_reuse(read_trace_file(EXAMPLES / name, fmt))["hit_rate"])
