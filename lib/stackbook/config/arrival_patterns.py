@@ -12,7 +12,7 @@ from stackbook.config.strict import Strict
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule
 from stackbook.loadgen.trace_fit import fitted, too_long
 from stackbook.loadgen.trace_formats import FORMATS, implied_reuse, read_trace_file
-from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, TracePlan
+from stackbook.loadgen.plans import ClosedPlan, OpenPlan, PointPlan, SessionPlan, TracePlan
 from stackbook.locations import resolve_symbolic
 from stackbook.measure.validity import (CONCURRENCY_TOLERANCE, expected_in_flight, measured_requests_for,
                                         measured_requests_to_hold)
@@ -272,9 +272,22 @@ class TraceReplay(ArrivalPattern):
                                  "whole; a request logged without a session is a session of its own")
     fit: Literal["refuse", "drop"] = Field("refuse", description="a session with a request longer than "
                                            "context_length: refuse the campaign (naming it), or drop the whole session")
+    order: Literal["timestamp", "session"] = Field(
+        "timestamp", description="timestamp: every request at its recorded time, whatever the replies do (open "
+        "loop); session: each session a closed loop, a step sent only once the step before it is answered")
+    think_s: float | None = Field(None, ge=0, description="with order: session, the seconds between a reply and the "
+                                  "session's next step; unset: the next step keeps its recorded time, or leaves at "
+                                  "once if the reply ended later")
     plan_type: ClassVar[type] = TracePlan
     _context: int | None = PrivateAttr(None)  # set by the protocol where fit is drop
     _fitted: tuple | None = PrivateAttr(None)
+
+    def point_plan(self, level: LoadLevel, prompts: int, seed: int, cooldown: int) -> PointPlan:
+        schedule = self.schedule(level, prompts, seed)
+        if self.order == "timestamp":
+            return TracePlan(schedule, cooldown)
+        steps = self.session_steps() or []
+        return SessionPlan(schedule, cooldown, tuple(s or "" for s, _ in steps[:prompts]), self.think_s)
 
     def bind_context(self, context_length: int) -> None:
         """The context the sessions must fit in, where `fit: drop` leaves out those that do not."""
@@ -285,6 +298,8 @@ class TraceReplay(ArrivalPattern):
         if not FORMATS[self.format].timed and self.rate is None:
             raise ValueError(f"format {self.format!r} records no arrival times: give rate (requests a second) to "
                              "pace its requests")
+        if self.think_s is not None and self.order != "session":
+            raise ValueError("think_s paces a session's steps: set order: session, or remove think_s")
         if FORMATS[self.format].timed and self.rate is not None:
             raise ValueError(f"format {self.format!r} records its own arrival times: remove rate (speedup scales them)")
         return self

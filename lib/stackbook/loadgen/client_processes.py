@@ -26,13 +26,15 @@ import psutil
 from stackbook.loadgen.drivers import Target, run_closed_loop, run_open_loop
 from stackbook.loadgen.http_client import kernel_stamped
 from stackbook.loadgen.loop_lag import LoopLag
-from stackbook.loadgen.plans import ClosedPlan, PointPlan
+from stackbook.loadgen.plans import ClosedPlan, PointPlan, SessionPlan
+from stackbook.loadgen.session_loop import run_session_loop
 from stackbook.loadgen.records import RecordWriter, RequestRecord, read_records
 from stackbook.loadgen.sent import SentWriter, read_sent
 from stackbook.loadgen.workload import PromptSpec
 
-# The shared start lies this far after the last process said it is ready: time for the start
-# line to reach every process before its first deadline.
+# A point's clock starts this far ahead: time for the start line to reach every client process
+# (after the last said it is ready), or for this process's own event loop to start, before the
+# first deadline (a trace's first request is due at 0).
 START_MARGIN_S = 0.2
 READY_TIMEOUT_S = 120.0
 
@@ -121,7 +123,9 @@ def shares_for(plan: PointPlan, target: Target, prompts: list[PromptSpec], token
 
 def run_plan(plan: PointPlan, target: Target, prompts: list[PromptSpec], tokenizer, **common) -> list[RequestRecord]:
     """Send prompts by a plan from this process's event loop: a closed loop's clients, or each
-    prompt at its deadline (an open loop, a trace)."""
+    prompt at its deadline (an open loop, a trace), or a trace's sessions each as its own closed loop."""
+    if isinstance(plan, SessionPlan):
+        return run_session_loop(target, prompts, tokenizer, plan=plan, **common)
     if isinstance(plan, ClosedPlan):
         return run_closed_loop(target, prompts, tokenizer, concurrency=plan.concurrency, cooldown=plan.cooldown,
                                **common)
@@ -282,7 +286,7 @@ def send_point(plan: PointPlan, target: Target, prompts: list[PromptSpec], token
     N client processes; the records come back merged either way, with what the client spent."""
     common = dict(warmup=warmup, base=base)
     if processes == 1:
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0 = time.process_time(), time.perf_counter() + START_MARGIN_S
         probe = LoopLag()
         recs = run_plan(plan, target, prompts, tokenizer, writer=writer, progress=progress, alive=alive, start=wall0,
                         probe=probe, **common)

@@ -46,6 +46,23 @@ class TracePlan(OpenPlan):
 
 
 @dataclass(frozen=True)
+class SessionPlan(TracePlan):
+    """A recorded trace replayed closed loop by session: a session's first step leaves at its
+    recorded time; each later step waits for the reply to the step before it, then `think_s`
+    (None: until its own recorded time, never sooner). `sessions` names each prompt's session."""
+    sessions: tuple[str, ...] = ()
+    think_s: float | None = None
+
+    def client_weights(self, processes: int) -> list[int]:
+        """One process: a session's steps wait on each other's replies, so they cannot be dealt apart."""
+        return [1]
+
+    def share(self, positions: list[int], clients: int) -> SessionPlan:
+        return dataclasses.replace(self, schedule=[self.schedule[i] for i in positions],
+                                   sessions=tuple(self.sessions[i] for i in positions))
+
+
+@dataclass(frozen=True)
 class ClosedPlan:
     """`concurrency` clients, each sending its next prompt when its previous reply ends;
     `cooldown` prompts follow the measured ones so the last measured still run under full load."""
@@ -65,4 +82,4 @@ class ClosedPlan:
         return closed_loop_validity(s)
 
 
-PointPlan = Union[OpenPlan, ClosedPlan]
+PointPlan = Union[OpenPlan, ClosedPlan]  # TracePlan and SessionPlan are OpenPlans

@@ -138,3 +138,18 @@ def test_a_client_process_that_is_not_ready_in_time_is_stopped_and_named(server,
                   sent_path=str(tmp_path / "s.jsonl.gz"))
     with pytest.raises(ClientProcessError, match="client process 0 was not ready after 0 s"):
         run_shares([share], tmp_path / "parts")
+
+
+def test_in_one_process_the_clock_starts_after_the_event_loop_so_a_first_deadline_at_zero_is_waited_for(
+        server, tmp_path):
+    """A trace's first request is due at 0: the point's clock starts START_MARGIN_S ahead, so that
+    request waits for its deadline instead of leaving late by the event loop's own start-up."""
+    import time
+
+    from stackbook.loadgen.client_processes import START_MARGIN_S
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
+    before = time.perf_counter()
+    recs, cost = send_point(OpenPlan([0.0, 0.01]), t, prompts(2), TOK, processes=1, parts_dir=tmp_path / "parts",
+                            writer=None, sent_writer=None, base=base(), warmup=0)
+    assert cost.start_s >= before + START_MARGIN_S and not cost.separate
+    assert all(r.ok and r.sent_s >= r.scheduled_s for r in recs)
