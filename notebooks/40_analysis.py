@@ -86,6 +86,19 @@ if reuse is not None:
     display(readable(reuse))
 
 # %% [markdown]
+# A replayed trace is only evidence if it was replayed as recorded: each session's steps in order,
+# each sent after the reply it acts on, and the input lengths the engine counted drawn from the
+# trace's own distribution (a two-sample Kolmogorov-Smirnov test; p above 0.05 finds no
+# difference). Nothing shows for workloads that replay no trace.
+
+# %%
+from stackbook.analysis.replay_fidelity import replay_table
+
+replay = replay_table(arms)
+if replay is not None:
+    display(readable(replay))
+
+# %% [markdown]
 # ## Sizing across arms
 #
 # The same model and pool under each arm's engine: the arithmetic's live sequences, the engine's

@@ -21,6 +21,7 @@ from stackbook.loadgen.workload import (
     recorded_prompts,
     synthetic_prompts,
 )
+from stackbook.measure.input_lengths import input_length_match, trace_input_lengths
 from stackbook.measure.metrics import client_gaps, point_summary
 from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.session_order import session_order
@@ -241,6 +242,8 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
+            if (trace_lengths := trace_input_lengths(protocol.arrival, lv, tokenizer)) is not None:
+                s["input_lengths"] = input_length_match(trace_lengths, [r for r in records if r.point == name])
             if steps := protocol.arrival.session_steps():  # a replayed log's sessions, checked from the records
                 s["session_order"] = session_order([r for r in records if r.point == name], steps)
             points[name] = s
@@ -254,7 +257,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     # Start-up and recovery are lifecycle costs, kept apart from the steady-state points.
     out["engine_lifecycle"] = {"ready_after_s": (session.engine or {}).get("ready_after_s"),
                                "restarts": (session.engine or {}).get("restarts")}
-    out["prefix_cache"] = {"state": protocol.prefix_cache,
+    out["prefix_cache"] = {"state": protocol.prefix_cache, "policy": session.adapter.prefix_cache_policy,
                            "points": {name: x["prefix_cache"] for name, x in points.items() if x.get("prefix_cache")}}
     return out
 

@@ -1,0 +1,27 @@
+"""A replayed trace's sessions and input lengths, per arm and point, with the finding in words."""
+from stackbook.analysis.replay_fidelity import replay_table
+
+ORDER = {"sessions": 4, "steps": 12, "out_of_order": 0, "before_previous_reply": 0, "before_previous_reply_ms_max": 0.0}
+LENGTHS = {"trace_requests": 12, "realized_requests": 12, "counted_by": "engine", "trace_median": 180,
+           "realized_median": 201, "ks_statistic": 0.25, "p_value": 0.8, "matches": True}
+
+
+def arm(**point):
+    return {"results": {"sweep": {"points": {"trace-r0": point}}}}
+
+
+def test_a_kept_replay_and_a_late_one_in_words():
+    late = dict(ORDER, before_previous_reply=3, before_previous_reply_ms_max=412.4)
+    t = replay_table({"llama-cpp": arm(session_order=ORDER, input_lengths=LENGTHS),
+                      "vllm-cpu": arm(session_order=late, input_lengths=dict(LENGTHS, p_value=0.01, matches=False))})
+    assert t.loc[("llama-cpp", "trace-r0"), "finding"] == (
+        "every session in order, each step after its reply (12 steps); input lengths match the trace's "
+        "(KS p = 0.80, 12 of 12 requests, counted by the engine)")
+    assert t.loc[("vllm-cpu", "trace-r0"), "finding"].startswith(
+        "order kept, but 3 steps left before the reply they follow (up to 412 ms early")
+    assert "input lengths differ from the trace's (KS p = 0.01" in t.loc[("vllm-cpu", "trace-r0"), "finding"]
+    assert t.loc[("vllm-cpu", "trace-r0"), "before the reply"] == 3
+
+
+def test_nothing_where_no_trace_was_replayed():
+    assert replay_table({"a": arm(p50_ttft_ms=3.0)}) is None
