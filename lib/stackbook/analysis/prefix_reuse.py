@@ -14,8 +14,9 @@ def reuse_table(arms: dict) -> pd.DataFrame | None:
     """One row per arm and point of a workload that implies reuse; None where none does."""
     rows = []
     for name, a in arms.items():
-        points = (((a.get("results") or {}).get("sweep") or {}).get("points")) or {}
-        for point, s in points.items():
+        sweep = ((a.get("results") or {}).get("sweep")) or {}
+        policy = (sweep.get("prefix_cache") or {}).get("policy")
+        for point, s in (sweep.get("points") or {}).items():
             pc = s.get("prefix_cache") or {}
             implied = pc.get("implied_hit_rate")
             if implied is None:
@@ -24,15 +25,16 @@ def reuse_table(arms: dict) -> pd.DataFrame | None:
                            default=None)
             rows.append({"arm": name, "point": point, "implied hit rate": implied,
                          "engine counters": pc.get("engine_hit_rate"), "replies reported": pc.get("reported_hit_rate"),
-                         "finding": finding(implied, realized)})
+                         "finding": finding(implied, realized, policy)})
     return pd.DataFrame(rows).set_index(["arm", "point"]) if rows else None
 
 
-def finding(implied: float, realized: float | None) -> str:
+def finding(implied: float, realized: float | None, policy: str | None = None) -> str:
     if realized is None:
         return "not observed: the engine reports neither hit counters nor cached tokens"
     gap = implied - realized
     if gap <= REALIZED_WITHIN:
         return f"realized: {realized:.0%} of prompt tokens from cache against {implied:.0%} implied"
+    why = f"its cache: {policy}" if policy else "the engine's cache kept less of what the workload re-sent"
     return (f"not realized: {realized:.0%} from cache against {implied:.0%} implied, "
-            f"{gap * 100:.0f} points short (the engine's cache kept less of what the workload re-sent)")
+            f"{gap * 100:.0f} points short ({why})")

@@ -90,6 +90,8 @@ class EngineKindFacts:
     process_roles: ClassVar[tuple[ProcessRole, ...]] = ()
     metric_series: ClassVar[MetricSeries] = MetricSeries()
     decision: ClassVar[DecisionFacts | None] = None  # None: 00_decide's shortlist never names it
+    # What its prefix cache keeps, so what a request can reuse (None: the kind does not say).
+    prefix_cache_policy: ClassVar[str | None] = None
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:

@@ -109,6 +109,9 @@ class LlamaCppAdapter(EngineAdapter):
         images=None,
         structured_output="per-request `json_schema` or `grammar` (GBNF)",
         prefix_cache="`cache_prompt`, on by default")
+    prefix_cache_policy = ("per slot: a request reuses the longest prefix it shares with the last prompt of the slot "
+                           "it is given (picked by prompt similarity); a prefix held only by another slot is "
+                           "computed again")
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:
@@ -158,7 +161,14 @@ class LlamaCppAdapter(EngineAdapter):
                 "--metrics", "--slots", "--jinja", "--no-webui", "-lv", "4",
                 # enables the slot actions, among them erase (the prefix-cache flush); nothing is saved
                 "--slot-save-path", f"{slots_dir}/",
+                # the host-memory prompt cache outlives an erase: off, so each point starts empty
+                *(["--cache-ram", "0"] if self._reuses_within_points() else []),
                 *self.spec.extra_args]
+
+    def _reuses_within_points(self) -> bool:
+        """A cold protocol over prompts that re-send prefixes (a replayed log): each point starts
+        empty and its requests may reuse what earlier ones of the point left, as in any engine."""
+        return self.protocol.prefix_cache == "cold" and bool(self.protocol.arrival.implied_reuse())
 
     decoding_field_names = {"repetition_penalty": "repeat_penalty"}
 
@@ -174,7 +184,7 @@ class LlamaCppAdapter(EngineAdapter):
     def prefix_cache_fields(self, state: str) -> dict:
         # Erasing the slots between points leaves the host-memory prompt cache, which hands every
         # request the chat template's shared opening: only a per-request switch makes cold real.
-        return {"cache_prompt": False} if state == "cold" else {}
+        return {"cache_prompt": False} if state == "cold" and not self._reuses_within_points() else {}
 
     def reset_prefix_cache(self, client: httpx.Client) -> str:
         slots = self.spec.parallel

@@ -81,6 +81,9 @@ class VllmCpuAdapter(VllmAdapter):
         reasoning="`--reasoning-parser`", images=None,
         structured_output="structured outputs (xgrammar, guidance, outlines, lm-format-enforcer)",
         prefix_cache="prefix caching, on by default")
+    prefix_cache_policy = (f"hashed KV blocks of {VLLM_CPU_BLOCK_TOKENS} tokens shared by all requests: a request "
+                           "reuses each full block of its prefix still held; a prefix shorter than a block, and "
+                           "the partial block after the last full one, are computed again")
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:

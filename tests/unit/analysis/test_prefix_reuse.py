@@ -19,3 +19,11 @@ def test_each_arm_beside_the_implied_rate_and_the_finding():
 def test_nothing_where_no_workload_implies_reuse():
     assert reuse_table({"a": arm(engine_hit_rate=0.1)}) is None and reuse_table({}) is None
     assert finding(0.5, None).startswith("not observed")
+
+
+def test_a_shortfall_names_the_engines_own_cache_policy():
+    a = arm(implied_hit_rate=0.55, engine_hit_rate=0.2)
+    a["results"]["sweep"]["prefix_cache"] = {"state": "cold", "policy": "hashed KV blocks of 128 tokens"}
+    t = reuse_table({"vllm-cpu": a})
+    assert t.loc[("vllm-cpu", "trace-r0"), "finding"] == ("not realized: 20% from cache against 55% implied, 35 points "
+                                                          "short (its cache: hashed KV blocks of 128 tokens)")

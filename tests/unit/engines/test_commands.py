@@ -47,6 +47,22 @@ def test_llama_cpp_command(artifacts, executable):
     assert a.sampling_fields(Protocol().decoding.resolved()) == {
         "temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "seed": 0}
     assert a.output_length_fields(7) == {"max_tokens": 7, "ignore_eos": True}
+    assert a.prefix_cache_fields("cold") == {"cache_prompt": False}  # no prompt of a point reuses another's
+
+
+def test_llama_cpp_cold_over_a_log_that_re_sends_prefixes_starts_each_point_empty_and_reuses_within(
+        artifacts, executable):
+    """A replayed log's steps re-send their session: a cold point still starts empty (the host-memory
+    prompt cache, which an erase leaves, is off) and its requests reuse what earlier ones left, as
+    vLLM's flushed block cache lets them."""
+    from stackbook.locations import REPO_ROOT
+
+    log = {"kind": "trace", "path": str(REPO_ROOT / "campaigns" / "traces" / "example-openai.jsonl"),
+           "format": "openai"}
+    a = LlamaCppAdapter(LlamaCppEngine(kind="llama_cpp", binary=str(executable)), artifacts,
+                        Protocol(context_length=2048, arrival=log), "served", None)
+    assert a.command()[-2:] == ["--cache-ram", "0"]
+    assert a.prefix_cache_fields("cold") == {}
 
 
 def test_llama_cpp_says_what_is_missing(artifacts, executable, tmp_path):
