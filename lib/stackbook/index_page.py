@@ -111,7 +111,8 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
                     date=time.strftime("%Y-%m-%d", time.gmtime(created)) if created else "-", host=host, isa=isa,
                     verdict=lines[0] if lines else f"(no analysis.json: stackbook report {rel})",
                     verdict_lines=lines, decisions=analysis.get("decisions") or [], report=link,
-                    load_unit=load_unit(p.get("rate") for p in analysis.get("points") or []),
+                    load_unit=load_unit([p.get("rate") for p in analysis.get("points") or []],
+                                        [p.get("speedup") for p in analysis.get("points") or []]),
                     model=_model(path),
                     harness=_passport_field(path, "protocol", "harness"), status=manifest.get("status", "-"),
                     arms={n: str(a.get("label", "-")) for n, a in (analysis.get("arms") or {}).items()}

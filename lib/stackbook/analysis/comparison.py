@@ -77,7 +77,7 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     Percentiles here are of that point's own requests (`completed` says how many)."""
     if df.empty:
         return df
-    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate",
+    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate", "speedup",
             "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99",
             "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(2).reset_index(drop=True)
@@ -106,9 +106,12 @@ def comparable_arms(df: pd.DataFrame, fairness: pd.DataFrame) -> set[str]:
     return set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
 
 
-def load_unit(rates) -> str:
-    """How a run's loads are named, from its points' rates: an open loop's rate, else concurrency."""
-    return "offered rate" if any(r is not None and r == r for r in rates) else "concurrency"  # r == r: not NaN
+def load_unit(rates, speedups=()) -> str:
+    """How a run's loads are named, from its points' rates and replay speeds: an open loop's rate,
+    a trace's replay speed (1: as recorded), else concurrency."""
+    if any(r is not None and r == r for r in rates):  # r == r: not NaN
+        return "offered rate"
+    return "trace speed" if any(x is not None and x == x for x in speedups) else "concurrency"
 
 
 def controls(campaign) -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
@@ -132,7 +135,7 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[s
     ranked = ranked[ranked["arm"].isin(comparable_arms(df, fairness))]
     if ranked["arm"].nunique() < 2:
         return lines + ["Fewer than two accepted, comparable arms: no ranking."], []
-    unit = load_unit(df["rate"] if "rate" in df else [])
+    unit = load_unit(df["rate"] if "rate" in df else [], df["speedup"] if "speedup" in df else [])
     for load in sorted(set(df["load"])):
         present = set(ranked.loc[ranked["load"] == load, "arm"])
         if len(present) < 2:

@@ -123,14 +123,15 @@ def output_lengths(a: dict, protocol) -> dict | None:
 
 
 def arrival(a: dict, protocol) -> dict | None:
-    """Per point, the load delivered: achieved send rate (open loop) or mean in flight (closed);
-    a discarded point's load (often the very reason it was discarded) is not compared."""
+    """Per point, the load delivered as the arrival pattern holds it (its `delivered_load`: a
+    schedule's achieved send rate, a closed loop's mean in flight, a session replay's steps); a
+    discarded point's load (often the very reason it was discarded) is not compared."""
     out = {}
     for p, s in _points(a).items():
         if s.get("discarded"):
             out[p] = None  # the point was run (its name counts), its load is not compared
             continue
-        v = s.get("achieved_rate_rps") if s.get("rate") else s.get("in_flight_mean")
+        v = protocol.arrival.delivered_load(s)
         if v is not None:
             out[p] = v
     return out if any(v is not None for v in out.values()) else None

@@ -154,6 +154,8 @@ def load_axis(df: pd.DataFrame) -> str:
     """Closed-loop sweeps are plotted against concurrency, open-loop ones against offered rate."""
     if "rate" in df and df["rate"].notna().any():
         return "offered rate (requests / s)"
+    if "speedup" in df and df["speedup"].notna().any():
+        return "trace replay speed (1: as recorded)"
     return "concurrency (closed loop)"
 
 

@@ -47,6 +47,11 @@ class ArrivalPattern(Strict):
         """How this level's `prompts` prompts are sent (the last `cooldown` after the measured)."""
         return self.plan_type(self.schedule(level, prompts, seed), cooldown)
 
+    def delivered_load(self, point: dict) -> float | None:
+        """The load a point delivered, as fairness holds it equal across arms: the achieved send
+        rate of a schedule (the engine's replies cannot change it)."""
+        return point.get("achieved_rate_rps")
+
     def prompt_seed(self, level: LoadLevel, seed: int) -> int:
         """The seed of this level's synthetic prompts, from the repetition's seed."""
         return seed
@@ -145,6 +150,10 @@ class ClosedLoop(ArrivalPattern):
 
     def point_plan(self, level: LoadLevel, prompts: int, seed: int, cooldown: int) -> ClosedPlan:
         return ClosedPlan(level["concurrency"], cooldown)
+
+    def delivered_load(self, point: dict) -> float | None:
+        """The mean requests in flight: what the clients hold, whatever the engine's speed."""
+        return point.get("in_flight_mean")
 
     def prompt_seed(self, level: LoadLevel, seed: int) -> int:
         return seed * 1000 + level["concurrency"]
@@ -288,6 +297,13 @@ class TraceReplay(ArrivalPattern):
             return TracePlan(schedule, cooldown)
         steps = self.session_steps() or []
         return SessionPlan(schedule, cooldown, tuple(s or "" for s, _ in steps[:prompts]), self.think_s)
+
+    def delivered_load(self, point: dict) -> float | None:
+        """Replayed by timestamp, the send rate; by session, the steps the sessions sent (their rate
+        follows each engine's replies, as a closed loop's does, so it is not held equal)."""
+        if self.order == "session":
+            return (point.get("session_order") or {}).get("steps")
+        return point.get("achieved_rate_rps")
 
     def bind_context(self, context_length: int) -> None:
         """The context the sessions must fit in, where `fit: drop` leaves out those that do not."""

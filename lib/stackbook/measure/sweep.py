@@ -230,8 +230,10 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
             s = point_summary([r for r in records if r.point == name], protocol.slo)
             if name not in server_side:  # measured by an earlier call: its server-side readings stay
                 s = {k: v for k, v in (earlier.get(name) or {}).items() if k != "discarded"} | s
-            s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate")}, repetition=rep, level=lv["level"])
-            s["load"] = lv.get("concurrency") or lv.get("rate") or s.get("achieved_rate_rps")
+            s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate", "speedup")}, repetition=rep,
+                     level=lv["level"])
+            # the level the arms are compared at: clients, a rate, or a trace's replay speed
+            s["load"] = lv.get("concurrency") or lv.get("rate") or lv.get("speedup") or s.get("achieved_rate_rps")
             if issubclass(protocol.arrival.plan_type, ClosedPlan):
                 s.update(client_gaps([r for r in records if r.point == name]))
             s["sentinels"] = judge_sentinels([r for r in records if r.point == name], sentinels)

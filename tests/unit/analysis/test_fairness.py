@@ -199,3 +199,26 @@ def test_the_load_of_a_discarded_point_does_not_make_the_arm_unfair():
     CHANGES["output_lengths"](b)
     point(b)["discarded"] = True
     assert fairness_table(c, arms_of(c, observed(), b))["comparable"].all()
+
+
+@pytest.mark.parametrize("order", ["timestamp", "session"])
+def test_a_replayed_logs_load_is_its_send_rate_by_timestamp_and_its_steps_by_session(order):
+    """By timestamp the schedule fixes the send rate, whatever the engine; by session each step
+    waits for its reply, so the rate and the requests in flight follow the engine (a slow one holds
+    more in flight) and what both arms must share is the steps their sessions sent."""
+    from stackbook.locations import REPO_ROOT
+    log = {"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-openai.jsonl"), "format": "openai",
+           "order": order}
+    c = parse_campaign({**CAMPAIGN, "protocol": {**CAMPAIGN["protocol"], "arrival": log, "context_length": 2048}})
+    a, b = observed(), observed()
+    for arm, in_flight, rate in ((a, 2.3, 0.86), (b, 3.5, 0.41)):  # b answers slower
+        p = dict(point(arm, "c1-r0"), in_flight_mean=in_flight, achieved_rate_rps=rate,
+                 session_order={"sessions": 4, "steps": 12, "out_of_order": 0, "before_previous_reply": 0})
+        arm["results"]["sweep"]["points"] = {"trace-r0": p}
+    f = fairness_table(c, arms_of(c, a, b))
+    if order == "session":
+        assert bool(f.loc["a", "comparable"]) and bool(f.loc["b", "comparable"])
+        point(b, "trace-r0")["session_order"]["steps"] = 9  # one arm's sessions stopped short
+        assert "arrival" in str(fairness_table(c, arms_of(c, a, b)).loc["b", "differs"])
+    else:
+        assert "arrival" in str(f.loc["b", "differs"]) or "arrival" in str(f.loc["a", "differs"])

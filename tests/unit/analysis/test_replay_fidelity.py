@@ -25,3 +25,15 @@ def test_a_kept_replay_and_a_late_one_in_words():
 
 def test_nothing_where_no_trace_was_replayed():
     assert replay_table({"a": arm(p50_ttft_ms=3.0)}) is None
+
+
+def test_a_trace_replays_loads_are_named_by_their_replay_speed_not_as_concurrency():
+    """A trace point's load is its replay speed (the same for every arm), so the arms meet at it;
+    its achieved rate follows each engine under a session replay and would part them."""
+    import pandas as pd
+    from stackbook.analysis.comparison import load_unit
+    from stackbook.analysis.figure_style import load_axis
+
+    assert load_unit([None, None], [1.0, 1.0]) == "trace speed"
+    assert load_unit([2.0], [None]) == "offered rate" and load_unit([None], []) == "concurrency"
+    assert load_axis(pd.DataFrame({"load": [1.0], "rate": [None], "speedup": [1.0]})).startswith("trace replay speed")
