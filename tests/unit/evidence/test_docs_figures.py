@@ -41,3 +41,27 @@ def test_the_known_effect_figures_in_verdict_md_are_the_runs():
     late = relay["release_late_ms"]
     assert (f"{late['mean']:.2f} ms on average, {late['max']:.1f} ms at most, over "
             f"{relay['held_token_events']:,} events") in doc
+
+
+def test_the_agent_log_figures_in_runs_md_are_the_runs():
+    run = Path("outputs/agent-log/reference")
+    doc = re.sub(r"\s+", " ", Path("docs/runs.md").read_text())
+    points = {arm: json.loads((run / "arms" / arm / "results.json").read_text())["sweep"]["points"]
+              for arm in ("llama-cpp", "vllm-cpu")}
+    every = [p for pts in points.values() for p in pts.values()]
+    assert {(p["session_order"]["out_of_order"], p["session_order"]["before_previous_reply"]) for p in every} == {(0, 0)}
+    assert "(0 of 12 steps out of order, 0 before their reply, at each point)" in doc
+    assert {p["session_order"]["steps"] for p in every} == {12}
+    [lengths] = {json.dumps(p["input_lengths"], sort_keys=True) for p in every}
+    lengths = json.loads(lengths)
+    assert f"(KS p = {lengths['p_value']:.2f}; medians {lengths['trace_median']:.0f} and " \
+           f"{lengths['realized_median']:.0f} tokens" in doc
+    [implied] = {round(p["prefix_cache"]["implied_hit_rate"] * 100) for p in every}
+    assert f"the prefix reuse the log implies ({implied}%)" in doc
+    def realized(arm):
+        return [max(v for v in (p["prefix_cache"].get("engine_hit_rate"), p["prefix_cache"].get("reported_hit_rate"))
+                    if v is not None) * 100 for p in points[arm].values()]
+    def words(arm):
+        lo, hi = round(min(realized(arm))), round(max(realized(arm)))
+        return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
+    assert f"llama.cpp {words('llama-cpp')}, vLLM-CPU {words('vllm-cpu')}," in doc
