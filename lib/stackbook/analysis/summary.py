@@ -39,9 +39,10 @@ def question(campaign, arms: dict) -> str:
     elif all("rate" in lv for lv in levels):
         load = f"{protocol.arrival.kind} arrivals at " + ", ".join(f"{lv['rate']:g}" for lv in levels) + " req/s"
     else:
-        load = f"{protocol.arrival.kind} load ({len(levels)} levels)"
+        load = protocol.arrival.load_words()
+    measured = sorted({protocol.arrival.measured_at(lv, protocol) for lv in levels})
     return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on <b>{html.escape(hardware(campaign, arms))}"
-            f"</b> under {html.escape(load)}, {protocol.requests_per_point} measured requests per point?")
+            f"</b> under {html.escape(load)}, {', '.join(map(str, measured))} measured requests per point?")
 
 
 def hardware(campaign, arms: dict) -> str:

@@ -47,6 +47,11 @@ class ArrivalPattern(Strict):
         """How this level's `prompts` prompts are sent (the last `cooldown` after the measured)."""
         return self.plan_type(self.schedule(level, prompts, seed), cooldown)
 
+    def load_words(self) -> str:
+        """The load in the report's question, where its levels are neither clients nor rates."""
+        levels = self.load_levels()
+        return f"{self.kind} load ({len(levels)} level{'s' if len(levels) != 1 else ''})"
+
     def delivered_load(self, point: dict) -> float | None:
         """The load a point delivered, as fairness holds it equal across arms: the achieved send
         rate of a schedule (the engine's replies cannot change it)."""
@@ -297,6 +302,14 @@ class TraceReplay(ArrivalPattern):
             return TracePlan(schedule, cooldown)
         steps = self.session_steps() or []
         return SessionPlan(schedule, cooldown, tuple(s or "" for s, _ in steps[:prompts]), self.think_s)
+
+    def load_words(self) -> str:
+        t = self.trace()
+        sessions = len({r.session if r.session is not None else f"row {i}" for i, r in enumerate(t.requests)})
+        pace = ("each session a closed loop, every step after the reply before it" if self.order == "session" else
+                f"at {self.rate:g} req/s in its order" if self.rate else
+                "at its recorded times" + (f", {self.speedup:g}x as fast" if self.speedup != 1 else ""))
+        return f"a replayed {self.format} trace ({len(t.requests)} requests in {sessions} sessions, {pace})"
 
     def delivered_load(self, point: dict) -> float | None:
         """Replayed by timestamp, the send rate; by session, the steps the sessions sent (their rate

@@ -104,3 +104,14 @@ def test_the_first_screen_of_the_quickstart_reference_names_the_question_and_eac
          "repetitions_a": 1, "repetitions_b": 1, "requests_a": 8, "requests_b": 8, "text": "vllm-cpu leads."}]})
     page = summary.summary_html(run, campaign, arms, decided)
     assert "2.67 [2.40, 2.90]" in page and "decision rule" in page and "no decision rows" not in page
+
+
+def test_the_question_of_a_trace_replay_counts_its_own_requests_and_says_how_it_was_paced():
+    """A trace measures its own rows, not requests_per_point (16 by default): the question says 12
+    for the agent log, and that its sessions were replayed as closed loops."""
+    from stackbook.config.loading import load_campaign
+
+    campaign = load_campaign("campaigns/agent-log.yaml")
+    q = summary.question(campaign, {})
+    assert q.endswith("under a replayed openai trace (12 requests in 4 sessions, each session a closed loop, every "
+                      "step after the reply before it), 12 measured requests per point?")
