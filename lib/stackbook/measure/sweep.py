@@ -222,6 +222,8 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
         if name not in server_side and name in earlier_telemetry:
             telemetry[name] = earlier_telemetry[name]
     implied = protocol.arrival.implied_reuse()
+    # each level's trace lengths, counted once for all its repetitions (a long log is tokenized once)
+    trace_lengths = {lv["level"]: trace_input_lengths(protocol.arrival, lv, tokenizer) for lv in levels}
     for rep in measured_reps:
         for lv in levels:
             name = point_name(lv, rep)
@@ -244,8 +246,8 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
             s.update(sent.get(name, {}))
             s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
-            if (trace_lengths := trace_input_lengths(protocol.arrival, lv, tokenizer)) is not None:
-                s["input_lengths"] = input_length_match(trace_lengths, [r for r in records if r.point == name])
+            if (lengths := trace_lengths[lv["level"]]) is not None:
+                s["input_lengths"] = input_length_match(lengths, [r for r in records if r.point == name])
             if steps := protocol.arrival.session_steps():  # a replayed log's sessions, checked from the records
                 s["session_order"] = session_order([r for r in records if r.point == name], steps)
             points[name] = s
