@@ -12,14 +12,15 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from stackbook.arm_stages import StageContext, slot_stages
 from stackbook.config.campaign import Arm, Campaign
 from stackbook.engines import EngineStartError, adapter_for
 from stackbook.evidence.files import file_sha256, read_json
 from stackbook.evidence.passport import write_passport
-from stackbook.evidence.rundir import ARM_NOTEBOOKS, STAGE_NOTEBOOK, RunDir
+from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
 from stackbook.harness.delay_relay import RelayProcess
 from stackbook.locations import symbolic
-from stackbook.notebook_execution import execute_notebook, notebook_ok
+from stackbook.notebook_execution import execute_notebook
 from stackbook.steps.session import record_engine
 
 
@@ -128,16 +129,14 @@ def run_arm(slot: ArmSlot) -> None:
         return
     arm_dir = run_dir.arm(arm.name).create()
     needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))
-    stages = ("sizing", "canaries", "sweep") if first_slot else ("sweep",)
-    notebooks = [STAGE_NOTEBOOK[st] for st in stages if st in protocol.stages]
+    stages = slot_stages(protocol.stages, first_slot)
     if first_slot:
-        steps.update(len(ARM_NOTEBOOKS) - len(notebooks))
+        steps.update(len(ARM_NOTEBOOKS) - len(stages))
     adapter = adapter_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)
     t_arm = time.monotonic()
     entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
     entry.pop("error", None)
-    slot_reps = ",".join(map(str, reps))
-    entry["slots_begun"] = sorted(set(entry.get("slots_begun") or []) | {slot_reps})
+    entry["slots_begun"] = sorted(set(entry.get("slots_begun") or []) | {",".join(map(str, reps))})
     save()
     if needs_engine:
         steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
@@ -150,11 +149,12 @@ def run_arm(slot: ArmSlot) -> None:
             entry.update(status="failed", error=symbolic(str(err))[-2000:])
             save()
             log(f"arm {arm.name}: engine did not start: {err}")
-            steps.update(len(notebooks) + 1)
+            steps.update(len(stages) + 1)
             return
     # Each slot starts its engine once by design; a start beyond that is a restart.
     restarts = max(0, entry.get("engine_starts", 1) - len(entry["slots_begun"]))
-    began = repetitions_began(reps, needs_engine, adapter.ready_after_s if needs_engine else None)
+    ctx = StageContext(arm, arm_dir, entry, protocol, reps, done,
+                       repetitions_began(reps, needs_engine, adapter.ready_after_s if needs_engine else None))
     relay = None
     try:
         if needs_engine and arm.known_delay:  # a known-effect arm is reached through the harness's relay
@@ -164,58 +164,40 @@ def run_arm(slot: ArmSlot) -> None:
             record_engine(adapter, arm_dir, restarts=restarts, relay=relay)
             entry["engine_ready_s"] = adapter.ready_after_s
         steps.update(1)
-        for name in notebooks:
-            out = arm_dir.notebook(name)
-            if name != "30_load_sweep" and notebook_ok(entry, name, out):
+        for stage in stages:
+            out = arm_dir.notebook(stage.notebook)
+            if stage.kept(ctx, out):
                 steps.update(1)
                 continue
-            if name == "30_load_sweep" and set(reps) <= done and notebook_ok(entry, name, out):
+            if (reason := stage.skip_reason(ctx)) is not None:
+                entry["notebooks"][stage.notebook] = {"status": "skipped", "reason": reason}
+                save()
                 steps.update(1)
                 continue
-            if name == "10_sizing" and arm.engine.sizing_skip_reason:
-                entry["notebooks"][name] = {"status": "skipped", "reason": arm.engine.sizing_skip_reason}
-                steps.update(1)
-                continue
-            if name == "30_load_sweep":
-                canaries = (read_json(arm_dir.results, {}) or {}).get("canaries", {})
-                if canaries.get("verdict") != "PASS" and not protocol.canaries.run_sweep_on_hold:
-                    entry["notebooks"][name] = {"status": "skipped", "reason": f"canaries {canaries.get('verdict', 'missing')}"
-                                                f"{': ' + canaries['reason'] if canaries.get('reason') else ''}; "
-                                                "set protocol.canaries.run_sweep_on_hold to measure anyway"}
-                    save()
-                    steps.update(1)
-                    continue
-            steps.set_postfix_str(f"{arm.name}: {name}" + (f" (repetition {slot_reps})" if name == "30_load_sweep" else ""))
-            entry["notebooks"][name] = {"status": "running"}
+            steps.set_postfix_str(stage.label(ctx))
+            entry["notebooks"][stage.notebook] = {"status": "running"}
             save()
             params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
                       "endpoint": endpoint if needs_engine else None, "run_id": run_dir.name,
-                      "start_engine": needs_engine}
-            if name == "30_load_sweep":
-                params |= {"repetitions": reps, "began": began}
+                      "start_engine": needs_engine} | stage.params(ctx)
             total = len(reps) * protocol.requests_per_repetition()
             try:
-                with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests",
-                                      progress and name == "30_load_sweep",
+                with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests", progress and stage.measures,
                                       arm_dir.capacity_requests if protocol.capacity else None):
-                    secs = execute_notebook(name, out, params)
-                entry["notebooks"][name] = {"status": "ok", "seconds": round(secs, 1), "sha256": file_sha256(out)}
-                if name == "30_load_sweep":
-                    entry["repetitions_done"] = sorted(done | set(reps))
-                    log_ = entry.setdefault("repetition_log", {})
-                    for r in reps:
-                        log_[str(r)] = {"began": began, "engine_start": entry.get("engine_starts"),
-                                        "engine_ready_s": adapter.ready_after_s if needs_engine else None,
-                                        "sweep_seconds": round(secs, 1), "finished_unix": time.time()}
+                    secs = execute_notebook(stage.notebook, out, params)
+                entry["notebooks"][stage.notebook] = {"status": "ok", "seconds": round(secs, 1),
+                                                      "sha256": file_sha256(out)}
+                stage.finished(ctx, secs, {"engine_start": entry.get("engine_starts"),
+                                           "engine_ready_s": adapter.ready_after_s if needs_engine else None})
             except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
-                entry["notebooks"][name] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
+                entry["notebooks"][stage.notebook] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
                 entry["status"] = "failed"
                 if needs_engine and not adapter.is_alive():
                     entry["status"] = "engine_died"
-                    entry["error"] = (f"the engine exited (code {adapter.proc.returncode}) during {name}; "
+                    entry["error"] = (f"the engine exited (code {adapter.proc.returncode}) during {stage.notebook}; "
                                       "its records are kept, --resume restarts it and re-runs what was cut")
                 save()
-                log(f"arm {arm.name}: {name} failed: {entry.get('error') or str(err).splitlines()[-1:]}")
+                log(f"arm {arm.name}: {stage.notebook} failed: {entry.get('error') or str(err).splitlines()[-1:]}")
                 break
             save()
             steps.update(1)
