@@ -209,6 +209,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                     "repetition_began": began or "not recorded",
                     "prefix_cache": cache | cache_counters(telemetry[name], recs, series),
                     "engine_gauges_during": during,
+                    "gpu_during": gpu.window(unix0, time.time()),
                     "engine_reconciliation": reconcile_with_engine(telemetry[name], recs, series),
                     **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry[name], recs, during, series)}
         peak = rss.peak_bytes

@@ -23,6 +23,20 @@ def energy_joules(samples: list[dict]) -> float:
     return sum((b["t"] - a["t"]) * (a["power_w"] + b["power_w"]) / 2 for a, b in zip(s, s[1:]))
 
 
+def gpu_window(samples: list[dict]) -> dict:
+    """One GPU's samples over a window: memory peak, mean power, energy and how it was measured."""
+    if not samples:
+        return {"samples": 0}
+    counter = [x["energy_mj"] for x in samples if x.get("energy_mj") is not None]
+    if len(counter) == len(samples) and len(samples) > 1:
+        energy, source = (counter[-1] - counter[0]) / 1000, "the GPU's energy counter"
+    else:
+        energy, source = energy_joules(samples), "NVML power samples, trapezoid rule"
+    return {"samples": len(samples), "memory_used_gib_peak": round(max(x["memory_used_gib"] for x in samples), 3),
+            "power_w_mean": round(sum(x["power_w"] for x in samples) / len(samples), 1),
+            "energy_j": round(energy, 2), "energy_source": source}
+
+
 class GpuSampler:
     """GPU memory, power and utilisation through NVML (pynvml), sampled in a thread beside the
     load. Where there is no NVIDIA driver it records why it is absent instead of guessing."""
@@ -63,9 +77,22 @@ class GpuSampler:
                     power = nv.nvmlDeviceGetPowerUsage(h) / 1000
                 except nv.NVMLError:
                     continue
-                self.samples.append({"t": t, "gpu": i, "memory_used_gib": mem.used / 2**30,
-                                     "utilization_pct": util.gpu, "power_w": power})
+                sample = {"t": t, "gpu": i, "memory_used_gib": mem.used / 2**30, "utilization_pct": util.gpu,
+                          "power_w": power}
+                try:  # the card's own energy counter (Volta and later), in millijoules since the driver loaded
+                    sample["energy_mj"] = nv.nvmlDeviceGetTotalEnergyConsumption(h)
+                except nv.NVMLError:
+                    pass
+                self.samples.append(sample)
             self._stop.wait(self.interval_s)
+
+    def window(self, t0: float, t1: float) -> dict:
+        """Each GPU's memory peak, mean power and energy between two unix times (one point):
+        energy from the card's counter where it keeps one, else the power samples' integral."""
+        if self.absent:
+            return {"nvml": "absent", "reason": self.absent}
+        return {"nvml": "present", "gpus": {i: gpu_window([s for s in self.samples if s["gpu"] == i and t0 <= s["t"] <= t1])
+                                           for i in sorted({s["gpu"] for s in self.samples})}}
 
     def summary(self) -> dict:
         if self.absent:
