@@ -10,6 +10,7 @@ import typer
 
 from stackbook.cli_common import fail as _fail
 from stackbook.cli_common import name_values
+from stackbook.cli_gpu import gpu_campaign
 from stackbook.cli_setup import setup_engine
 from stackbook.cli_size import JsonUsageErrors, size
 from stackbook.config.errors import CampaignError
@@ -18,6 +19,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Choose an LLM inference stack: size with arithmetic, confirm with a fair measurement.")
 app.command("size", cls=JsonUsageErrors)(size)
 app.command("setup-engine")(setup_engine)
+app.command("gpu-campaign")(gpu_campaign)
 
 
 @app.command()
