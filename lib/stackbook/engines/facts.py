@@ -18,10 +18,9 @@ class ProcessRole(BaseModel):
 
     pattern: str  # a regular expression searched in the process name and in its command line
     role: str  # the stable name the runtime evidence records its CPU seconds under
-    # The centre its CPU seconds go to. Of the compute roles present, the one of lowest
-    # compute_rank computes; a role that schedules_beside that one is the scheduler.
+    # The centre its CPU seconds go to. A compute role computes unless the role it
+    # schedules_beside is present too: then that one computes and this one schedules.
     centre: Centre | None = None
-    compute_rank: int | None = None  # among compute roles, the lowest present computes
     schedules_beside: str | None = None  # the compute role beside which this one only schedules
     serves_http: bool = False  # one process: its HTTP threads are counted in its compute seconds
     why_m: str | None = None  # why its centre holds m = 1 (front end, scheduler)

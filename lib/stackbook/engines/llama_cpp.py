@@ -85,7 +85,7 @@ class LlamaCppAdapter(EngineAdapter):
     bootstrap_step = "llama"
     pinned_version = LLAMA_CPP_VERSION
     length_control = "ignore_eos (llama-server has no min_tokens)"
-    process_roles = (ProcessRole(pattern=r"llama-server", role="llama_server", centre="compute", compute_rank=2,
+    process_roles = (ProcessRole(pattern=r"llama-server", role="llama_server", centre="compute",
                                  serves_http=True),)
     metric_series = MetricSeries(
         kept=("prompt_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds", "predicted_tokens_seconds",

@@ -100,7 +100,7 @@ class MlxAdapter(PythonEngineAdapter):
     pinned_version = MLX_VERSION
     metrics_path = None  # mlx_lm's server answers /metrics with 404
     length_control = "logit_bias forbids the end-of-sequence tokens (mlx_lm has no ignore_eos or min_tokens)"
-    process_roles = (ProcessRole(pattern=r"mlx_lm", role="mlx_lm_server", centre="compute", compute_rank=3,
+    process_roles = (ProcessRole(pattern=r"mlx_lm", role="mlx_lm_server", centre="compute",
                                  serves_http=True),)
     decision = DecisionFacts(stack="MLX", rank=0)
 

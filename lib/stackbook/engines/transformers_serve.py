@@ -133,7 +133,7 @@ class TransformersAdapter(PythonEngineAdapter):
     metrics_path = None  # the server exports no Prometheus metrics
     length_control = "generation_config with an end-of-sequence id no token has (-1), up to max_tokens"
     process_roles = (ProcessRole(pattern=r"transformers(\.cli\.transformers)? serve", role="transformers_serve",
-                                 centre="compute", compute_rank=4, serves_http=True),)
+                                 centre="compute", serves_http=True),)
     fields_not_sent: ClassVar[dict[str, str]] = {}
 
     def _checkpoint(self) -> Path:

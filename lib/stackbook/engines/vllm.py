@@ -31,7 +31,7 @@ VLLM_STATE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 # in its CPU build, a worker that runs the model (`VLLM::Worker`); with no separate worker,
 # EngineCore computes itself. The kernel keeps 15 characters of a name: VLLM::EngineCor.
 VLLM_PROCESS_ROLES = (
-    ProcessRole(pattern=r"EngineCor", role="engine_core", centre="compute", compute_rank=1, schedules_beside="worker",
+    ProcessRole(pattern=r"EngineCor", role="engine_core", centre="compute", schedules_beside="worker",
                 why_m="1: one EngineCore process (Python: one core at a time) schedules every engine step",
                 measured_as="EngineCore process CPU seconds / requests completed (it schedules every step; the "
                             "model runs in the worker)"),
@@ -40,7 +40,7 @@ VLLM_PROCESS_ROLES = (
                       "request",
                 measured_as="API-server process CPU seconds / requests completed"),
     ProcessRole(pattern=r"resource_tracker", role="resource_tracker"),
-    ProcessRole(pattern=r"::Worker", role="worker", centre="compute", compute_rank=0),
+    ProcessRole(pattern=r"::Worker", role="worker", centre="compute"),
 )
 # vLLM's per-request histograms (seconds), by the phase of a request each one times.
 VLLM_PHASES = {"queue": "request_queue_time_seconds", "prefill": "request_prefill_time_seconds",

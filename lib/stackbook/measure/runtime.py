@@ -19,11 +19,11 @@ from stackbook.measure.telemetry import histogram_mean_ms, process_group
 # ------------------------------------------------------------------------------------ processes
 
 
-def process_role(name: str, cmdline: str = "") -> str:
-    """The role a process plays in an engine, from its name and command line: the first of the
-    kinds' process roles (registry.process_roles) it matches; a process matching none keeps its
-    own name."""
-    for rule in registry.process_roles():
+def process_role(name: str, cmdline: str = "", roles: tuple | None = None) -> str:
+    """The role a process plays in an engine, from its name and command line: the first of its
+    kind's process roles (every kind's where none is given) it matches; a process matching none
+    keeps its own name."""
+    for rule in registry.process_roles() if roles is None else roles:
         if re.search(rule.pattern, name) or re.search(rule.pattern, cmdline):
             return rule.role
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
@@ -40,9 +40,10 @@ def _proc_faults(pid: int) -> tuple[int | None, int | None]:
     return int(fields[7]), int(fields[9])  # after "pid (comm)": state is field 3, minflt 10, majflt 12
 
 
-def read_processes(pid: int | None) -> dict:
+def read_processes(pid: int | None, roles: tuple | None = None) -> dict:
     """One reading of the engine's process group (`pid` leads it) and of this client process:
-    CPU seconds (user + system), page faults, context switches and threads, per process."""
+    CPU seconds (user + system), page faults, context switches and threads, per process, each
+    named by the engine kind's process `roles`."""
     me = psutil.Process()
     t = me.cpu_times()
     out: dict = {"client": {"cpu_s": t.user + t.system}, "engine": {}}
@@ -57,7 +58,7 @@ def read_processes(pid: int | None) -> dict:
                 ctx = p.num_ctx_switches()
                 minor, major = _proc_faults(p.info["pid"])
                 out["engine"][p.info["pid"]] = {
-                    "role": process_role(p.info["name"] or "", " ".join(p.info["cmdline"] or [])),
+                    "role": process_role(p.info["name"] or "", " ".join(p.info["cmdline"] or []), roles),
                     "cpu_s": c.user + c.system, "minor_faults": minor, "major_faults": major,
                     "voluntary_ctx_switches": ctx.voluntary, "involuntary_ctx_switches": ctx.involuntary,
                     "threads": p.num_threads()}

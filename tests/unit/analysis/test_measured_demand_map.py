@@ -283,3 +283,17 @@ def test_an_open_loop_experiment_is_predicted_at_the_rate_offered_not_at_the_thr
     assert d.next_experiments == [] and "test a lighter load first" in d.next_experiments_note
     steady = committed_map("burstiness/reference", "poisson")
     assert {x["at_load"] for x in steady.next_experiments} == {"1.56 req/s offered"}
+
+
+def test_the_compute_centre_is_read_from_the_arm_s_own_kind():
+    """A process another kind calls its compute (vLLM's EngineCore) is not this arm's: a llama.cpp
+    arm computes in llama-server, whatever else its process group holds."""
+    p = results()["sweep"]["points"]["c4-r0"]
+    p["cpu_seconds"]["engine"] = {"llama_server": 20.0, "engine_core": 2.0}
+    llama = {"kind": "llama_cpp", "launch": {"command": ["llama-server", "--threads", "1"]}}
+    centres = {c.name: c for c in point_centres(p, llama, "")}
+    assert centres["engine compute"].demand_ms == pytest.approx(20.0 / 12 * 1000)  # 20 s / 12 requests
+    assert "llama_server process" in centres["engine compute"].source and "engine scheduler" not in centres
+    vllm = {c.name: c for c in point_centres(p | {"cpu_seconds": {"client": 0.6, "engine": {"engine_core": 3.0}}},
+                                             VLLM_ENGINE | {"kind": "vllm_cpu"}, VLLM_LOG)}
+    assert "engine_core process" in vllm["engine compute"].source  # no worker: EngineCore computes itself

@@ -40,7 +40,7 @@ class ProbeAdapter(EngineAdapter):
     spec_model = ProbeEngine
     installs = "nothing: the harness's calibration server"
     process_roles = (ProcessRole(pattern=r"stackbook\.harness\.calibration_server", role="probe_server",
-                                 centre="compute", compute_rank=0, serves_http=True),)
+                                 centre="compute", serves_http=True),)
     metric_series = MetricSeries(kept=("calibration_",), gauges=("calibration:num_requests_running",),
                                  batch_gauges=("calibration:num_requests_running",),
                                  generated_token_counters=("calibration_generation_tokens_total",))

@@ -40,6 +40,14 @@ def compute_capacity(engine: dict, log_text: str = "") -> tuple[float, str]:
     return 1.0, "1: assumed (neither the engine nor the host record a thread or core count)"
 
 
+def kind_roles(kind: str | None) -> tuple:
+    """The process roles of the arm's own kind; every kind's where the record names none (older runs)."""
+    try:
+        return registry.adapter_class(kind).process_roles
+    except (KeyError, ValueError):
+        return registry.process_roles()
+
+
 def _per_request_ms(seconds: float, completed: int) -> float:
     return 1000.0 * seconds / completed
 
@@ -58,11 +66,11 @@ def point_centres(point: dict, engine: dict, log_text: str = "") -> list[Layer]:
                      "client processes' CPU seconds (user + system) / requests completed in the point")]
     roles = dict(cpu.get("engine") or {})
     m, why_m = compute_capacity(engine, log_text)
-    # Each kind states which of its processes computes, schedules or fronts (engines/facts.py):
-    # the present compute role of lowest rank computes; one that schedules beside it schedules.
-    present = [r for r in registry.process_roles() if r.role in roles]
-    computing = sorted((r for r in present if r.compute_rank is not None), key=lambda r: r.compute_rank)
-    compute = computing[0] if computing else None
+    # The arm's kind states which of its processes computes, schedules or fronts (engines/facts.py):
+    # a compute role computes unless the role it schedules beside is present, which then computes.
+    present = [r for r in kind_roles(engine.get("kind")) if r.role in roles]
+    names = {r.role for r in present}
+    compute = next((r for r in present if r.centre == "compute" and r.schedules_beside not in names), None)
     compute_role = compute.role if compute else None
     front = next((r for r in present if r.centre == "front end"), None)
     if front is not None and compute is not None:
