@@ -263,8 +263,8 @@ def test_the_shipped_campaigns_gate_every_arm_alike():
     wherever every engine of the campaign constrains it."""
     quick = load_campaign("campaigns/quickstart.yaml").protocol.canaries.out_of_scope
     assert sorted(quick) == ["batch_invariance", "instruction_following", "multi_turn", "tool_calls"]
-    three = load_campaign("campaigns/three-engines.yaml").protocol.canaries.out_of_scope
-    assert sorted(three) == ["batch_invariance", "instruction_following", "json_schema", "multi_turn", "tool_calls"]
+    four = load_campaign("campaigns/four-engines.yaml").protocol.canaries.out_of_scope
+    assert sorted(four) == ["batch_invariance", "instruction_following", "json_schema", "multi_turn", "tool_calls"]
 
 
 def test_cli_check_validates_without_running():

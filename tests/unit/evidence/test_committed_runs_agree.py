@@ -10,7 +10,7 @@ RUNS = sorted(p.parent for p in Path("outputs").glob("*/*/manifest.json"))
 
 
 def test_every_committed_run_is_checked():
-    assert {p.parent.name for p in RUNS} >= {"quickstart", "workloads", "three-engines", "burstiness", "aa-control"}
+    assert {p.parent.name for p in RUNS} >= {"quickstart", "workloads", "four-engines", "burstiness", "aa-control"}
 
 
 @pytest.mark.parametrize("run_path", RUNS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])

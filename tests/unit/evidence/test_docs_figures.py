@@ -65,3 +65,44 @@ def test_the_agent_log_figures_in_runs_md_are_the_runs():
         lo, hi = round(min(realized(arm))), round(max(realized(arm)))
         return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
     assert f"llama.cpp {words('llama-cpp')}, vLLM-CPU {words('vllm-cpu')}," in doc
+
+
+def four_engines_table(run: Path = Path("outputs/four-engines/reference")) -> str:
+    """docs/campaigns.md's table of the four CPU engines, from the run's per-load table (the
+    repetitions each load was ranked on)."""
+    rows = json.loads((run / "analysis.json").read_text())["load_table"]
+    lines = ["| arm | c | TTFT p50 (ms) | TPOT p50 (ms) | output (tok/s) | compared |", "|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["load"], -r["output_throughput"])):
+        compared = "yes" if r["status"] == "accepted" else r["status"]
+        if r.get("left_out"):
+            compared += f", on {r['repetitions']} of 2 repetitions"
+        lines.append(f"| {r['arm']} | {r['load']} | {r['ttft_p50']:,.0f} | {r['tpot_p50']:.1f} | "
+                     f"{r['output_throughput']:.1f} | {compared} |")
+    return "\n".join(lines)
+
+
+def test_the_four_engines_table_in_campaigns_md_is_the_runs():
+    assert four_engines_table() in Path("docs/campaigns.md").read_text(), "regenerate it with four_engines_table()"
+
+
+def test_the_four_engines_findings_in_campaigns_md_are_the_runs():
+    run = Path("outputs/four-engines/reference")
+    analysis = json.loads((run / "analysis.json").read_text())
+    doc = re.sub(r"\s+", " ", Path("docs/campaigns.md").read_text())
+    [line] = [v for v in analysis["verdict"] if v.startswith("At concurrency 1, vllm-cpu against transformers")]
+    found = re.search(r"output throughput (\d+)% higher \((\d+)% to (\d+)%\)", line)
+    assert f"output throughput ({found[1]}% higher, {found[2]}% to {found[3]}%)" in doc
+    assert "transformers ahead of vllm-cpu: output throughput" in line and "TPOT p50: undecided" in line
+    llama = [d for d in analysis["decisions"] if "llama-cpp" in (d["arm_a"], d["arm_b"]) and d["decision"] == "ahead"]
+    assert {d["leader"] for d in llama} == {"llama-cpp"} and {d["load"] for d in llama} == {1, 2}
+    assert {(d["arm_a"], d["arm_b"]) for d in llama} == {("llama-cpp", "vllm-cpu"), ("llama-cpp", "transformers")}
+    [mlx] = [f for f in analysis["fairness"] if f["arm"] == "mlx"]
+    share = re.search(r"at most (\d+)% of prompt tokens from cache", mlx["prefix_cache"])[1]
+    assert mlx["differs"] == "prefix_cache" and f"served up to {share}% of prompt tokens" in doc
+    discards = {(d["arm"], d["point"]): d for d in analysis["discards"]}
+    assert set(discards) == {("llama-cpp", "c2-r1"), ("vllm-cpu", "c2-r0")}
+    lv = json.loads((run / "arms/llama-cpp/results.json").read_text())["sweep"]["load_validity"]["c2-r1"]
+    assert f"held {lv['littles_law_concurrency']:.2f} clients by Little's law" in doc
+    cv = json.loads((run / "arms/vllm-cpu/results.json").read_text())["sweep"]["load_validity"]["c2-r0"]
+    assert (f"delayed {cv['client_loop_delay_ms_p99']:.0f} ms at p99 ({cv['client_delay_ttft_share']:.0%} of TTFT p50"
+            in doc)
