@@ -54,11 +54,11 @@ class MetricSeries(BaseModel):
 class DecisionFacts(BaseModel):
     """What the research notes found an engine offers for each workload dimension, in its flags
     and docs (None: the notes do not establish it, so the campaign must check it), under the name
-    the shortlist gives the stack."""
+    the shortlist gives the stack. The shortlist lists the stacks that qualify in the registry's
+    order: a kind states no place among the others."""
     model_config = ConfigDict(frozen=True)
 
     stack: str
-    rank: int  # its place on the shortlist among the stacks that qualify
     parallel: str | None = None
     long_context: str | None = None
     reasoning: str | None = None

@@ -100,7 +100,7 @@ class LlamaCppAdapter(EngineAdapter):
                               "accepted_tokens": "spec_decode_num_accepted_tokens_total",
                               "draft_tokens": "spec_decode_num_draft_tokens_total"})
     decision = DecisionFacts(
-        stack="llama.cpp", rank=2,
+        stack="llama.cpp",
         parallel="`-sm layer|row|tensor` splits across cards, by layers by default: not tensor parallel in vLLM's "
                  "sense",
         long_context="`-c` (0: the model's trained context); `--fit` shrinks an unset context to fit memory, so pin "

@@ -102,7 +102,7 @@ class MlxAdapter(PythonEngineAdapter):
     length_control = "logit_bias forbids the end-of-sequence tokens (mlx_lm has no ignore_eos or min_tokens)"
     process_roles = (ProcessRole(pattern=r"mlx_lm", role="mlx_lm_server", centre="compute",
                                  serves_http=True),)
-    decision = DecisionFacts(stack="MLX", rank=0)
+    decision = DecisionFacts(stack="MLX")
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:

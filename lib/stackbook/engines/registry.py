@@ -123,8 +123,8 @@ def series(field: str) -> tuple[str, ...]:
 
 
 def decision_kinds() -> list[type[EngineAdapter]]:
-    """The kinds 00_decide's shortlist can name, in their shortlist order."""
-    return sorted((a for a in ADAPTERS.values() if a.decision is not None), key=lambda a: a.decision.rank)
+    """The kinds 00_decide's shortlist can name, in the registry's order (its shortlist order)."""
+    return [a for a in ADAPTERS.values() if a.decision is not None]
 
 
 

@@ -98,7 +98,7 @@ class SglangAdapter(PythonEngineAdapter):
     metric_series = MetricSeries(cache_hit_counters=("sglang:cache_hit_tokens_total",),
                                  cache_query_counters=("sglang:cache_query_tokens_total",))
     decision = DecisionFacts(
-        stack="SGLang", rank=4,
+        stack="SGLang",
         parallel="tensor, data, pipeline and expert parallel (`--tp-size`, `--dp-size`, `--pp-size`, `--ep-size`)",
         long_context="`--context-length` and `--chunked-prefill-size`; on hybrid models it splits memory between "
                      "state and KV, so realized KV tokens can fall far below the configured context",

