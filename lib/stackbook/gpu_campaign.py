@@ -7,9 +7,10 @@ the sizing predicted.
 
 The model is built, not fetched: the embedded checkpoint's architecture and tokenizer, shrunk to
 a few million random weights (a few MiB), so it travels with the checkout. Its answers are
-noise, so the canaries do not gate it (they would fail on any engine); its lengths are forced,
-so the load is real. The same steps run on the CPU as a rehearsal (`--device cpu`), which CI
-runs; on a host without CUDA the GPU run says so and exits 3.
+noise, so its gate checks only what random weights can pass (greedy decoding repeats itself
+exactly; RANDOM_WEIGHTS_SUITE) and no sentinel rides in the load; its lengths are forced, so the
+load is real. The same steps run on the CPU as a rehearsal (`--device cpu`), which CI runs; on a
+host without CUDA the GPU run says so and exits 3.
 """
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ TINY = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2, "nu
         "num_key_value_heads": 2, "max_position_embeddings": 2048}
 ATTENTIONS = ("sdpa", "eager")
 KV_BLOCKS, KV_BLOCK_TOKENS = 64, 32  # a paged pool the sizing can predict (transformers sizes it otherwise)
+# The gate a random model can pass: the engine's greedy decoding is deterministic.
+RANDOM_WEIGHTS_SUITE = {"suite": "random-weights", "version": 1, "checks": [
+    {"id": "greedy-repeats-exactly", "kind": "determinism", "prompt": "Write one sentence about the sea.",
+     "repeats": 3, "concurrent": False, "max_tokens": 16}]}
 
 
 def cuda_of(python: str) -> dict:
@@ -87,7 +92,8 @@ def build_model(dest: Path, tokenizer_dir: Path, seed: int = 0) -> dict:
 
 
 def campaign_for(model_dir: Path, device: str, accelerator: str, python: str | None) -> dict:
-    """Two arms that differ only in the attention implementation, under one fixed protocol."""
+    """Two arms that differ only in the attention implementation, under one fixed protocol; the
+    gate's suite is written beside the model (canaries.yaml)."""
     engine = {"kind": "transformers", "device": device, "cb_num_blocks": KV_BLOCKS, "cb_block_size": KV_BLOCK_TOKENS}
     if python:
         engine["python"] = python
@@ -98,13 +104,13 @@ def campaign_for(model_dir: Path, device: str, accelerator: str, python: str | N
         "model": {"name": "smollm2-tiny-random", "source": "path", "hf_path": str(model_dir.relative_to(REPO_ROOT))},
         "hardware": {"accelerator": accelerator},
         "protocol": {
-            "stages": ["sizing", "sweep"],
-            "canaries": {"run_sweep_on_hold": True},
+            "canaries": {"suite": str((model_dir.parent / "canaries.yaml").relative_to(REPO_ROOT)),
+                         "sentinel_share": 0},
             "precision": {"weights": "bf16", "kv_cache": "bf16", "state": "none"},
             "decoding": {"preset": "greedy", "seed": 0},
-            "workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 32},
+            "workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 16},
             "arrival": {"kind": "closed_loop", "concurrency": [1, 4]},
-            "context_length": 256, "requests_per_point": 24, "warmup_requests": 2, "repetitions": 2,
+            "context_length": 256, "requests_per_point": 48, "warmup_requests": 2, "repetitions": 2,
             "request_timeout_s": 120, "slo": {"ttft_ms": 2000, "tpot_ms": 200}},
         "arms": [{"name": a, "description": f"attn_implementation: {a}",
                   "engine": engine | {"attn_implementation": a}} for a in ATTENTIONS]}
@@ -159,7 +165,7 @@ def summarize(run: RunDir, on_gpu: bool) -> dict:
                           "device": (engine.get("identity") or {}).get("device"), "points": rows,
                           "memory": memory_against_sizing(results, rows, on_gpu)}
     analysis = json.loads(run.analysis.read_text()) if run.analysis.exists() else {}
-    return {"arms": arms, "verdict": (analysis.get("verdict") or {}).get("lines")}
+    return {"arms": arms, "verdict": analysis.get("verdict")}
 
 
 def run_gpu_campaign(device: str = "cuda", python: str | None = None, tokenizer: Path | None = None,
@@ -183,6 +189,7 @@ def run_gpu_campaign(device: str = "cuda", python: str | None = None, tokenizer:
         raise FileExistsError(f"{shown(folder)} already holds a run: pass another --run-id")
     model = build_model(folder / "model", tokenizer or embedded_artifacts().hf_dir)
     log(f"built the model: {model['parameters']:,} parameters, {model['bytes'] / 2**20:.1f} MiB")
+    (folder / "canaries.yaml").write_text(yaml.safe_dump(RANDOM_WEIGHTS_SUITE, sort_keys=False))
     campaign_file = folder / "campaign.yaml"
     campaign_file.write_text(yaml.safe_dump(campaign_for(folder / "model", device, accelerator,
                                                                   None if engine_python == own else engine_python), sort_keys=False))
@@ -192,6 +199,6 @@ def run_gpu_campaign(device: str = "cuda", python: str | None = None, tokenizer:
                "status": manifest.get("status"), "wall_s": round(time.time() - started, 1),
                **summarize(done, on_gpu=device == "cuda")}
     (done.path / "gpu_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    log(f"{shown(done.path)}: {summary['status']} in {summary['wall_s']:.0f} s; gpu_summary.json holds "
+    log(f"{done.path.relative_to(REPO_ROOT)}: {summary['status']} in {summary['wall_s']:.0f} s; gpu_summary.json holds "
         "telemetry, energy per output token and memory against sizing")
     return 0 if summary["status"] == "complete" else 1

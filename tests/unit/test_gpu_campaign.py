@@ -29,7 +29,8 @@ def test_the_two_arms_differ_only_in_attention(tmp_path):
     assert [e.pop("attn_implementation") for e in engines] == list(ATTENTIONS)
     assert engines[0] == engines[1] == {"kind": "transformers", "device": "cuda", "cb_num_blocks": KV_BLOCKS,
                                         "cb_block_size": KV_BLOCK_TOKENS, "python": "/opt/py/bin/python"}
-    assert c["model"]["hf_path"] == "outputs/x/model" and c["protocol"]["stages"] == ["sizing", "sweep"]
+    assert c["model"]["hf_path"] == "outputs/x/model" and "stages" not in c["protocol"]  # sizing, the gate, the load
+    assert c["protocol"]["canaries"] == {"suite": "outputs/x/canaries.yaml", "sentinel_share": 0}
     c["model"]["hf_path"] = str(tmp_path)  # validated against a real folder
     assert Campaign.model_validate(c).protocol.repetitions.min == 2
 

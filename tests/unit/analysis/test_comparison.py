@@ -261,3 +261,12 @@ def test_an_over_saturated_load_is_outside_the_slo_whatever_its_share():
     assert cap.loc["steady", "max load inside the SLO (interval)"] == 1
     # A run measured before the check has no such column, and its table is what it was.
     assert "over-saturated (queue grew)" not in analysis.slo_capacity(analysis.load_table(frame(), 0.95), 0.8)
+
+
+def test_a_load_where_no_arm_is_left_says_so_in_plain_words():
+    df = analysis.comparison_frame(workloads_reference_arms())
+    rate2 = df["load"] == 2
+    df.loc[rate2, "discarded"] = True  # both arms lost their point at rate 2
+    lines, _ = analysis.verdict(df, pd.DataFrame(), protocol())
+    [line] = [x for x in lines if x.startswith("At offered rate 2")]
+    assert line.startswith("At offered rate 2: no arm has a ranked point; not compared: ")
