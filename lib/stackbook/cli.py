@@ -118,12 +118,21 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
 
 
 @app.command()
-def engines() -> None:
+def engines(write_docs: bool = typer.Option(False, "--write-docs", help="also rewrite the kinds table in "
+                                            "docs/campaigns.md (a test keeps the two equal)")) -> None:
     """The engine kinds a campaign accepts (built in, and any a package registers through the
     `stackbook.engines` entry point): where each runs, how it is installed, how it forces lengths."""
-    from stackbook.engines.registry import kinds_table
+    import re
 
-    typer.echo(kinds_table())
+    from stackbook.engines.registry import kinds_table
+    from stackbook.locations import REPO_ROOT
+
+    table = kinds_table()
+    typer.echo(table)
+    if write_docs:
+        doc = REPO_ROOT / "docs" / "campaigns.md"
+        doc.write_text(re.sub(r"(<!-- kinds:begin -->\n).*?(\n<!-- kinds:end -->)", lambda m: m[1] + table + m[2],
+                              doc.read_text(), flags=re.S))
 
 
 @app.command("setup-model")
