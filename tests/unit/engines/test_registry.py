@@ -74,9 +74,9 @@ def test_only_kinds_that_serve_local_weights_get_artifacts(tmp_path):
     assert adapter_for(remote, remote.arms[0]).artifacts is None
 
 
-def test_a_kind_skips_sizing_exactly_when_it_serves_no_local_weights():
+def test_a_kind_that_skips_sizing_serves_no_local_weights():
     skipping = {k for k, a in ADAPTERS.items() if a.spec_model.sizing_skip_reason}
-    assert skipping == {k for k, a in ADAPTERS.items() if not a.spec_model.serves_local_weights}
+    assert skipping <= {k for k, a in ADAPTERS.items() if not a.spec_model.serves_local_weights}
     assert "openai_endpoint" in skipping and not skipping & {"llama_cpp", "vllm_cpu", "mlx", "transformers"}
 
 
