@@ -77,3 +77,14 @@ def test_the_gpu_run_without_cuda_says_so_and_exits_3():
                        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "no CUDA device here" in r.stdout and "--device cpu" in r.stdout
+
+
+def test_the_sweep_summary_reads_each_gpu_as_a_point_window_does_plus_its_peaks():
+    from stackbook.measure.telemetry import GpuSampler
+    sampler = GpuSampler()
+    sampler.samples = [{"t": t, "gpu": 0, "memory_used_gib": 2.0, "utilization_pct": u, "power_w": p,
+                        "energy_mj": 1_000 * t} for t, u, p in ((0.0, 40, 100.0), (2.0, 60, 300.0))]
+    gpu = sampler.summary()["gpus"][0]
+    assert gpu == gpu_window(sampler.samples) | {"power_w_peak": 300.0, "utilization_pct_mean": 50.0}
+    assert (gpu["energy_j"], gpu["energy_source"]) == (2.0, "the GPU's energy counter")
+    assert sampler.window(1.0, 3.0)["gpus"][0]["samples"] == 1

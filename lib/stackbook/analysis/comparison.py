@@ -141,8 +141,8 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[s
         if len(present) < 2:
             left = df[(df["load"] == load) & ~df["arm"].isin(present)]
             who = f"only {', '.join(sorted(present))} has" if present else "no arm has"
-            lines.append(f"At {unit} {load:g}: {who} a ranked point; not compared" + (": " + "; ".join(f"{r['arm']} {r['point']} {r['status']}"
-                                                          for _, r in left.iterrows()) if len(left) else "") + ".")
+            why = "; ".join(f"{r['arm']} {r['point']} {r['status']}" for _, r in left.iterrows())
+            lines.append(f"At {unit} {load:g}: {who} a ranked point; not compared" + (f": {why}" if why else "") + ".")
     found = decisions(df, protocol, comparable_arms(df, fairness))
     return (lines + verdict_lines(df, found, protocol, unit) + aa_control_lines(found, replicas or {})
             + known_effect_lines(df, found, delayed or {}, unit)), found

@@ -171,8 +171,9 @@ def energy_of(gpu_telemetry: dict | None) -> dict:
     if not per_gpu:
         why = (gpu_telemetry or {}).get("reason") or "no NVML power samples"
         return unknown(f"not measured: {why}")
+    sources = sorted({g.get("energy_source") or "NVML power samples, trapezoid rule" for g in gpus.values()})
     return {"joules_total": round(sum(per_gpu.values()), 1), "joules_per_gpu": per_gpu,
-            "source": f"NVML power, {gpu_telemetry.get('samples')} samples, trapezoid rule"}
+            "source": f"{'; '.join(sources)} ({gpu_telemetry.get('samples')} samples)"}
 
 
 def canary_validity(canaries: dict) -> dict:

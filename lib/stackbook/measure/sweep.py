@@ -188,13 +188,14 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
                 if salt:
                     cache["salt"] = salt
                 before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
-                procs0 = read_processes(pid, session.adapter.process_roles)  # CPU, faults, switches: read at the point's start and end
+                roles = session.adapter.process_roles  # CPU, faults, switches: read at the point's start and end
+                procs0 = read_processes(pid, roles)
                 wall0, unix0 = time.perf_counter(), time.time()
                 recs, cost = send_point(plan, target, prompts, tokenizer, processes=protocol.loadgen.processes,
                                         parts_dir=session.arm_dir.client_parts, writer=writer,
                                         sent_writer=sent_writer, base=base, warmup=protocol.warmup_requests,
                                         progress=bar, alive=alive, engine_pid=pid)
-                procs1, wall1 = read_processes(pid, session.adapter.process_roles), time.perf_counter()
+                procs1, wall1 = read_processes(pid, roles), time.perf_counter()
                 procs1["client"]["cpu_s"] += cost.elsewhere_s()
                 client_cost[name] = cost
                 warning = client_cpu_warning(name, cost.busiest_fraction(), protocol.loadgen.processes)

@@ -91,7 +91,8 @@ class GpuSampler:
         energy from the card's counter where it keeps one, else the power samples' integral."""
         if self.absent:
             return {"nvml": "absent", "reason": self.absent}
-        return {"nvml": "present", "gpus": {i: gpu_window([s for s in self.samples if s["gpu"] == i and t0 <= s["t"] <= t1])
+        inside = [s for s in self.samples if t0 <= s["t"] <= t1]
+        return {"nvml": "present", "gpus": {i: gpu_window([s for s in inside if s["gpu"] == i])
                                            for i in sorted({s["gpu"] for s in self.samples})}}
 
     def summary(self) -> dict:
@@ -100,11 +101,9 @@ class GpuSampler:
         out: dict = {"nvml": "present", "samples": len(self.samples), "gpus": {}}
         for i in sorted({s["gpu"] for s in self.samples}):
             mine = [s for s in self.samples if s["gpu"] == i]
-            out["gpus"][i] = {"memory_used_gib_peak": round(max(s["memory_used_gib"] for s in mine), 3),
-                              "power_w_mean": round(sum(s["power_w"] for s in mine) / len(mine), 1),
-                              "power_w_peak": round(max(s["power_w"] for s in mine), 1),
-                              "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1),
-                              "energy_j": round(energy_joules(mine), 1)}
+            out["gpus"][i] = gpu_window(mine) | {
+                "power_w_peak": round(max(s["power_w"] for s in mine), 1),
+                "utilization_pct_mean": round(sum(s["utilization_pct"] for s in mine) / len(mine), 1)}
         return out
 
     def __enter__(self):

@@ -36,7 +36,10 @@ def test_energy_is_integrated_from_power_samples():
     samples = [{"t": 0.0, "power_w": 100.0}, {"t": 1.0, "power_w": 300.0}, {"t": 3.0, "power_w": 300.0}]
     assert energy_joules(samples) == pytest.approx(200 + 600)
     assert energy_of({"nvml": "present", "samples": 3, "gpus": {0: {"energy_j": 800.0}}}) == {
-        "joules_total": 800.0, "joules_per_gpu": {"0": 800.0}, "source": "NVML power, 3 samples, trapezoid rule"}
+        "joules_total": 800.0, "joules_per_gpu": {"0": 800.0},
+        "source": "NVML power samples, trapezoid rule (3 samples)"}
+    counted = {"nvml": "present", "samples": 4, "gpus": {0: {"energy_j": 50.0, "energy_source": "the GPU's energy counter"}}}
+    assert energy_of(counted)["source"] == "the GPU's energy counter (4 samples)"
     assert energy_of({"nvml": "absent", "reason": "no NVIDIA GPU here (NVML: Shared Library Not Found)"}) == {
         "unknown": "not measured: no NVIDIA GPU here (NVML: Shared Library Not Found)"}
 
