@@ -87,7 +87,7 @@ class EngineProbe:
         from stackbook.loadgen.client_processes import send_point
         from stackbook.loadgen.prompt_salt import salt_point
         from stackbook.measure.prefix_cache import prepare_point
-        from stackbook.measure.sweep import check_engine, point_requests
+        from stackbook.measure.sweep_point import check_engine, point_requests
 
         session, protocol = self.session, self.session.protocol
         check_engine(session, name)

@@ -2,61 +2,23 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 from tqdm import tqdm
 
 from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.gate.canaries import load_suite
-from stackbook.gate.sentinels import judge_sentinels, mix_sentinels, sentinel_checks
-from stackbook.loadgen.client_processes import ClientCost, merge_parts, send_point
+from stackbook.gate.sentinels import sentinel_checks
+from stackbook.loadgen.client_processes import merge_parts
 from stackbook.loadgen.phases import Phase
-from stackbook.loadgen.plans import ClosedPlan, PointPlan
-from stackbook.loadgen.prompt_salt import salt_point
-from stackbook.loadgen.records import NOT_ANSWERED, RecordWriter, read_records
+from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
-from stackbook.loadgen.workload import (
-    ApproximateTokenizer,
-    client_tokenizer,
-    recorded_prompts,
-    synthetic_prompts,
-)
-from stackbook.measure.input_lengths import input_length_match, trace_input_lengths
-from stackbook.measure.metrics import client_gaps, point_summary
-from stackbook.measure.reconciliation import reconcile_with_engine
-from stackbook.measure.session_order import session_order
-from stackbook.measure.prefix_cache import cache_counters, prepare_point
-from stackbook.measure.runtime import read_processes, runtime_evidence
-from stackbook.measure.telemetry import (
-    GaugeSampler,
-    GpuSampler,
-    RssSampler,
-    metrics_delta,
-    scrape_metrics,
-)
-from stackbook.measure.validity import apply_discard_rules, client_cpu_warning, point_validity
+from stackbook.loadgen.workload import ApproximateTokenizer, client_tokenizer
+from stackbook.measure.input_lengths import trace_input_lengths
+from stackbook.measure.sweep_point import PointReadings, SweepInstruments, measure_point, not_answered, point_figures
+from stackbook.measure.telemetry import GaugeSampler, GpuSampler, RssSampler
+from stackbook.measure.validity import apply_discard_rules, point_validity
 from stackbook.measure.validity import with_client_delay  # the client-delay rule
 from stackbook.model.artifacts import artifacts_for
-
-
-class EngineFailure(RuntimeError):
-    """The engine died or stopped answering: the sweep stops, its records stay for --resume."""
-
-
-def not_answered(records) -> bool:
-    """Every measured request failed as a gone or frozen engine fails them (or, where the clients
-    stopped before any measured request, every warm-up did): the point says nothing of the
-    engine's speed, and a resumed run measures it again."""
-    measured = [r for r in records if r.phase == Phase.MEASURE] or [r for r in records if r.phase == Phase.WARMUP]
-    return bool(measured) and all(r.error_class in NOT_ANSWERED for r in measured)
-
-
-def check_engine(session, name: str, records: list | None = None) -> None:
-    if not session.engine_alive():
-        raise EngineFailure(f"the engine exited before point {name}")
-    if records and not_answered(records):
-        failed = next(r.error_class for r in records if r.phase in (Phase.MEASURE, Phase.WARMUP))
-        raise EngineFailure(f"every request of point {name} failed ({failed}): the engine is not answering")
 
 
 def tokenizer_for(session):
@@ -73,10 +35,6 @@ def tokenizer_for(session):
 def load_levels(protocol) -> list[dict]:
     """One entry per load level of the protocol's arrival pattern."""
     return protocol.arrival.load_levels()
-
-
-def cooldown_requests(protocol, level: dict) -> int:
-    return protocol.arrival.cooldown_requests(level, protocol)
 
 
 def turns_of(protocol) -> int:
@@ -105,26 +63,6 @@ def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
     return protocol.arrival.schedule(level, n, seed)
 
 
-def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinels: list
-                   ) -> tuple[list, PointPlan]:
-    """One point's prompts, built before its readings start, in sending order, and the plan they
-    are sent by (its arrival pattern's: deadlines or clients, with the cool-down). Where the
-    pattern fixes the prompts' lengths (a trace) they are its own, without sentinels."""
-    arrival, cooldown = protocol.arrival, cooldown_requests(protocol, level)
-    lengths = arrival.prompt_lengths(level)
-    prompt_seed = arrival.prompt_seed(level, seed)
-    recorded = arrival.recorded_messages(level)
-    if recorded is not None:  # a request log: its own messages, each reply at its recorded length
-        prompts = recorded_prompts(recorded, [out for _, out in lengths], tokenizer)
-    elif lengths is not None:
-        prompts = synthetic_prompts(protocol.workload, tokenizer, len(lengths), seed=prompt_seed, lengths=lengths,
-                                    blocks=arrival.prompt_blocks(level))
-    else:
-        prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=prompt_seed),
-                                sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
-    return prompts, arrival.point_plan(level, len(prompts), seed, cooldown)
-
-
 def earlier_points(session) -> tuple[dict, dict]:
     """The points and telemetry an earlier call of this arm's sweep recorded (results.json)."""
     from stackbook.evidence.files import read_json
@@ -139,141 +77,100 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     records go to requests.jsonl as they complete. Points already complete in requests.jsonl (an
     earlier repetition, a resumed run) are not run again, and their server-side evidence is carried
     over from results.json. The summary covers every repetition measured so far. `began` says how
-    this call's repetitions began (a fresh engine start, or the engine left running)."""
+    this call's repetitions began (a fresh engine start, or the engine left running).
+
+    The bookkeeping lives here; each point is sent by sweep_point.measure_point and summed up by
+    sweep_point.point_figures."""
     protocol = session.protocol
     target = session.target()
     target.length_for = session.adapter.output_length_fields
-    series = session.adapter.metric_series  # every engine series this arm's points read: its own kind's
     tokenizer = tokenizer_for(session)
     records_path = session.arm_dir.requests
     levels = load_levels(protocol)
     reps = list(range(protocol.repetitions.min)) if repetitions is None else sorted(repetitions)
-    expected = {point_name(lv, rep): requests_at(protocol, lv) for rep in reps for lv in levels}
-    turns = turns_of(protocol)
-    if session.arm_dir.client_parts.is_dir():  # an interrupted point's parts, kept as a cut attempt
-        with RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
-            merge_parts(session.arm_dir.client_parts, writer, sent_writer)
-    attempts = latest_attempts(read_records(records_path))
-    total = len(reps) * protocol.requests_per_repetition()
-    earlier, earlier_telemetry = earlier_points(session)
+    keep_cut_attempt(session)
+    todo = points_to_run(protocol, levels, reps, latest_attempts(read_records(records_path)))
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
-    alive = session.engine_alive
-    telemetry: dict[str, dict] = {}
-    server_side: dict[str, dict] = {}  # per point run here: cache state, engine gauges, reconciliation
-    client_cost: dict[str, ClientCost] = {}
-    client_warnings: list[str] = []
-    bar = tqdm(total=total, desc=f"{session.arm.name} requests", disable=not progress)
+    readings: dict[str, PointReadings] = {}
+    bar = tqdm(total=len(reps) * protocol.requests_per_repetition(), desc=f"{session.arm.name} requests",
+               disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
-    sentinels = sentinels_for(protocol)
-    with RssSampler(pid, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, RecordWriter(records_path) as writer, \
-            SentWriter(session.arm_dir.requests_sent) as sent_writer:
+    with RssSampler(pid, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, \
+            RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
-        for rep in reps:
-            seed = protocol.seed_of(rep)
-            for lv in levels:
-                name = point_name(lv, rep)
-                n = expected[name]
-                attempt, done = attempts.get(name, (-1, 0))
-                if done >= n * turns:
-                    bar.update(n * turns)
-                    continue
-                # A point cut short is run again from its start as a new attempt; the records of
-                # the cut attempt stay on disk but never enter the metrics.
-                check_engine(session, name)
-                base = {"run_id": run_id, "arm": session.arm.name, "point": name, "repetition": rep,
-                        "concurrency": lv.get("concurrency", 0), "attempt": attempt + 1}
-                prompts, plan = point_requests(protocol, lv, n, seed, tokenizer, sentinels)
-                cache = prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, tokenizer)
-                prompts, salt = salt_point(protocol, run_id, session.arm.name, name, attempt + 1, prompts, tokenizer)
-                if salt:
-                    cache["salt"] = salt
-                before = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
-                roles = session.adapter.process_roles  # CPU, faults, switches: read at the point's start and end
-                procs0 = read_processes(pid, roles)
-                wall0, unix0 = time.perf_counter(), time.time()
-                recs, cost = send_point(plan, target, prompts, tokenizer, processes=protocol.loadgen.processes,
-                                        parts_dir=session.arm_dir.client_parts, writer=writer,
-                                        sent_writer=sent_writer, base=base, warmup=protocol.warmup_requests,
-                                        progress=bar, alive=alive, engine_pid=pid)
-                procs1, wall1 = read_processes(pid, roles), time.perf_counter()
-                procs1["client"]["cpu_s"] += cost.elsewhere_s()
-                client_cost[name] = cost
-                warning = client_cpu_warning(name, cost.busiest_fraction(), protocol.loadgen.processes)
-                if warning:
-                    client_warnings.append(warning)
-                    bar.write(warning)
-                check_engine(session, name, recs)
-                after = scrape_metrics(target.base_url, session.adapter.metrics_path, target.headers)
-                telemetry[name] = metrics_delta(before, after)
-                during = gauges.window(unix0, time.time())
-                server_side[name] = {
-                    "repetition_began": began or "not recorded",
-                    "prefix_cache": cache | cache_counters(telemetry[name], recs, series),
-                    "engine_gauges_during": during,
-                    "gpu_during": gpu.window(unix0, time.time()),
-                    "engine_reconciliation": reconcile_with_engine(telemetry[name], recs, series),
-                    **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry[name], recs, during, series)}
+        tools = SweepInstruments(session, run_id, target, tokenizer, sentinels_for(protocol), pid, writer,
+                                 sent_writer, gauges, gpu, bar, began)
+        for rep, lv, name, n, attempt in todo:
+            if attempt is None:  # finished by an earlier call
+                bar.update(n * turns_of(protocol))
+                continue
+            # A point cut short is run again from its start as a new attempt; the records of
+            # the cut attempt stay on disk but never enter the metrics.
+            readings[name] = measure_point(tools, lv, rep, name, n, attempt, protocol.seed_of(rep))
+            if readings[name].warning:
+                bar.write(readings[name].warning)
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
     bar.close()
-    records = read_records(records_path, latest_attempt=True)
+    return sweep_results(session, levels, reps, readings, tools.sentinels, tokenizer, peak, gpu_summary)
+
+
+def keep_cut_attempt(session) -> None:
+    """An interrupted point's per-process parts join the records, as a cut attempt."""
+    if session.arm_dir.client_parts.is_dir():
+        with RecordWriter(session.arm_dir.requests) as writer, SentWriter(session.arm_dir.requests_sent) as sent:
+            merge_parts(session.arm_dir.client_parts, writer, sent)
+
+
+def points_to_run(protocol, levels: list[dict], reps: list[int], attempts: dict) -> list[tuple]:
+    """(repetition, level, point, prompts, attempt) in sending order; the attempt is None for a
+    point an earlier call finished, else the number of the new attempt."""
+    out = []
+    for rep in reps:
+        for lv in levels:
+            name, n = point_name(lv, rep), requests_at(protocol, lv)
+            attempt, done = attempts.get(name, (-1, 0))
+            out.append((rep, lv, name, n, None if done >= n * turns_of(protocol) else attempt + 1))
+    return out
+
+
+def sweep_results(session, levels: list[dict], reps: list[int], readings: dict, sentinels: list, tokenizer,
+                  peak_rss_bytes: int, gpu_summary: dict) -> dict:
+    """Every measured point's figures (this call's and earlier calls'), then the arm's sweep
+    summary: discards, error counts, length control, the engine's lifecycle and prefix cache."""
+    protocol = session.protocol
+    records = read_records(session.arm_dir.requests, latest_attempt=True)
     sent = point_digests(read_sent(session.arm_dir.requests_sent, latest_attempt=True))
-    points: dict[str, dict] = {}
-    measured_reps = sorted({r.repetition for r in records} | set(reps))
-    for name in earlier:
-        if name not in server_side and name in earlier_telemetry:
-            telemetry[name] = earlier_telemetry[name]
-    implied = protocol.arrival.implied_reuse()
+    earlier, earlier_telemetry = earlier_points(session)
+    telemetry = {name: r.telemetry for name, r in readings.items()}
+    telemetry |= {name: earlier_telemetry[name] for name in earlier if name not in readings and name in earlier_telemetry}
     # each level's trace lengths, counted once for all its repetitions (a long log is tokenized once)
     trace_lengths = {lv["level"]: trace_input_lengths(protocol.arrival, lv, tokenizer) for lv in levels}
-    for rep in measured_reps:
+    implied = protocol.arrival.implied_reuse()
+    by_point: dict[str, list] = {}
+    for r in records:
+        by_point.setdefault(r.point, []).append(r)
+    points: dict[str, dict] = {}
+    for rep in sorted({r.repetition for r in records} | set(reps)):
         for lv in levels:
             name = point_name(lv, rep)
-            if not any(r.point == name for r in records):
-                continue
-            s = point_summary([r for r in records if r.point == name], protocol.slo)
-            if name not in server_side:  # measured by an earlier call: its server-side readings stay
-                s = {k: v for k, v in (earlier.get(name) or {}).items() if k != "discarded"} | s
-            s.update({k: v for k, v in lv.items() if k in ("concurrency", "rate", "speedup")}, repetition=rep,
-                     level=lv["level"])
-            # the level the arms are compared at: clients, a rate, or a trace's replay speed
-            s["load"] = lv.get("concurrency") or lv.get("rate") or lv.get("speedup") or s.get("achieved_rate_rps")
-            if issubclass(protocol.arrival.plan_type, ClosedPlan):
-                s.update(client_gaps([r for r in records if r.point == name]))
-            s["sentinels"] = judge_sentinels([r for r in records if r.point == name], sentinels)
-            if name in client_cost:
-                s.update(client_cost[name].summary())
-            s.update(server_side.get(name, {}))
-            if implied and isinstance(s.get("prefix_cache"), dict):  # beside the engine's realized hit rate
-                s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
-            s.update(sent.get(name, {}))
-            s["output_tokens_server_mean"] = realized_output_tokens([r for r in records if r.point == name])
-            if (lengths := trace_lengths[lv["level"]]) is not None:
-                s["input_lengths"] = input_length_match(lengths, [r for r in records if r.point == name])
-            if steps := protocol.arrival.session_steps():  # a replayed log's sessions, checked from the records
-                s["session_order"] = session_order([r for r in records if r.point == name], steps)
-            points[name] = s
-    out = summarize_sweep(points, telemetry, peak, protocol, harness_ceiling=session.harness_ceiling())
+            if name in by_point:
+                points[name] = point_figures(protocol, lv, rep, by_point[name], readings=readings.get(name),
+                                             earlier=earlier.get(name), sentinels=sentinels,
+                                             sent=sent.get(name, {}), trace_lengths=trace_lengths[lv["level"]], implied=implied)
+    out = summarize_sweep(points, telemetry, peak_rss_bytes, protocol, harness_ceiling=session.harness_ceiling())
     method = session.adapter.length_control
     out["length_control"]["method"] = method or "none: this engine offers no way to force an exact length"
     if method is None:
         out["length_control"].update(controlled=False, honoured="not controlled: replies may end early")
     out["gpu_telemetry"] = gpu_summary
-    out["client_warnings"] = client_warnings
+    out["client_warnings"] = [r.warning for r in readings.values() if r.warning]
     # Start-up and recovery are lifecycle costs, kept apart from the steady-state points.
     out["engine_lifecycle"] = {"ready_after_s": (session.engine or {}).get("ready_after_s"),
                                "restarts": (session.engine or {}).get("restarts")}
     out["prefix_cache"] = {"state": protocol.prefix_cache, "policy": session.adapter.prefix_cache_policy,
                            "points": {name: x["prefix_cache"] for name, x in points.items() if x.get("prefix_cache")}}
     return out
-
-
-def realized_output_tokens(records) -> float | None:
-    """Mean output length of the measured, completed replies by the server's own usage counts
-    (None where the server reports none): what the engine really generated, for fairness."""
-    counts = [r.output_tokens_server for r in records
-              if r.phase == Phase.MEASURE and r.ok and r.output_tokens_server is not None]
-    return sum(counts) / len(counts) if counts else None
 
 
 def latest_attempts(records) -> dict[str, tuple[int, int]]:
