@@ -2,6 +2,7 @@
 and speculative decoding read from the arm's engine arguments."""
 import pytest
 from stackbook.engines.llama_cpp import LlamaCppEngine, llama_cpu_features
+from stackbook.engines.engine_process import EngineProcess
 from stackbook.engines.vllm import logged_attention_backends
 from stackbook.engines.vllm_cpu import VllmCpuEngine, vllm_cpu_kernels
 from stackbook.engines.registry import adapter_class
@@ -15,8 +16,9 @@ LLAMA_SYSTEM_INFO_LINE = (
 
 def _adapter(kind, spec, lines):
     cls = adapter_class(kind)
-    a = cls.__new__(cls)
-    a.spec, a.log_lines = spec, lines
+    a = cls.__new__(cls)  # no launch: only the log is read
+    a.spec, a.process = spec, EngineProcess()
+    a.log_lines = lines
     return a
 
 
