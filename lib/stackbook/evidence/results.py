@@ -291,6 +291,8 @@ class SweepResults(Open):
     error_counts: dict[str, Any] = Field(default_factory=dict)
     length_control: dict[str, Any] = Field(default_factory=dict)
     load_validity: dict[str, PointValidity] = Field(default_factory=dict)
+    load_check_counts: str | None = Field(None, description="which requests both sides of the load check "
+                                          "counted (absent in runs recorded before it was stated)")
     decode_tok_s_per_stream_median: Number | None = None
     gpu_telemetry: dict[str, Any] = Field(default_factory=dict)
     client_warnings: list[str] = Field(default_factory=list, description="points whose busiest client process "

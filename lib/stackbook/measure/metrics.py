@@ -93,17 +93,24 @@ def window_activity(records: list[RequestRecord], start: float, end: float) -> d
     return {"tokens": tokens, "finished": finished, "in_flight_mean": in_flight_mean(records, start, end)}
 
 
+# Which requests both sides of the load check count, stated in every sweep summary so that an
+# audit compares the figures only with a run that counted the same way.
+LOAD_CHECK_COUNTS = "measured requests and sentinels, answered or failed, on both sides"
+
+
 def measured_load(records: list[RequestRecord], start: float, end: float) -> dict:
-    """The load check's two sides, from the measured requests (sentinels among them) only: the
-    time-weighted number in flight, and Little's law (their completion rate in the window times
-    their mean time in system). Warm-up and cool-down requests keep the engine busy at the
-    window's edges, but they are not the load being measured, so they count for neither."""
+    """The load check's two sides, over one set of requests: the measured ones with their
+    sentinels, answered or failed (a failed request held its slot as long as it lasted). One side
+    is their time-weighted number in flight inside the window; the other Little's law, the rate at
+    which they ended inside the window times their mean time in system. The two part only at the
+    window's edges, which is what the check is for. Warm-up and cool-down requests keep the engine
+    busy at the edges, but they are not the load being measured, so they count for neither."""
     mine = [r for r in records if r.phase in MEASURED_LOAD]
-    done = [r for r in mine if r.ok and start <= r.end_s <= end]
+    ended = [r for r in mine if start <= r.end_s <= end]
     span = end - start
     out = {"in_flight_mean": in_flight_mean(mine, start, end), "littles_law_concurrency": None}
-    if done and span > 0:
-        out["littles_law_concurrency"] = len(done) / span * sum(e2e_s(r) for r in done) / len(done)
+    if ended and span > 0:
+        out["littles_law_concurrency"] = len(ended) / span * sum(e2e_s(r) for r in ended) / len(ended)
     return out
 
 

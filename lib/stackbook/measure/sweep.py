@@ -14,6 +14,7 @@ from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, client_tokenizer
 from stackbook.measure.input_lengths import trace_input_lengths
+from stackbook.measure.metrics import LOAD_CHECK_COUNTS
 from stackbook.measure.sweep_point import PointReadings, SweepInstruments, measure_point, not_answered, point_figures
 from stackbook.measure.telemetry import GaugeSampler, GpuSampler, RssSampler
 from stackbook.measure.validity import apply_discard_rules, point_validity
@@ -247,6 +248,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
                            "honoured": short == 0 if not as_json else
                            "not forced: JSON replies end where the object closes"},
         "load_validity": load_validity,
+        "load_check_counts": LOAD_CHECK_COUNTS,
         "harness_ceiling": harness_ceiling or {"unknown": "no harness ceiling was measured for this run"},
         "decode_tok_s_per_stream_median": statistics.median(rates) if rates else None,
     }

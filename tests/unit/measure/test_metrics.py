@@ -45,7 +45,8 @@ def test_point_summary_counts_failures_against_goodput():
     # The load check counts the measured requests only; the engine also held the warm-up.
     assert s["in_flight_mean"] == pytest.approx((0.5 + 1.0 + 1.5) / 2.0)
     assert s["engine_in_flight_mean"] == pytest.approx((0.5 + 1.0 + 1.5 + 0.1) / 2.0)
-    assert s["littles_law_concurrency"] == pytest.approx(2 / 2.0 * (0.5 + 1.0) / 2)  # two completed, E2E 0.5 and 1.0
+    # Little's law over the same three: the failed one held its slot for 1.5 s too.
+    assert s["littles_law_concurrency"] == pytest.approx(3 / 2.0 * (0.5 + 1.0 + 1.5) / 3) == s["in_flight_mean"]
     assert s["ttft_ms_p50"] == pytest.approx(500)            # median of 100 and 900
     assert s["length_not_honoured"] == 0
     # 95% CI half-width of the mean TTFT over two samples (100, 900): t(0.975, 1) x sd / sqrt(2)

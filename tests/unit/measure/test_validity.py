@@ -4,6 +4,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from stackbook.harness import fidelity
+from stackbook.locations import REPO_ROOT
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan
 from stackbook.measure.validity import (
     MAX_SCHEDULE_LAG_MS,
@@ -174,3 +175,22 @@ def test_a_point_whose_sentinels_answered_rightly_stands():
                         "sentinels": {"sent": 1, "completed": 1, "completed_but_wrong": 0}},
               "c2-r0": {"requests": 8, "completed": 8}}  # no sentinels: nothing to judge
     assert apply_discard_rules(points, {}, _rules()) == []
+
+
+def test_both_sides_of_the_load_check_count_one_set_of_requests():
+    """Committed wrong-rope run, the wrong-RoPE arm at c=1: its sentinels ran to their length
+    bound (failed, length_truncated) while holding the one slot. In flight counted them; Little's
+    law once left them out and read 0.864 against 0.997, so a load the client held was called
+    short. Over one set, with every request inside the window, the two sides are one number."""
+    from stackbook.config.protocol import Slo
+    from stackbook.loadgen.phases import Phase
+    from stackbook.loadgen.records import read_records
+    from stackbook.measure.metrics import point_summary
+
+    run = REPO_ROOT / "outputs/wrong-rope/reference/arms/llama-cpp-wrong-rope/requests.jsonl"
+    records = [r for r in read_records(run, latest_attempt=True) if r.point == "c1-r0"]
+    failed = [r for r in records if r.phase == Phase.SENTINEL and not r.ok]
+    assert failed, "the point no longer holds failed sentinels: the test would say nothing"
+    s = point_summary(records, Slo())
+    assert s["littles_law_concurrency"] == pytest.approx(s["in_flight_mean"], abs=1e-6)
+    assert point_validity(s | {"concurrency": 1}, plan=ClosedPlan)["valid"] is True
