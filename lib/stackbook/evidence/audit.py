@@ -1,10 +1,11 @@
 """`stackbook audit RUN_DIR`: a run re-checked from its raw records.
 
-Four checks, each said to apply or not (a run made by an older version may lack what one needs):
+Five checks, each said to apply or not (a run made by an older version may lack what one needs):
   files      every file the manifest hashed when the run was sealed is there and unchanged;
   points     each point's figures in results.json, recomputed from requests.jsonl (latest attempts);
   analysis   analysis.json, recomputed from the arms' records by the current analysis (the verdict's
              sentences, the decisions and their intervals, the tables);
+  claims     each decision's words against its own stored numbers (the rule applied again);
   passports  each arm's passport.json, rebuilt from its results, engine record and the manifest.
 Every disagreement names the file, the field, the stored and the recomputed value. A field only
 one side has (written by an older or a newer version) is listed apart, not compared.
@@ -138,6 +139,28 @@ def check_analysis(run: RunDir, audit: Audit) -> None:
     audit.checks["analysis"] = "analysis.json (" + ", ".join(p for p in ANALYSIS_PARTS if p in stored) + ")"
 
 
+def check_claims(run: RunDir, campaign, audit: Audit) -> None:
+    """Each stored decision's words against its own numbers: the rule applied again to the ratio,
+    interval and margin the decision carries must give the same decision, leader and sentence,
+    so no word ('ahead', 'higher', 'no difference') stands beside a number that contradicts it."""
+    from stackbook.analysis.decision import COMPARED_BY_NAME, decide
+
+    stored = (read_json(run.analysis, {}) or {}).get("decisions") or []
+    if not stored:
+        audit.checks["claims"] = "not applied: the analysis holds no decisions"
+        return
+    margin = campaign.protocol.decision.min_effect
+    for i, d in enumerate(stored):
+        again = decide(d["load"], COMPARED_BY_NAME[d["metric"]], d["arm_a"], d["arm_b"], (d["ratio"], d["lo"], d["hi"]),
+                       (d["repetitions_a"], d["repetitions_b"]), (d["requests_a"], d["requests_b"]), margin,
+                       d["confidence"], d["method"])
+        for key in ("decision", "leader", "text"):
+            if not _same(d.get(key), getattr(again, key)):
+                audit.disagreements.append(Disagreement("analysis.json", f"decisions[{i}].{key} (against its own "
+                                                        "ratio and interval)", d.get(key), getattr(again, key)))
+    audit.checks["claims"] = f"{len(stored)} decisions' words against their own ratios, intervals and margin"
+
+
 def check_passports(run: RunDir, campaign, audit: Audit) -> None:
     from stackbook.evidence.passport import build_passport
 
@@ -164,5 +187,6 @@ def audit_run(path: str | Path) -> Audit:
     campaign = load_campaign(run.campaign_resolved)
     check_points(run, campaign, audit)
     check_analysis(run, audit)
+    check_claims(run, campaign, audit)
     check_passports(run, campaign, audit)
     return audit
