@@ -106,3 +106,31 @@ def test_a_field_only_one_version_writes_is_listed_apart_not_compared():
     assert audit.one_sided == ["analysis.json: rows[].new (only recomputed (a field this version adds))",
                                "analysis.json: rows[].old (only in the record)"]
     assert [(d.field, d.stored, d.recomputed) for d in audit.disagreements] == [("rows[1].a", 2.0, 2.5)]
+
+
+def test_an_edited_load_check_figure_is_caught_where_the_run_states_how_it_counted(tmp_path):
+    """wrong-rope states which requests its load check counted, so its in-flight and Little's-law
+    figures are recomputed; aa-control, recorded before runs stated it, says they were not."""
+    run = tmp_path / "load"
+    shutil.copytree("outputs/wrong-rope/reference", run)
+    results = run / "arms" / "llama-cpp-wrong-rope" / "results.json"
+    data = json.loads(results.read_text())
+    assert data["sweep"]["load_check_counts"]
+    data["sweep"]["points"]["c1-r0"]["littles_law_concurrency"] = 0.5
+    results.write_text(json.dumps(data))
+    audit = audit_run(run)
+    assert ("arms/llama-cpp-wrong-rope/results.json", "sweep.points.c1-r0.littles_law_concurrency") in fields(audit)
+    assert "without their load-check figures" not in audit.checks["points"]
+    assert "16 of them without their load-check figures" in audit_run(REFERENCE).checks["points"]
+
+
+def test_a_word_that_contradicts_its_own_numbers_is_named(copy_of):
+    """The claims check reads one file only: an edited sentence is caught against the decision's
+    own ratio and interval, apart from the recomputation from the records."""
+    run = copy_of("claim")
+    analysis = json.loads((run / "analysis.json").read_text())
+    i, d = next((i, d) for i, d in enumerate(analysis["decisions"]) if d["decision"] == "no difference")
+    d["text"] = d["text"].replace("no difference larger than", "a difference larger than")
+    (run / "analysis.json").write_text(json.dumps(analysis))
+    found = fields(audit_run(run))
+    assert ("analysis.json", f"decisions[{i}].text (against its own ratio and interval)") in found
