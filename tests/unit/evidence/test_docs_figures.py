@@ -110,3 +110,15 @@ def test_the_four_engines_findings_in_campaigns_md_are_the_runs():
     cv = json.loads((run / "arms/vllm-cpu/results.json").read_text())["sweep"]["load_validity"]["c2-r0"]
     assert (f"delayed {cv['client_loop_delay_ms_p99']:.0f} ms at p99 ({cv['client_delay_ttft_share']:.0%} of TTFT p50"
             in doc)
+
+
+def test_the_canary_seconds_in_setup_md_are_the_runs():
+    def seconds(run: str, arm: str) -> tuple[float, float]:
+        results = json.loads(Path(f"outputs/{run}/reference/arms/{arm}/results.json").read_text())["canaries"]["results"]
+        return next(r["seconds"] for r in results if r["kind"] == "needle"), sum(r["seconds"] for r in results)
+
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    (n1, t1), (n2, t2), (n3, t3) = (seconds("wrong-rope", "llama-cpp"), seconds("four-engines", "llama-cpp"),
+                                    seconds("four-engines", "vllm-cpu"))
+    assert f"the needle took {n1:.1f} s of llama.cpp's {t1:.1f} s at a 1,024-token context" in doc
+    assert f"and {n2:.1f} s of {t2:.1f} s for llama.cpp and {n3:.1f} s of {t3:.1f} s for vLLM-CPU at 512" in doc
