@@ -44,11 +44,13 @@ class LinkState(BaseModel):
 
 class Layout(BaseModel):
     """Where things sit on the page as drawn: the decision table's top (CSS px from the page's
-    top; None when the page has none), code cells a reader can see, and images wider than the
-    element that holds them."""
+    top; None when the page has none), code cells a reader can see, images wider than the
+    element that holds them, and tables a reader must scroll sideways (each by its first row's
+    text), wider than their box or than the window."""
     decision_top: float | None
     visible_code_cells: int
     overflowing_images: list[str]
+    overflowing_tables: list[str] = []
 
 
 class PageReport(BaseModel):
@@ -82,7 +84,9 @@ _PAGE_STATE = """JSON.stringify({
 
 
 # The decision table is the summary's (id decision-table); a code cell shows as an input area with
-# a height (markdown cells have input areas too: only code cells count); an image overflows when it is wider than its parent's content box.
+# a height (markdown cells have input areas too: only code cells count); an image overflows when it
+# is wider than its parent's content box, a table when its content is wider than its own box (it
+# scrolls inside itself) or it reaches past the window.
 _LAYOUT = """JSON.stringify({
   decision_top: (t => t ? t.getBoundingClientRect().top + window.scrollY : null)(document.getElementById('decision-table')),
   visible_code_cells: Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputArea, .jp-CodeCell .highlight, pre code.language-python'))
@@ -90,7 +94,10 @@ _LAYOUT = """JSON.stringify({
   overflowing_images: Array.from(document.images).filter(i => {
       const box = i.parentElement.getBoundingClientRect(), r = i.getBoundingClientRect();
       return r.right > box.right + 1 || r.left < box.left - 1 || r.right > document.documentElement.clientWidth + 1;
-  }).map(i => (i.alt || i.src).slice(0, 80))
+  }).map(i => (i.alt || i.src).slice(0, 80)),
+  overflowing_tables: Array.from(document.querySelectorAll('table')).filter(t =>
+      t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > document.documentElement.clientWidth + 1
+  ).map(t => (t.rows[0] || t).innerText.replace(/\\s+/g, ' ').trim().slice(0, 80))
 })"""
 
 

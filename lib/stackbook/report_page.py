@@ -192,6 +192,51 @@ def page_notebook(nb, name: str, page_dir: Path):
     return stable_ids(nb)
 
 
+TABLE = re.compile(r"(<table\b[^>]*>\s*(?:<caption\b.*?</caption>\s*)?)<thead>(.*?)</thead>\s*<tbody>(.*?)</tbody>(\s*</table>)",
+                   re.S)
+ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.S)
+CELL = re.compile(r"<(t[hd])\b([^>]*)>(.*?)</\1>", re.S)
+WIDEST = 14  # data columns a 1,400 px page shows with headers that wrap only between words
+
+
+def _turned(m: re.Match) -> str:
+    """One pandas table with more data columns than WIDEST and fewer rows than columns, turned so
+    each row becomes a column (a point per column, a figure per row); any other table as it was."""
+    head, body = ROW.findall(m.group(2)), [CELL.findall(r) for r in ROW.findall(m.group(3))]
+    header = CELL.findall(head[0]) if len(head) == 1 else []
+    columns = len(header) - 1
+    if (columns <= WIDEST or len(body) >= columns or header[0][0] != "th"
+            or any(len(r) != len(header) or r[0][0] != "th" for r in body)):
+        return m.group(0)
+
+    def cell(tag: str, attrs: str, text: str, role: str) -> str:
+        attrs = re.sub(r"\b(col_heading|row_heading)\b", role, attrs)
+        return f"<{tag}{attrs}>{text}</{tag}>"
+    top = "<tr>" + cell(*header[0], "blank") + "".join(cell(*r[0], "col_heading") for r in body) + "</tr>"
+    rows = ["<tr>" + cell(*header[j], "row_heading") + "".join(cell(*r[j], "") for r in body) + "</tr>"
+            for j in range(1, len(header))]
+    return f"{m.group(1)}<thead>{top}</thead><tbody>{''.join(rows)}</tbody>{m.group(4)}"
+
+
+def turn_wide_tables(body: str) -> str:
+    """A table too wide for the page (a point per row, dozens of figures across) reads turned:
+    figures down, points across, so a reader never scrolls sideways to find a column."""
+    return TABLE.sub(_turned, body)
+
+
+HEADER_CELL = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", re.S)
+TEXT_OUTSIDE_TAGS = re.compile(r"([^<>]+)(?=<|$)")
+
+
+def breakable_headers(body: str) -> str:
+    """Table headers may wrap after an underscore or a slash (`requests_client`, `mean/max`): a
+    `<wbr>` there, in the text only, so a wide table fits the page by wrapping its headers."""
+    def mark(m: re.Match) -> str:
+        text = TEXT_OUTSIDE_TAGS.sub(lambda t: re.sub(r"([_/])(?=\w)", r"\1<wbr>", t.group(1)), m.group(2))
+        return m.group(1) + text + m.group(3)
+    return HEADER_CELL.sub(mark, body)
+
+
 def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Path:
     """An executed notebook as one HTML page: figures embedded with alt text, code hidden, links
     relative to where the page lies."""
@@ -206,7 +251,7 @@ def write_page(notebook: Path, html_path: Path, title: str | None = None) -> Pat
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(page_notebook(nb, notebook.stem, notebook.parent),
                                           resources={"metadata": {"name": title}})
-    Path(html_path).write_text(body)
+    Path(html_path).write_text(breakable_headers(turn_wide_tables(body)))
     return Path(html_path)
 
 

@@ -143,6 +143,19 @@ def test_committed_reports_draw_their_figures(report):
         assert len(page.images) >= 4
 
 
+def test_no_committed_page_scrolls_sideways_on_a_1400_px_screen():
+    """Every committed report and every arm's sweep page (the widest tables: points, client against
+    engine, host cost) fits 1,400 px: no table wider than its box or the window."""
+    pages = sorted(Path("outputs").glob("*/*/report.html")) + sorted(Path("outputs").glob("*/*/arms/*/30_load_sweep.html"))
+    wide = {}
+    with Chromium(width=1400) as browser:
+        for page in pages:
+            browser.open(page)
+            if tables := browser.inspect().layout.overflowing_tables:
+                wide[str(page)] = tables
+    assert len(pages) > 20 and wide == {}
+
+
 def test_comparison_report_overlays_the_runs_figures(tmp_path, copy_committed_run):
     """stackbook compare across the committed AVX2-host run and a copy of it on a faster "host"."""
     from stackbook.reports import compare
