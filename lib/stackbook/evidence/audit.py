@@ -5,7 +5,8 @@ Five checks, each said to apply or not (a run made by an older version may lack 
   points     each point's figures in results.json, recomputed from requests.jsonl (latest attempts);
   analysis   analysis.json, recomputed from the arms' records by the current analysis (the verdict's
              sentences, the decisions and their intervals, the tables);
-  claims     each decision's words against its own stored numbers (the rule applied again);
+  claims     each sentence's words against its own stored numbers: decisions (the rule applied
+             again), capacity sentences (from their interval) and prediction errors;
   passports  each arm's passport.json, rebuilt from its results, engine record and the manifest.
 Every disagreement names the file, the field, the stored and the recomputed value. A field only
 one side has (written by an older or a newer version) is listed apart, not compared.
@@ -140,25 +141,60 @@ def check_analysis(run: RunDir, audit: Audit) -> None:
 
 
 def check_claims(run: RunDir, campaign, audit: Audit) -> None:
-    """Each stored decision's words against its own numbers: the rule applied again to the ratio,
-    interval and margin the decision carries must give the same decision, leader and sentence,
-    so no word ('ahead', 'higher', 'no difference') stands beside a number that contradicts it."""
+    """Each sentence's words against its own stored numbers, so no word stands beside a number that
+    contradicts it: a decision's rule applied again to its ratio, interval and margin must give the
+    same decision, leader and sentence ('ahead', 'higher', 'no difference'); a capacity sentence
+    must be the one its own interval and the search's SLO give; a prediction's error must be the
+    one its predicted value and the measured interval give."""
+    stored = read_json(run.analysis, {}) or {}
+    counted = [f"{n} {what}" for n, what in ((_decision_claims(stored, campaign, audit), "decisions' words"),
+                                             (_capacity_claims(run, stored, audit), "capacity sentences"),
+                                             (_prediction_claims(stored, audit), "prediction errors")) if n]
+    audit.checks["claims"] = (", ".join(counted) + " against their own numbers" if counted
+                              else "not applied: the analysis holds no decisions, capacities or predictions")
+
+
+def _claim_differs(audit: Audit, where: str, stored, again) -> None:
+    if not _same(stored, again):
+        audit.disagreements.append(Disagreement("analysis.json", f"{where} (against its own numbers)", stored, again))
+
+
+def _decision_claims(stored: dict, campaign, audit: Audit) -> int:
     from stackbook.analysis.decision import COMPARED_BY_NAME, decide
 
-    stored = (read_json(run.analysis, {}) or {}).get("decisions") or []
-    if not stored:
-        audit.checks["claims"] = "not applied: the analysis holds no decisions"
-        return
+    decisions = stored.get("decisions") or []
     margin = campaign.protocol.decision.min_effect
-    for i, d in enumerate(stored):
+    for i, d in enumerate(decisions):
         again = decide(d["load"], COMPARED_BY_NAME[d["metric"]], d["arm_a"], d["arm_b"], (d["ratio"], d["lo"], d["hi"]),
                        (d["repetitions_a"], d["repetitions_b"]), (d["requests_a"], d["requests_b"]), margin,
                        d["confidence"], d["method"])
         for key in ("decision", "leader", "text"):
-            if not _same(d.get(key), getattr(again, key)):
-                audit.disagreements.append(Disagreement("analysis.json", f"decisions[{i}].{key} (against its own "
-                                                        "ratio and interval)", d.get(key), getattr(again, key)))
-    audit.checks["claims"] = f"{len(stored)} decisions' words against their own ratios, intervals and margin"
+            _claim_differs(audit, f"decisions[{i}].{key}", d.get(key), getattr(again, key))
+    return len(decisions)
+
+
+def _capacity_claims(run: RunDir, stored: dict, audit: Audit) -> int:
+    from stackbook.analysis.capacity_summary import capacity_sentence
+
+    rows = stored.get("capacity") or []
+    for i, row in enumerate(rows):
+        search = ((read_json(run.arm(row["arm"]).results, {}) or {}).get("capacity") or {})
+        if "slo" not in search:
+            _claim_differs(audit, f"capacity[{i}].sentence", row.get("sentence"), "no capacity search in results.json")
+            continue
+        again = capacity_sentence(row["arm"], row.get("lower"), row.get("upper"), search["slo"], search["target"])
+        _claim_differs(audit, f"capacity[{i}].sentence", row.get("sentence"), again)
+    return len(rows)
+
+
+def _prediction_claims(stored: dict, audit: Audit) -> int:
+    from stackbook.capacity.predictions import interval_error
+
+    rows = stored.get("capacity_predictions") or []
+    for i, row in enumerate(rows):
+        again = interval_error(row.get("predicted"), row.get("measured_lower"), row.get("measured_upper"))
+        _claim_differs(audit, f"capacity_predictions[{i}].error", row.get("error"), again)
+    return len(rows)
 
 
 def check_passports(run: RunDir, campaign, audit: Audit) -> None:

@@ -133,4 +133,22 @@ def test_a_word_that_contradicts_its_own_numbers_is_named(copy_of):
     d["text"] = d["text"].replace("no difference larger than", "a difference larger than")
     (run / "analysis.json").write_text(json.dumps(analysis))
     found = fields(audit_run(run))
-    assert ("analysis.json", f"decisions[{i}].text (against its own ratio and interval)") in found
+    assert ("analysis.json", f"decisions[{i}].text (against its own numbers)") in found
+
+
+def test_a_capacity_sentence_or_a_prediction_error_beside_other_numbers_is_named(tmp_path):
+    """capacity/reference: its sentences and prediction errors agree with their own numbers; a
+    capacity whose lower end is edited keeps a sentence that no longer says it, and a prediction
+    whose measured interval is edited keeps an error that no longer follows, and both are named."""
+    run = tmp_path / "capacity"
+    shutil.copytree("outputs/capacity/reference", run)
+    assert audit_run(run).checks["claims"] == ("8 decisions' words, 2 capacity sentences, 8 prediction errors "
+                                               "against their own numbers")
+    analysis = json.loads((run / "analysis.json").read_text())
+    assert analysis["capacity"][1]["sentence"].startswith("vllm-cpu carries 4 concurrent users")
+    analysis["capacity"][1]["lower"] = 5.0
+    analysis["capacity_predictions"][0]["measured_upper"] = 9.0
+    (run / "analysis.json").write_text(json.dumps(analysis))
+    found = fields(audit_run(run))
+    assert {("analysis.json", "capacity[1].sentence (against its own numbers)"),
+            ("analysis.json", "capacity_predictions[0].error (against its own numbers)")} <= found
