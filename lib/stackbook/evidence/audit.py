@@ -101,10 +101,13 @@ def check_files(run: RunDir, audit: Audit) -> None:
 
 
 def check_points(run: RunDir, campaign, audit: Audit) -> None:
+    """Each point's figures recomputed from its records. The load check's figures are compared
+    where the run states it counted as this version does; in a run recorded before that, they are
+    recomputed too, and any that differ are listed apart (counted under the older definition)."""
     from stackbook.loadgen.records import read_records
     from stackbook.measure.metrics import LOAD_CHECK_COUNTS, point_summary
 
-    n, older = 0, 0
+    n, older, older_differ = 0, 0, 0
     for arm in campaign.arms:
         d = run.arm(arm.name)
         sweep = (read_json(d.results, {}) or {}).get("sweep") or {}
@@ -114,16 +117,23 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
         slo = campaign.protocol_for(arm).slo
         same_load_check = sweep.get("load_check_counts") == LOAD_CHECK_COUNTS
         older += 0 if same_load_check else len(sweep["points"])
+        file = str(d.results.relative_to(run.path))
         for name, point in sweep["points"].items():
             again = point_summary([r for r in records if r.point == name], slo)
-            for key in POINT_FIGURES + (LOAD_FIGURES if same_load_check else ()):
-                if key in point and not _same(point[key], again.get(key)):
-                    audit.disagreements.append(Disagreement(str(d.results.relative_to(run.path)),
-                                                            f"sweep.points.{name}.{key}", point[key], again.get(key)))
+            for key in POINT_FIGURES + LOAD_FIGURES:
+                if key not in point or _same(point[key], again.get(key)):
+                    continue
+                if key in POINT_FIGURES or same_load_check:
+                    audit.disagreements.append(Disagreement(file, f"sweep.points.{name}.{key}", point[key], again.get(key)))
+                else:
+                    older_differ += 1
+                    audit.one_sided.append(f"{file}: sweep.points.{name}.{key} (counted under the older load check: "
+                                           f"stored {point[key]:.4g}, today's count {again.get(key):.4g})")
             n += 1
     audit.checks["points"] = (f"{n} points' figures against requests.jsonl" + (
-        f" ({older} of them without their load-check figures: recorded before results.json stated which requests "
-        "the load check counts)" if older else "")) if n else "not applied: no sweep points"
+        f" ({older} of them recorded before results.json stated which requests the load check counts: their "
+        f"load-check figures recomputed, {older_differ} differing under today's count, listed apart)"
+        if older else "")) if n else "not applied: no sweep points"
 
 
 def check_analysis(run: RunDir, audit: Audit) -> None:
