@@ -80,6 +80,11 @@ def _diff(file: str, path: str, stored, again, audit: Audit) -> None:
         audit.disagreements.append(Disagreement(file, path, stored, again))
 
 
+def _g4(v) -> str:
+    """A figure to four significant digits; a missing one as "none"."""
+    return "none" if v is None else f"{v:.4g}"
+
+
 def _field_name(path: str) -> str:
     """load_table[3].left_out -> load_table[].left_out: one line per field, not per row."""
     import re
@@ -128,7 +133,7 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
                 else:
                     older_differ += 1
                     audit.one_sided.append(f"{file}: sweep.points.{name}.{key} (counted under the older load check: "
-                                           f"stored {point[key]:.4g}, today's count {again.get(key):.4g})")
+                                           f"stored {_g4(point[key])}, today's count {_g4(again.get(key))})")
             n += 1
     audit.checks["points"] = (f"{n} points' figures against requests.jsonl" + (
         f" ({older} of them recorded before results.json stated which requests the load check counts: their "

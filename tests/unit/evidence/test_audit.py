@@ -164,3 +164,17 @@ def test_a_capacity_sentence_or_a_prediction_error_beside_other_numbers_is_named
     found = fields(audit_run(run))
     assert {("analysis.json", "capacity[1].sentence (against its own numbers)"),
             ("analysis.json", "capacity_predictions[0].error (against its own numbers)")} <= found
+
+
+def test_an_older_run_whose_point_lost_its_records_is_named_not_a_crash(tmp_path):
+    """Deleting a point's records from an older run leaves today's count with no load figure: the
+    audit still finishes, names the point's figures, and shows the missing count as none."""
+    run = tmp_path / "older"
+    shutil.copytree("outputs/quickstart/avx2-host", run)
+    requests = run / "arms" / "llama-cpp" / "requests.jsonl"
+    requests.write_text("".join(line for line in requests.read_text().splitlines(keepends=True)
+                                if json.loads(line).get("point") != "c4-r0"))
+    audit = audit_run(run)
+    assert ("arms/llama-cpp/results.json", "sweep.points.c4-r0.completed") in fields(audit)
+    assert any(n.startswith("arms/llama-cpp/results.json: sweep.points.c4-r0.in_flight_mean") and
+               n.endswith("today's count none)") for n in audit.one_sided)
