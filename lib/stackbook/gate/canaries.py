@@ -105,7 +105,7 @@ class JsonSchema(_Check):
                                     "json_schema": {"name": self.id, "schema": self.schema_, "strict": True}}}
 
     def judge(self, text: str, reply: dict) -> dict:
-        import jsonschema  # here, not at the top: importing it costs a second or two of CPU
+        import jsonschema  # here, not at the top: only the JSON and tool checks need it
 
         try:
             jsonschema.validate(json.loads(text), self.schema_)
@@ -164,7 +164,7 @@ class ToolCall(_Check):
                 "tool_choice": {"type": "function", "function": {"name": self.tool["function"]["name"]}}}
 
     def judge(self, text: str, reply: dict) -> dict:
-        import jsonschema  # here, not at the top: importing it costs a second or two of CPU
+        import jsonschema  # here, not at the top: only the JSON and tool checks need it
 
         name = self.tool["function"]["name"]
         calls = ((reply.get("choices") or [{}])[0].get("message") or {}).get("tool_calls") or []

@@ -36,8 +36,8 @@ def classify_status(status: int) -> str:
 
 @lru_cache(maxsize=8)
 def _validator(schema_json: str):
-    # Imported on first use, not at the top: jsonschema's format checkers build a grammar when
-    # imported, a second or two of CPU in every process that imports the load generator.
+    # Imported on first use, not at the top: most processes that import the load generator never
+    # check a reply's JSON (the IRI grammar jsonschema would build is declined in stackbook/__init__.py).
     import jsonschema
 
     return jsonschema.Draft202012Validator(json.loads(schema_json))
