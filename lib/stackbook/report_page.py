@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from nbformat.v4 import new_markdown_cell
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, ArmDir, RunDir
 from stackbook.locations import DATA_DIR, symbolic
 from stackbook.notebook_sources import stable_ids
@@ -31,13 +32,6 @@ class Absent:
 
     def __repr__(self) -> str:
         return self.reason
-
-
-def new_markdown_cell(source: str):
-    """nbformat imported when a page is drawn, not when a notebook kernel imports `Absent` (its
-    schema checks take seconds to import)."""
-    from nbformat.v4 import new_markdown_cell as new
-    return new(source)
 
 
 def _heading(cell) -> tuple[int, str] | None:
