@@ -37,7 +37,7 @@ name: {name}
 model: {{source: embedded}}
 protocol:
   stages: [sweep]
-  workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 32}}
+  workload: {{kind: synthetic, prompt_tokens: 32, output_tokens: 16}}   # a point lasts seconds: long enough to cut
   arrival: {{kind: closed_loop, concurrency: {list(concurrency)}}}
   context_length: 256
   requests_per_point: {REQUESTS}

@@ -21,7 +21,7 @@ name: faults
 model: {source: embedded}
 protocol:
   stages: [sweep]
-  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 16}
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 8}
   arrival: {kind: closed_loop, concurrency: [1, 2]}
   context_length: 512
   requests_per_point: 9   # the fewest that can hold concurrency 2 (measure.validity.measured_requests_for)
