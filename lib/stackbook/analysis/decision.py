@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from stackbook.analysis.rounds_needed import df_per_round, undecided_words
 from stackbook.analysis.spread_pool import plan_spread
 
 AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
@@ -290,9 +291,11 @@ METHODS = {True: "paired by round (t over per-round log ratios)", False: "Welch 
 
 
 def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: tuple, repetitions: tuple[int, int],
-           requests: tuple[int, int], min_effect: float, confidence: float, method: str) -> PairDecision:
+           requests: tuple[int, int], min_effect: float, confidence: float, method: str,
+           degrees_of_freedom: float | None = None, df_step: int = 1) -> PairDecision:
     """The rule applied to one ratio and its interval: ahead (the whole interval beyond the margin,
-    on the better side), no difference (the whole interval inside the margin), else undecided."""
+    on the better side), no difference (the whole interval inside the margin), else undecided,
+    saying on how many degrees of freedom and about how many more rounds would decide it."""
     ratio, lo, hi = ratio_lo_hi
     ra, rb = repetitions
     base = dict(load=load, metric=metric.name, arm_a=arm_a, arm_b=arm_b,
@@ -318,9 +321,10 @@ def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: t
         else:
             how = f"{metric.label} {1 - r:.0%} lower ({1 - rhi:.0%} to {1 - rlo:.0%})"
         return PairDecision(**base, decision=AHEAD, leader=leader, text=f"{leader} ahead of {other}: {how}.")
+    degrees, advice = undecided_words(lo, hi, min_effect, confidence, degrees_of_freedom, min(ra, rb) or 1, df_step)
     return PairDecision(**base, decision=UNDECIDED, leader=None,
-                        text=f"{metric.label}: undecided with this sample ({span} spans the {min_effect:.0%} margin): "
-                             "add repetitions.")
+                        text=f"{metric.label}: undecided with this sample ({span} spans the {min_effect:.0%} margin"
+                             f"{degrees}): {advice}.")
 
 
 def _spread_source(plan, load) -> str:
@@ -335,7 +339,8 @@ def _degrees(df: float) -> str:
     return f"{df:g} degree{'' if df == 1 else 's'} of freedom"
 
 
-def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: float) -> PairDecision:
+def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: float,
+                    min_effect: float) -> PairDecision:
     """The decision with how its interval was built, so a reader can rebuild it: the loads its
     spread was pooled over and their degrees of freedom, or why this load's spread was set apart,
     and beside it the interval this load's repetitions give alone (wider with few repetitions:
@@ -350,5 +355,8 @@ def with_provenance(d: PairDecision, pairs: dict, paired: bool, confidence: floa
     _, lo, hi = (paired_ratio_interval if paired else ratio_interval)(a, b, confidence)
     how = "; ".join([d.method, *parts]) + f", {dof}"
     pooled_over = max(len(p.pooled) if d.load in p.pooled else 1 for p in plans)
-    return replace(d, method=how, pooled_loads=pooled_over, degrees_of_freedom=sum(dfs),
+    worded = decide(d.load, COMPARED_BY_NAME[d.metric], d.arm_a, d.arm_b, (d.ratio, d.lo, d.hi),
+                    (d.repetitions_a, d.repetitions_b), (d.requests_a, d.requests_b), min_effect, d.confidence,
+                    d.method, sum(dfs), df_per_round(paired, pooled_over))
+    return replace(d, text=worded.text, method=how, pooled_loads=pooled_over, degrees_of_freedom=sum(dfs),
                    this_load_lo=lo, this_load_hi=hi)

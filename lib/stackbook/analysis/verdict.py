@@ -85,7 +85,7 @@ def decisions(df: pd.DataFrame, protocol, comparable: set[str]) -> list[PairDeci
                                             if paired else "")
                 out.append(with_provenance(decide(ld, c, a, b, intervals[ld], (len(ga), len(gb)),
                                   (sum(per_repetition_requests(ga)), sum(per_repetition_requests(gb))),
-                                  margin, conf, method), pairs, paired, conf))
+                                  margin, conf, method), pairs, paired, conf, margin))
     return sorted(out, key=lambda d: (d.load, order.index(d.arm_a), order.index(d.arm_b)))
 
 
@@ -121,6 +121,18 @@ def load_words(df: pd.DataFrame, unit: str, load: float, arms: tuple[str, str]) 
     return offered_words(load, list(at["scheduled_rate_rps"]))
 
 
+def sample_words(own: list[PairDecision]) -> str:
+    """The sample a pair's decisions at one load used, from those decisions themselves: one
+    phrase where every figure used the same repetitions, else each figure's own (a percentile a
+    repetition cannot support is decided on fewer)."""
+    def said(d: PairDecision) -> str:
+        return (f"{d.repetitions_a} and {d.repetitions_b} repetitions, {d.requests_a} and {d.requests_b} requests")
+    samples = list(dict.fromkeys(said(d) for d in own))
+    if len(samples) == 1:
+        return samples[0]
+    return "; ".join(f"{COMPARED_BY_NAME[d.metric].label} on {said(d)}" for d in own)
+
+
 def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: str) -> list[str]:
     """Per load: every pairwise decision in words, with its interval and sample."""
     lines = []
@@ -129,13 +141,10 @@ def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: s
     for d in found:
         by_load.setdefault(d.load, []).append(d)
     for load, ds in sorted(by_load.items()):
-        first = ds[0]
-        sample = (f"{first.repetitions_a} and {first.repetitions_b} repetitions, {first.requests_a} and "
-                  f"{first.requests_b} requests")
         for (a, b) in dict.fromkeys((d.arm_a, d.arm_b) for d in ds):
-            texts = " ".join(d.text for d in ds if (d.arm_a, d.arm_b) == (a, b))
-            lines.append(f"At {load_words(df, unit, load, (a, b))}, {a} against {b} ({sample}, "
-                         f"{confidence_text(conf)} intervals): {texts}")
+            own = [d for d in ds if (d.arm_a, d.arm_b) == (a, b)]
+            lines.append(f"At {load_words(df, unit, load, (a, b))}, {a} against {b} ({sample_words(own)}, "
+                         f"{confidence_text(conf)} intervals): {' '.join(d.text for d in own)}")
     note = unsupported_note(df, protocol)
     if note:
         lines.append(note)

@@ -16,7 +16,7 @@ ODD = {1: ([33.3, 32.8], [40.8, 41.0]), 4: ([91.0, 70.3], [78.2, 77.8])}
 def _decisions(pairs):
     iv = paired_intervals(pairs, 0.95)
     return {ld: with_provenance(decide(ld, TPOT, "fast", "slow", iv[ld], (2, 2), (64, 64), 0.05, 0.95,
-                                       METHODS[True]), pairs, True, 0.95) for ld in pairs}
+                                       METHODS[True]), pairs, True, 0.95, 0.05) for ld in pairs}
 
 
 def test_an_odd_load_is_set_apart_and_the_other_load_decides_with_the_truth_inside():
