@@ -16,4 +16,4 @@ def test_every_committed_run_is_checked():
 @pytest.mark.parametrize("run_path", RUNS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
 def test_the_committed_run_audits_consistent(run_path):
     audit = audit_run(run_path)
-    assert audit.consistent, "\n".join(d.text() for d in audit.disagreements[:20])
+    assert audit.consistent, "\n".join(audit.problems()[:20])
