@@ -3,6 +3,8 @@
 TTFT = first content chunk - sent. Chunk ITL = gaps between content chunks.
 TPOT = (E2E - TTFT) / (N - 1), N output tokens (server usage, else the client tokenizer).
 Normalized E2E = E2E / N. Failed requests stay in the denominator of goodput.
+Throughput is the workload's: the known-answer sentinels mixed into each point are counted apart
+(sentinel_*), so a figure compared across arms or set against a bound is the workload's own.
 """
 from __future__ import annotations
 
@@ -85,12 +87,42 @@ def meets_slo(row: dict, slo) -> bool:
 
 
 def window_activity(records: list[RequestRecord], start: float, end: float) -> dict:
-    """What the engine did inside [start, end], counting every request of the point (warm-up
-    and cool-down included): tokens streamed, requests finished, and the time-weighted number
-    of requests in flight."""
+    """What these requests did inside [start, end]: tokens streamed, requests finished, and the
+    time-weighted number in flight. A request only partly inside counts for its part."""
     tokens = sum(n for r in records for t, n in zip(r.chunk_times_s, r.chunk_tokens) if start <= t <= end)
     finished = sum(1 for r in records if r.ok and start <= r.end_s <= end)
     return {"tokens": tokens, "finished": finished, "in_flight_mean": in_flight_mean(records, start, end)}
+
+
+def throughput(activity: dict, window: float, mean_prompt_tokens: float) -> dict:
+    """Output tokens, requests and output plus prompt tokens a second over the window (None for an
+    empty window); prompt tokens are counted once per finished request, at the measured mean."""
+    if window <= 0:
+        return {"output_throughput_tok_s": None, "request_throughput_rps": None, "total_throughput_tok_s": None}
+    return {"output_throughput_tok_s": activity["tokens"] / window,
+            "request_throughput_rps": activity["finished"] / window,
+            "total_throughput_tok_s": (activity["tokens"] + activity["finished"] * mean_prompt_tokens) / window}
+
+
+# The figures that count the workload's requests alone; a point recorded before the sentinels were
+# counted apart lacks the sentinels' own figures, and its throughput counted them too.
+WORKLOAD_THROUGHPUT = ("output_throughput_tok_s", "request_throughput_rps", "total_throughput_tok_s", "goodput_rps")
+
+
+def sentinels_counted_apart(point: dict) -> bool:
+    """Whether a stored point's throughput is the workload's alone (it states the sentinels' own)."""
+    return "sentinel_requests" in point
+
+
+def sentinel_figures(records: list[RequestRecord], start: float, end: float) -> dict:
+    """The sentinels' share of the window, reported beside the workload's throughput so that
+    what the engine did in all is the sum of the two."""
+    mine = [r for r in records if r.phase == Phase.SENTINEL]
+    activity = window_activity(mine, start, end)
+    window = end - start
+    return {"sentinel_requests": len(mine),
+            "sentinel_throughput_rps": activity["finished"] / window if window > 0 else None,
+            "sentinel_output_throughput_tok_s": activity["tokens"] / window if window > 0 else None}
 
 
 # Which requests both sides of the load check count, stated in every sweep summary so that an
@@ -141,8 +173,9 @@ def client_gaps(records: list[RequestRecord]) -> dict:
 
 def point_summary(records: list[RequestRecord], slo) -> dict:
     """Aggregate one sweep point. Latencies come from the measured requests only; throughput
-    is what streamed inside the measurement window (first measured send to last measured end),
-    which warm-up and cool-down requests keep at the configured concurrency."""
+    is what the workload's requests streamed inside the measurement window (first measured send to
+    last measured end), warm-up and cool-down included since they keep the configured concurrency
+    at its edges. The sentinels' own throughput is reported apart."""
     measured = [r for r in records if r.phase == Phase.MEASURE]
     rows = [request_metrics(r) for r in measured]
     ok = [row for row in rows if row["ok"]]
@@ -153,7 +186,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     start, end = min(r.sent_s for r in measured), max(r.end_s for r in measured)
     window = end - start
     out["window_s"] = window
-    activity = window_activity(records, start, end)
+    workload = window_activity([r for r in records if r.phase != Phase.SENTINEL], start, end)
     out.update(_stats([x["ttft_ms"] for x in ok], "ttft_ms"))
     for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
         out[f"{key}_ci95"] = mean_ci95([x[key] for x in ok])[1]
@@ -162,16 +195,14 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out.update(_stats([x["e2e_ms"] for x in ok], "e2e_ms"))
     out.update(_stats([x["norm_e2e_ms"] for x in ok], "norm_e2e_ms"))
     out["output_tokens"] = sum(x["output_tokens"] for x in ok)
-    out["output_throughput_tok_s"] = activity["tokens"] / window if window > 0 else None
     mean_prompt = sum(x["prompt_tokens"] for x in ok) / len(ok) if ok else 0
-    out["request_throughput_rps"] = activity["finished"] / window if window > 0 else None
-    out["total_throughput_tok_s"] = ((activity["tokens"] + activity["finished"] * mean_prompt) / window
-                                     if window > 0 else None)
+    out.update(throughput(workload, window, mean_prompt))
+    out.update(sentinel_figures(records, start, end))
     good = [x for x in rows if meets_slo(x, slo)]
     out["slo_attainment"] = len(good) / len(rows)
     out["goodput_rps"] = (out["request_throughput_rps"] or 0) * out["slo_attainment"]
     out.update(measured_load(records, start, end))
-    out["engine_in_flight_mean"] = activity["in_flight_mean"]
+    out["engine_in_flight_mean"] = in_flight_mean(records, start, end)  # every request: what the engine held
     # Open-loop fidelity: how late each send was against its deadline, and the rate achieved.
     out.update(_stats([schedule_lag_ms(r) for r in records], "schedule_lag_ms"))
     # The schedule's own rate over the measured window (a short Poisson sample strays from its

@@ -36,8 +36,8 @@ def test_point_summary_counts_failures_against_goodput():
     assert s["requests"] == 3 and s["completed"] == 2
     assert s["errors"] == {"timeout": 1}
     assert s["window_s"] == pytest.approx(2.0)               # first send 0.0 to last end 2.0
-    # Throughput counts what streamed inside the window from every request of the point:
-    # 5 + 5 tokens measured, plus the warm-up's 2 that arrived after the first measured send.
+    # Throughput counts what the workload's requests streamed inside the window: 5 + 5 tokens
+    # measured, plus the warm-up's 2 that arrived after the first measured send.
     assert s["output_throughput_tok_s"] == pytest.approx(12 / 2.0)
     assert s["request_throughput_rps"] == pytest.approx(3 / 2.0)  # requests 0, 1 and the warm-up finished
     assert s["slo_attainment"] == pytest.approx(1 / 3)           # only request 0 met every bound
@@ -51,6 +51,31 @@ def test_point_summary_counts_failures_against_goodput():
     assert s["length_not_honoured"] == 0
     # 95% CI half-width of the mean TTFT over two samples (100, 900): t(0.975, 1) x sd / sqrt(2)
     assert s["ttft_ms_ci95"] == pytest.approx(12.706 * 565.685 / 2 ** 0.5, rel=1e-3)
+
+
+def test_throughput_is_the_workload_s_and_the_sentinels_are_counted_apart():
+    """A closed loop at one: two measured requests of 4 tokens, a sentinel of 3 between them. The
+    workload's throughput counts the two, the sentinel's figures the third, and the offered load
+    (the rate sent, the requests in flight) counts all three, as the engine was offered them."""
+    records = [
+        rec(0, 0.0, 0.1, 0.4, 4, [0.1, 0.2, 0.3, 0.4]),
+        rec(9, 0.5, 0.6, 0.8, 3, [0.6, 0.7, 0.8], phase="sentinel"),
+        rec(1, 1.0, 1.1, 1.4, 4, [1.1, 1.2, 1.3, 1.4]),
+    ]
+    s = point_summary(records, Slo(ttft_ms=500, tpot_ms=150))
+    assert s["window_s"] == pytest.approx(1.4)
+    assert s["request_throughput_rps"] == pytest.approx(2 / 1.4)
+    assert s["output_throughput_tok_s"] == pytest.approx(8 / 1.4)
+    assert s["total_throughput_tok_s"] == pytest.approx((8 + 2 * 10) / 1.4)  # 10 prompt tokens each
+    assert s["goodput_rps"] == pytest.approx(2 / 1.4)                          # both met the SLO
+    assert (s["sentinel_requests"], s["sentinel_throughput_rps"], s["sentinel_output_throughput_tok_s"]) == (
+        1, pytest.approx(1 / 1.4), pytest.approx(3 / 1.4))
+    assert s["achieved_rate_rps"] == pytest.approx(2 / 1.0)                    # three sends over 1.0 s
+    assert s["in_flight_mean"] == pytest.approx((0.4 + 0.3 + 0.4) / 1.4)
+    # Without the sentinel the workload's figures are the same: it is no longer part of them.
+    alone = point_summary([records[0], records[2]], Slo(ttft_ms=500, tpot_ms=150))
+    assert alone["request_throughput_rps"] == s["request_throughput_rps"]
+    assert (alone["sentinel_requests"], alone["sentinel_throughput_rps"]) == (0, 0.0)
 
 
 def test_records_survive_a_torn_last_line(tmp_path):

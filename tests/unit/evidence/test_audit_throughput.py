@@ -1,0 +1,25 @@
+"""The audit and the workload's throughput: a point recorded while its throughput counted the
+sentinels is recomputed over the workload alone and listed apart with both figures; a point that
+states the sentinels' own figures is compared like any other."""
+import json
+import shutil
+
+from stackbook.evidence.audit import audit_run
+
+
+def test_a_throughput_that_counted_its_sentinels_is_listed_apart_and_a_new_one_compared(tmp_path):
+    run = tmp_path / "capacity"
+    shutil.copytree("outputs/capacity/reference", run)
+    audit = audit_run(run)
+    field = "arms/llama-cpp/results.json: sweep.points.c1-r0.output_throughput_tok_s"
+    assert f"{field} (counted with the point's sentinels: stored 29.99, the workload's alone 28.4)" in audit.one_sided
+    assert not [d for d in audit.disagreements if d.field.endswith("output_throughput_tok_s")]
+    assert "8 whose throughput counted their sentinels" in audit.checks["points"]
+    results = run / "arms" / "llama-cpp" / "results.json"
+    data = json.loads(results.read_text())
+    data["sweep"]["points"]["c1-r0"]["sentinel_requests"] = 5   # as a run that counts them apart states
+    results.write_text(json.dumps(data))
+    again = audit_run(run)
+    assert [(d.stored, round(d.recomputed, 2)) for d in again.disagreements
+            if d.field == "sweep.points.c1-r0.output_throughput_tok_s"] == [(data["sweep"]["points"]["c1-r0"][
+                "output_throughput_tok_s"], 28.4)]
