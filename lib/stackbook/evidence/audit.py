@@ -1,13 +1,15 @@
 """`stackbook audit RUN_DIR`: a run re-checked from its raw records.
 
-Five checks, each said to apply or not (a run made by an older version may lack what one needs):
+Six checks, each said to apply or not (a run made by an older version may lack what one needs):
   files      every file the manifest hashed when the run was sealed is there and unchanged;
   points     each point's figures in results.json, recomputed from requests.jsonl (latest attempts);
   analysis   analysis.json, recomputed from the arms' records by the current analysis (the verdict's
              sentences, the decisions and their intervals, the tables);
   claims     each sentence's words against its own stored numbers: decisions (the rule applied
              again), capacity sentences (from their interval) and prediction errors;
-  passports  each arm's passport.json, rebuilt from its results, engine record and the manifest.
+  passports  each arm's passport.json, rebuilt from its results, engine record and the manifest;
+  invariants what any honest analysis satisfies, read from the stored files whichever code wrote
+             them (evidence/invariants.py): each broken one named.
 Every disagreement names the file, the field, the stored and the recomputed value. A field only
 one side has (written by an older or a newer version) is listed apart, not compared.
 """
@@ -47,11 +49,17 @@ class Audit:
     run: str
     checks: dict[str, str] = field(default_factory=dict)   # check -> what it covered, or why it did not apply
     disagreements: list[Disagreement] = field(default_factory=list)
+    broken: dict[str, list[str]] = field(default_factory=dict)  # invariant -> its violations in words
     one_sided: list[str] = field(default_factory=list)  # "file: field (only in the record|only recomputed)"
+
+    def problems(self) -> list[str]:
+        """Every disagreement and every broken invariant, one line each."""
+        return [d.text() for d in self.disagreements] + [
+            f"invariant broken ({name}): {v}" for name, found in self.broken.items() for v in found]
 
     @property
     def consistent(self) -> bool:
-        return not self.disagreements
+        return not self.disagreements and not any(self.broken.values())
 
 
 def _same(a, b) -> bool:
@@ -188,13 +196,15 @@ def _claim_differs(audit: Audit, where: str, stored, again) -> None:
 
 def _decision_claims(stored: dict, campaign, audit: Audit) -> int:
     from stackbook.analysis.decision import COMPARED_BY_NAME, decide
+    from stackbook.analysis.rounds_needed import df_per_round
 
     decisions = stored.get("decisions") or []
     margin = campaign.protocol.decision.min_effect
     for i, d in enumerate(decisions):
         again = decide(d["load"], COMPARED_BY_NAME[d["metric"]], d["arm_a"], d["arm_b"], (d["ratio"], d["lo"], d["hi"]),
                        (d["repetitions_a"], d["repetitions_b"]), (d["requests_a"], d["requests_b"]), margin,
-                       d["confidence"], d["method"])
+                       d["confidence"], d["method"], d.get("degrees_of_freedom"),
+                       df_per_round(d["method"].startswith("paired"), d.get("pooled_loads") or 1))
         for key in ("decision", "leader", "text"):
             _claim_differs(audit, f"decisions[{i}].{key}", d.get(key), getattr(again, key))
     return len(decisions)
@@ -241,6 +251,29 @@ def check_passports(run: RunDir, campaign, audit: Audit) -> None:
     audit.checks["passports"] = f"{n} passports rebuilt" if n else "not applied: no passports"
 
 
+def check_invariants(run: RunDir, campaign, audit: Audit) -> None:
+    from stackbook.evidence.invariants import RunFacts, violations
+    from stackbook.loadgen.phases import Phase
+    from stackbook.loadgen.records import read_records
+
+    analysis = read_json(run.analysis)
+    if analysis is None:
+        audit.checks["invariants"] = "not applied: the run has no analysis.json"
+        return
+    facts = RunFacts(analysis, {a.name: a.replicate_of for a in campaign.arms if a.replicate_of},
+                     manifest=read_json(run.manifest, {}) or {})
+    for arm in campaign.arms:
+        d = run.arm(arm.name)
+        passport = read_json(d.passport_json)
+        if passport is not None:
+            facts.passports[arm.name] = passport
+            facts.requests[arm.name] = [r.model_dump() for r in read_records(d.requests, latest_attempt=True)
+                                        if r.phase == Phase.MEASURE]
+    audit.broken = violations(facts)
+    held = sum(not v for v in audit.broken.values())
+    audit.checks["invariants"] = f"{held} of {len(audit.broken)} invariants hold"
+
+
 def audit_run(path: str | Path) -> Audit:
     from stackbook.config.loading import load_campaign
 
@@ -252,4 +285,5 @@ def audit_run(path: str | Path) -> Audit:
     check_analysis(run, audit)
     check_claims(run, campaign, audit)
     check_passports(run, campaign, audit)
+    check_invariants(run, campaign, audit)
     return audit
