@@ -56,9 +56,28 @@ def run_analysis(run_dir: RunDir, manifest: ManifestFile) -> None:
     manifest.save()
 
 
+def refigure_points(run: RunDir, campaign) -> None:
+    """Each arm's sweep points recomputed from its records by today's code (measure/refigure.py)."""
+    from stackbook.evidence.files import read_json, write_json_atomic
+    from stackbook.evidence.harness import current_revision
+    from stackbook.loadgen.records import read_records
+    from stackbook.measure.refigure import refigured_sweep
+
+    revision = current_revision()
+    for arm in campaign.arms:
+        d = run.arm(arm.name)
+        results = read_json(d.results)
+        if not results or not (results.get("sweep") or {}).get("points"):
+            continue
+        records = read_records(d.requests, latest_attempt=True)
+        results["sweep"] = refigured_sweep(results["sweep"], records, campaign.protocol_for(arm), revision)
+        write_json_atomic(d.results, results)
+
+
 def rerender(run_dir: str | os.PathLike) -> RunDir:
-    """Execute the analysis notebook again over a finished run's records and rewrite analysis.json,
-    figures/ and report.html (and their hashes in the manifest): the run as today's workbook draws it."""
+    """Recompute each point's figures from its records, then execute the analysis notebook again
+    and rewrite results.json, passports, analysis.json, figures/ and report.html (and their hashes
+    in the manifest): the run as today's workbook computes and draws it."""
     from stackbook.config.loading import load_campaign
     from stackbook.evidence.passport import write_passport
     from stackbook.evidence.portable import make_portable
@@ -67,6 +86,7 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
     run = RunDir(_repo_relative(run.path))
     manifest = ManifestFile(run, campaign=None, campaign_file="")
     campaign = load_campaign(run.campaign_resolved)
+    refigure_points(run, campaign)
     for arm in campaign.arms:  # passports are derived from the records too: written by today's code
         if run.arm(arm.name).results.exists():
             write_passport(campaign, arm, run.arm(arm.name),

@@ -162,12 +162,19 @@ def passport_workload_sent(facts: RunFacts) -> list[str]:
     return out
 
 
+MARK = "recorded from uncommitted code"
+
+
 def committed_code(facts: RunFacts) -> list[str]:
-    """A run recorded from uncommitted code is marked so; unmarked, nobody can rebuild it."""
+    """A run recorded from uncommitted code says so in every passport; unmarked, nobody can tell
+    that no commit rebuilds it."""
     harness = facts.manifest.get("harness") or {}
-    if harness.get("modified") and not facts.manifest.get("recorded_from_uncommitted_code"):
+    if not harness.get("modified"):
+        return []
+    unmarked = [arm for arm, p in facts.passports.items() if MARK not in str((p.get("protocol") or {}).get("harness"))]
+    if unmarked or not facts.passports:
         return [f"recorded from uncommitted code (commit {harness.get('commit')} with changes, diff sha256 "
-                f"{harness.get('diff_sha256')}) and not marked so"]
+                f"{harness.get('diff_sha256')}), and not marked so in the passports of {', '.join(unmarked) or 'no arm'}"]
     return []
 
 
