@@ -89,22 +89,56 @@ def _sweep_points(sweep: dict) -> list[dict]:
     return sorted(pts, key=lambda p: (p["concurrency"], p["point"]))
 
 
-def _mva_fit_prediction(sweep: dict, bound_ms: float | None, most: int) -> tuple[int | None, str]:
+def mean_against_percentile(slo: dict, bound_ms: float) -> str:
+    """What an MVA prediction's test is: a mean E2E held to a bound the SLO sets for a share of
+    requests, so where the spread is wide the mean stays within while that share does not."""
+    share = f"{slo['attainment']:.0%} of requests" if slo.get("attainment") else "every request"
+    source = ("the SLO's E2E bound" if slo.get("e2e_ms") else
+              f"TTFT ≤ {slo['ttft_ms']:g} ms plus TPOT ≤ {slo['tpot_ms']:g} ms for each token after the first")
+    return (f"the largest concurrency whose mean E2E stays within {bound_ms:.0f} ms ({source}): a mean held to a "
+            f"bound the SLO sets for {share}, not the percentile itself")
+
+
+def _mva_fit_prediction(sweep: dict, slo: dict, bound_ms: float | None, most: int) -> tuple[str, int | None, str]:
+    """(its name, the prediction, its basis): fitted on two loads where the sweep's throughput grew
+    past its lightest load; where it was highest at the lightest load, both ends come from that
+    one load, and the name says so."""
     pts = _sweep_points(sweep)
     if len({p["concurrency"] for p in pts}) < 2 or bound_ms is None:
-        return None, "needs closed-loop points at two loads and an SLO"
+        return "MVA fitted on the sweep's loads", None, "needs closed-loop points at two loads and an SLO"
     light, heavy = pts[0], max(pts, key=lambda p: p["throughput_rps"])
     fit = fit_closed_loop([{"concurrency": p["concurrency"], "throughput_rps": p["throughput_rps"],
                             "response_s": p["e2e_ms"] / 1000} for p in (light, heavy)])
     n = largest_within(lambda c: fit.predict(c)["response_s"] * 1000, bound_ms, most)
-    return n, (f"two-centre MVA, light-load response from {light['point']} and saturation throughput from "
-               f"{heavy['point']} (the highest measured): the largest concurrency whose mean E2E stays within "
-               f"{bound_ms:.0f} ms")
+    test = mean_against_percentile(slo, bound_ms)
+    if heavy["concurrency"] == light["concurrency"]:
+        others = max(p["throughput_rps"] for p in pts if p["concurrency"] != light["concurrency"])
+        return "MVA fitted from one load", n, (
+            f"one-load MVA: the throughput was highest at the lightest load swept ({heavy['point']}, "
+            f"{heavy['throughput_rps']:.3g} req/s; the heavier loads reached at most {others:.3g}), so the light-load "
+            f"response ({light['point']}) and the saturation throughput both come from concurrency "
+            f"{light['concurrency']}, as if the engine were saturated there; nothing else in the sweep tests it: {test}")
+    return "MVA fitted on two loads", n, (
+        f"two-centre MVA, light-load response from {light['point']} and saturation throughput from "
+        f"{heavy['point']} (the highest measured): {test}")
+
+
+def _memory_bound(sizing: dict) -> tuple[float | None, str]:
+    """Sizing's memory arithmetic: the live sequences of the protocol's context the cache pool
+    holds. The engine's configured limit (slots, max_num_seqs) is its own row."""
+    live = sizing.get("max_live_sequences")
+    if live is None or not sizing.get("bytes_per_sequence"):
+        return None, "not sized (the sizing stage did not run or had nothing to size)"
+    return live, (f"arithmetic: cache pool {sizing['cache_pool_bytes'] / 2**30:.1f} GiB "
+                  f"({sizing.get('cache_pool_source') or 'source not recorded'}) / "
+                  f"{sizing['bytes_per_sequence'] / 2**20:.1f} MiB of one sequence at the protocol's context of "
+                  f"{sizing.get('context')} tokens (a memory bound, not the engine's configured limit)")
 
 
 def prediction_rows(name: str, a: dict, dmap, lower, upper) -> list[dict]:
-    """Sizing, the demand map's MVA and the fitted MVA, each with its error against [lower, upper];
-    the SLO and the largest load are the ones the search ran under (its results section)."""
+    """Sizing's memory bound, the engine's own limit, the demand map's MVA and the fitted MVA,
+    each with its error against [lower, upper]; the SLO and the largest load are the ones the
+    search ran under (its results section)."""
     results = a["results"]
     sizing, sweep = results.get("sizing") or {}, results.get("sweep") or {}
     slo, most = results["capacity"]["slo"], int(results["capacity"]["plan"]["max_load"])
@@ -114,10 +148,7 @@ def prediction_rows(name: str, a: dict, dmap, lower, upper) -> list[dict]:
         rows.append({"arm": name, "prediction": what, "predicted": predicted, "measured_lower": lower,
                      "measured_upper": upper, "error": interval_error(predicted, lower, upper), "basis": basis})
 
-    pred = (sizing.get("predicted_capacity") or {}).get("max_concurrency")
-    add("sizing: live sequences the pool holds", pred,
-        "arithmetic: cache pool / KV bytes of one sequence at the protocol's context (a memory bound)"
-        if pred is not None else "not sized (the sizing stage did not run or had nothing to size)")
+    add("sizing: live sequences the pool holds", *_memory_bound(sizing))
     real = (sizing.get("realized_capacity") or {}).get("max_concurrency")
     add("engine: live sequences it allows", real, "the engine's own report of its limit (slots, max_num_seqs)"
         if real is not None else "the engine reported no limit")
@@ -127,13 +158,11 @@ def prediction_rows(name: str, a: dict, dmap, lower, upper) -> list[dict]:
         curve = {r["concurrency"]: r["response_ms"] for r in
                  mva_on_centres(dmap.layers(), most, dmap.unattributed_ms or 0.0)}
         add("demand map: MVA on its centres", largest_within(curve.__getitem__, bound, most),
-            f"exact MVA on the centres measured at {dmap.point}: the largest concurrency whose mean E2E stays "
-            f"within {bound:.0f} ms")
+            f"exact MVA on the centres measured at {dmap.point}: {mean_against_percentile(slo, bound)}")
     else:
         add("demand map: MVA on its centres", None, f"no measured demand map ({getattr(dmap, 'status', 'none')})")
-    n, basis = _mva_fit_prediction(sweep, bound if bound is not None else
-                                   e2e_slo_ms(slo, next(iter((sweep.get("points") or {}).values()), {})), most)
-    add("MVA fitted on the sweep's loads", n, basis)
+    add(*_mva_fit_prediction(sweep, slo, bound if bound is not None else
+                             e2e_slo_ms(slo, next(iter((sweep.get("points") or {}).values()), {})), most))
     return rows
 
 

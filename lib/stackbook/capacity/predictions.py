@@ -1,15 +1,19 @@
 """The arithmetic against the measured capacity: each prediction of how many concurrent users an
 arm carries, and its error against the searched interval.
 
-Three predictions speak to different limits, and each says which:
-- sizing's live sequences: how many sequences of the protocol's context the cache pool holds (a
-  memory bound; past it requests queue, but latency may fail the SLO well before);
+Four predictions speak to different limits, and each says which:
+- sizing's live sequences: how many sequences of the protocol's context the cache pool holds, by
+  the memory arithmetic (a memory bound; past it requests queue, but latency may fail the SLO
+  well before);
+- the engine's own limit on live sequences (its slots or max_num_seqs), as it reported it;
 - MVA on the demand map's centres: the concurrency at which the model's mean E2E reaches the E2E
   the SLO allows (demands measured at one load, so biased elsewhere);
-- MVA fitted on the sweep's lightest and heaviest loads (`analysis.queueing.fit_closed_loop`), the
-  same question from two points.
-Both MVA predictions read mean latency against a bound every request must meet, so they lean
-optimistic where the spread is wide; the error column shows by how much.
+- MVA fitted on the sweep's lightest load and the load of its highest throughput
+  (`analysis.queueing.fit_closed_loop`), the same question from two points; where the highest
+  throughput was at the lightest load, both come from that load and the prediction is named so.
+Both MVA predictions hold a mean E2E to a bound the SLO sets for a share of requests (a
+percentile), so they lean optimistic where the spread is wide; each basis says so, and the error
+column shows by how much.
 """
 from __future__ import annotations
 

@@ -52,3 +52,65 @@ def test_the_sentence_says_only_what_the_interval_proves():
     assert "may lie higher" in capacity_sentence("a", 16, None, slo, 0.9)
     assert "no load was proven inside" in capacity_sentence("a", None, 1, slo, 0.9)
     assert ladder_rungs({"start": 1, "tolerance": 1}, 5) == 5 and ladder_rungs({"start": 1, "tolerance": 1}, None) is None
+
+
+def _arm(points: dict, slo: dict | None = None) -> dict:
+    """An arm's results as prediction_rows reads them: llama.cpp-like sizing (8 slots configured,
+    a host-sized pool holding 507 sequences), a closed-loop sweep, the search's SLO and plan."""
+    sizing = {"max_live_sequences": 507, "bytes_per_sequence": 45 * 2**20, "cache_pool_bytes": 507 * 45 * 2**20,
+              "cache_pool_source": "derived: memory - weights - workspace - activations", "context": 2048,
+              "predicted_capacity": {"max_concurrency": 8, "rule": "-c = context x slots"},
+              "realized_capacity": {"max_concurrency": 8}}
+    sweep = {"points": {name: {"concurrency": c, "e2e_ms_mean": e2e, "request_throughput_rps": x,
+                               "output_tokens": 160, "completed": 10} for name, (c, e2e, x) in points.items()}}
+    slo = slo or {"ttft_ms": 1000.0, "tpot_ms": 100.0, "e2e_ms": 2300.0, "attainment": 0.9}
+    return {"results": {"sizing": sizing, "sweep": sweep, "capacity": {"slo": slo, "plan": {"max_load": 16}}}}
+
+
+def _by_name(rows: list[dict]) -> dict:
+    return {r["prediction"]: r for r in rows}
+
+
+def test_the_memory_bound_is_the_memory_arithmetic_and_the_slot_count_the_engine_s_own_limit():
+    from stackbook.analysis.capacity_summary import prediction_rows
+
+    rows = _by_name(prediction_rows("a", _arm({"c1-r0": (1, 500, 1.5), "c2-r0": (2, 800, 2.5)}), None, 3, 4))
+    memory = rows["sizing: live sequences the pool holds"]
+    assert memory["predicted"] == 507 and memory["error"] == pytest.approx(507 / 3 - 1)
+    assert memory["basis"].startswith("arithmetic: cache pool 22.3 GiB (derived: memory - weights - workspace - "
+                                      "activations) / 45.0 MiB of one sequence at the protocol's context of 2048")
+    assert rows["engine: live sequences it allows"]["predicted"] == 8
+    unsized = _arm({"c1-r0": (1, 500, 1.5)})
+    unsized["results"]["sizing"] = {}
+    assert _by_name(prediction_rows("a", unsized, None, 3, 4))["sizing: live sequences the pool holds"][
+        "predicted"] is None
+
+
+def test_the_fitted_mva_is_named_for_the_loads_it_was_fitted_on():
+    """Throughput growing to 2.5 req/s at concurrency 2: D = 1/2.5 = 0.4 s at the bottleneck and
+    0.5 - 0.4 = 0.1 s of delay, so by exact MVA R(5) = 2.0 s and R(6) = 2.4 s: 5 within 2300 ms.
+    Throughput highest at concurrency 1 (2.0 req/s): both ends from that load, one queue of
+    0.5 s, R(n) = 0.5 n s: 4 within 2300 ms, and the name and basis say it came from one load."""
+    from stackbook.analysis.capacity_summary import prediction_rows
+
+    two = _by_name(prediction_rows("a", _arm({"c1-r0": (1, 500, 1.5), "c2-r0": (2, 800, 2.5)}), None, 3, 4))
+    fitted = two["MVA fitted on two loads"]
+    assert fitted["predicted"] == 5 and "from c1-r0 and saturation throughput from c2-r0" in fitted["basis"]
+    one = _by_name(prediction_rows("a", _arm({"c1-r0": (1, 500, 2.0), "c2-r0": (2, 1100, 1.8)}), None, 3, 4))
+    assert "MVA fitted on two loads" not in one
+    fitted = one["MVA fitted from one load"]
+    assert fitted["predicted"] == 4
+    assert fitted["basis"].startswith("one-load MVA: the throughput was highest at the lightest load swept (c1-r0, "
+                                      "2 req/s; the heavier loads reached at most 1.8)")
+    for row in (two["MVA fitted on two loads"], fitted):
+        assert row["basis"].endswith("within 2300 ms (the SLO's E2E bound): a mean held to a bound the SLO sets "
+                                     "for 90% of requests, not the percentile itself")
+
+
+def test_a_mean_set_against_a_percentile_bound_says_so():
+    from stackbook.analysis.capacity_summary import mean_against_percentile
+
+    words = mean_against_percentile({"ttft_ms": 1000.0, "tpot_ms": 100.0, "e2e_ms": None, "attainment": 0.9}, 2500)
+    assert words == ("the largest concurrency whose mean E2E stays within 2500 ms (TTFT ≤ 1000 ms plus TPOT ≤ "
+                     "100 ms for each token after the first): a mean held to a bound the SLO sets for 90% of "
+                     "requests, not the percentile itself")
