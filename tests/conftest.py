@@ -10,6 +10,9 @@ from tests.support.calibration import calibration_servers
 from tests.support.runs import copy_committed_run_to
 
 os.chdir(REPO_ROOT)
+# The suite runs campaigns from the checkout it tests, committed or not: its runs from modified
+# code are allowed (and marked so), in this process and in every `stackbook run` it starts.
+os.environ.setdefault("STACKBOOK_ALLOW_MODIFIED", "1")
 
 
 def engines_ready() -> str | None:

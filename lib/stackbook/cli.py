@@ -11,6 +11,7 @@ import typer
 from stackbook.cli_common import fail as _fail
 from stackbook.cli_common import name_values
 from stackbook.cli_gpu import gpu_campaign
+from stackbook.cli_schema import schema
 from stackbook.cli_setup import setup_engine
 from stackbook.cli_size import JsonUsageErrors, size
 from stackbook.config.errors import CampaignError
@@ -20,6 +21,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 app.command("size", cls=JsonUsageErrors)(size)
 app.command("setup-engine")(setup_engine)
 app.command("gpu-campaign")(gpu_campaign)
+app.command("schema")(schema)
 
 
 @app.command()
@@ -34,6 +36,9 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="with --executor ray: the cluster, e.g. 10.0.0.1:6379 "
                                                        "(default: RAY_ADDRESS, else a cluster started here)"),
+        allow_modified: bool = typer.Option(False, "--allow-modified",
+                                            help="run from uncommitted changes under lib/, notebooks/ or "
+                                                 "campaigns/; the run is marked so (else it is refused)"),
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
@@ -83,7 +88,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         typer.echo("\n".join(checked.report()))
         return
     typer.secho("\n".join(checked.report()), err=True)
-    from stackbook.evidence.harness import RevisionChanged
+    from stackbook.evidence.harness import RevisionChanged, UncommittedCode
     from stackbook.evidence.run_lock import RunRefused
     from stackbook.runner import RunInterrupted, run_campaign
 
@@ -91,8 +96,8 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         out = run_campaign(str(campaign) if campaign else "", run_id=run_id or target.name,
                            resume=str(resume) if resume else None, only_arms=arm or None,
                            progress=not no_progress, log=lambda m: typer.secho(m, fg=typer.colors.YELLOW, err=True),
-                           executor=chosen)
-    except (CampaignError, FileExistsError, FileNotFoundError, RevisionChanged, RunRefused) as err:
+                           executor=chosen, allow_modified=allow_modified)
+    except (CampaignError, FileExistsError, FileNotFoundError, RevisionChanged, RunRefused, UncommittedCode) as err:
         _fail(str(err))
     except OSError as err:  # the disk filled, or the mount went read-only, while the run wrote
         _fail(f"{target}: the run stopped: {err.strerror or err}{f' ({err.filename})' if err.filename else ''}. "
@@ -257,40 +262,6 @@ def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outpu
     for name, p in read_json(out.replay)["points"].items():
         typer.echo(f"  {name}: {p['requests']} requests, {p['errors']} errors, bodies "
                    f"{'identical' if p['identical_bodies'] else 'DIFFERENT'}, send offset p99 {p['send_offset_ms_p99']} ms")
-
-
-SCHEMAS = {
-    "campaign": ("stackbook.config.campaign", "Campaign"),
-    "results": ("stackbook.evidence.results", "ArmResults"),
-    "passport": ("stackbook.evidence.passport", "Passport"),
-    "analysis": ("stackbook.analysis.comparison", "CampaignAnalysis"),
-    "manifest": ("stackbook.evidence.manifest", "Manifest"),
-}
-
-
-def schema_of(kind: str) -> dict:
-    """The JSON Schema of a campaign file or of one of the files a run writes."""
-    import importlib
-    import warnings
-
-    if kind not in SCHEMAS:
-        raise ValueError(f"no schema {kind!r}; choose one of: {', '.join(SCHEMAS)}")
-    module, name = SCHEMAS[kind]
-    with warnings.catch_warnings():
-        # A length written as a bare integer (the campaign's shorthand) is a valid default that
-        # pydantic warns about when it serializes it into the schema.
-        warnings.simplefilter("ignore", UserWarning)
-        return getattr(importlib.import_module(module), name).model_json_schema()
-
-
-@app.command()
-def schema(kind: str = typer.Argument(..., help="campaign, results, passport, analysis or manifest")) -> None:
-    """Print the JSON Schema of the campaign file or of a result file, for editors and other tools."""
-    try:
-        out = schema_of(kind)
-    except ValueError as err:
-        _fail(str(err))
-    typer.echo(json.dumps(out, indent=2))
 
 
 @app.command()

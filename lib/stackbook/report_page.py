@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from nbformat.v4 import new_markdown_cell
+from stackbook.evidence.harness import describe, uncommitted
 from stackbook.evidence.rundir import ANALYSIS_NOTEBOOK, COMPARE_NOTEBOOK, ArmDir, RunDir
 from stackbook.locations import DATA_DIR, symbolic
 from stackbook.notebook_sources import stable_ids
@@ -118,17 +119,31 @@ def _read(path: Path) -> dict:
         return {}
 
 
+def run_revision(page_dir: Path) -> dict:
+    """The harness revision of the run a page belongs to, from its manifest ({} for a page of no run)."""
+    page_dir = Path(page_dir)
+    run = page_dir.parent.parent if page_dir.parent.name == "arms" else page_dir
+    return _read(RunDir(run).manifest).get("harness") or {}
+
+
 def made_box(nb, name: str, page_dir: Path) -> str:
-    """The small box: which source, with which parameters, and the command that remakes it."""
+    """The small box: which source, with which parameters, the command that remakes it, and the
+    harness revision that measured the run."""
     pm = nb.metadata.get("papermill", {})
     params = pm.get("parameters") or {}
     lines = "\n".join(f"{k} = {v!r}" for k, v in params.items()) or "(none: the source's defaults)"
     when = pm.get("end_time", "")[:19].replace("T", " ")
-    return (f'<details class="stackbook-made"><summary>How this was made</summary>'
+    revision = run_revision(page_dir)
+    # Modified code is said on the box's closed line too: a reader sees it without opening the box.
+    mark = (f' <span class="stackbook-uncommitted">({html.escape(uncommitted(revision))})</span>'
+            if revision.get("modified") else "")
+    measured = f"<p>Measured by {html.escape(describe(revision))}.</p>" if revision else ""
+    return (f'<details class="stackbook-made"><summary>How this was made{mark}</summary>'
             f"<p><code>notebooks/{html.escape(name)}.py</code> executed by papermill"
             f"{' at ' + html.escape(when) + ' UTC' if when else ''} with these parameters:</p>"
             f"<pre>{html.escape(lines)}</pre><p>Made again with: <code>{html.escape(remake_command(name, params, page_dir))}"
-            f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p></details>")
+            f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p>"
+            f"{measured}</details>")
 
 
 PASSPORT_CELL = "passport_md.read_text()"  # the arm notebook's cell that shows its passport

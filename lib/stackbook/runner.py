@@ -24,7 +24,7 @@ from stackbook.config.loading import load_campaign
 from stackbook.config.preflight import load_refusals
 from stackbook.evidence.files import file_sha256
 from stackbook.evidence.phase_times import phase_times
-from stackbook.evidence.harness import fix_revision
+from stackbook.evidence.harness import fix_revision, starting_revision
 from stackbook.evidence.manifest import ManifestFile
 from stackbook.evidence.portable import campaign_secrets, make_portable, redact
 from stackbook.evidence.run_lock import hold_run, refuse_if_held
@@ -72,7 +72,8 @@ class CampaignRun:
 
 
 def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | None = None,
-                 only_arms: list[str] | None = None, progress: bool = True, log=print, executor=None) -> RunDir:
+                 only_arms: list[str] | None = None, progress: bool = True, log=print, executor=None,
+                 allow_modified: bool = False) -> RunDir:
     """Execute a campaign into outputs/<campaign>/<run-id>/ and return that directory.
 
     `executor` places the arms (default: the local one, every arm here, one after another); the
@@ -80,9 +81,13 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
 
     SIGINT and SIGTERM stop the run cleanly: the engine of the arm in progress is stopped, every
     record written so far stays, and the manifest says what was cut, ready for --resume.
+
+    Modified code (evidence.harness) refuses the run before anything is written, unless
+    `allow_modified` (or STACKBOOK_ALLOW_MODIFIED=1) asks for it; then the run is marked so.
     """
     executor = executor or LocalExecutor()
     os.chdir(REPO_ROOT)
+    revision = starting_revision(allow_modified)
     campaign, run_dir = open_run(campaign_file, run_id, resume)
     lock = hold_run(run_dir)  # one writer per run directory: another run of it is refused, naming this one
     secrets = campaign_secrets(campaign)
@@ -95,7 +100,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     manifest.data["status"] = "running"
     manifest.data["campaign_sha256"] = file_sha256(resolved)
     manifest.data["executor"] = executor.name
-    fix_revision(manifest.data, resumed=bool(resume))
+    fix_revision(manifest.data, resumed=bool(resume), now=revision)
     record_ceiling(manifest.data, campaign)  # the harness's own ceiling at campaign start (seconds), kept on resume
     if resume:
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1

@@ -22,6 +22,7 @@ from stackbook.evidence.results import (
 from stackbook.analysis.decision import min_sample, undersampled_text
 from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
+from stackbook.evidence.sent_workload import sent_words, sent_workload
 from stackbook.host import host_identity, topology_line
 from stackbook.measure.reconciliation import arm_reconciliation
 from stackbook.measure.validity import worded_discards
@@ -147,6 +148,18 @@ def prompts_sent(sweep: dict | None, arm_dir: ArmDir) -> dict:
     return {"file": arm_dir.requests_sent.name, "points": points}
 
 
+def replayed_protocol(protocol, arm_dir: ArmDir, arrival: dict) -> dict:
+    """A replayed trace's protocol fields from what was sent (the campaign's synthetic workload
+    goes unused): the lengths its measured requests carried and the requests each point measured."""
+    from stackbook.loadgen.records import read_records
+
+    records = read_records(arm_dir.requests, latest_attempt=True) if arm_dir.requests.exists() else []
+    workload = sent_workload(records, arrival)
+    prompts, budget = sent_words(workload)
+    return {"workload": workload, "prompt_tokens": prompts, "output_budget_tokens": budget,
+            "requests_per_point": protocol.arrival.measured_at(protocol.arrival.load_levels()[0], protocol)}
+
+
 def recorded_host(arm_dir) -> dict | None:
     """The host an arm whose engine never started recorded in its passport when it ran: that
     passport is its only record of the machine, so a rebuild elsewhere keeps it, not this one."""
@@ -254,6 +267,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "slo": protocol.slo.model_dump(),
         "overrides": arm.protocol_overrides,
     }
+    if protocol.arrival.kind == "trace":
+        proto |= replayed_protocol(protocol, arm_dir, proto["arrival"])
     proto["prompts_sent"] = prompts_sent(sweep, arm_dir)
     capacity = {
         "configured": engine.get("configured_capacity") or unknown("the engine was not started"),

@@ -4,6 +4,7 @@ No timing counts until the arm's output is shown to be right.
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import hashlib
 import json
@@ -16,6 +17,7 @@ from typing import Annotated, ClassVar, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackbook.gate.rate_limit import counting, patient
 from stackbook.loadgen.drivers import Target, chat_once
 from stackbook.locations import DATA_DIR
 
@@ -54,10 +56,11 @@ class _Check(BaseModel):
         return {}
 
     def ask(self, target: Target, messages: list | None = None, **extra) -> tuple[str | None, dict]:
-        """One greedy chat turn; the reply's text (None when there is no reply) and the reply."""
+        """One greedy chat turn; the reply's text (None when there is no reply) and the reply. A
+        rate limit is waited out (gate.rate_limit): the check is untimed."""
         t = dataclasses.replace(target, sampling=greedy_sampling(target.sampling),
                                 length_fields={"max_tokens": self.max_tokens}, length_for=None)
-        reply = chat_once(t, messages or self.messages(), timeout_s=target.timeout_s, **extra)
+        reply = patient(lambda: chat_once(t, messages or self.messages(), timeout_s=target.timeout_s, **extra))
         return _text(reply), reply
 
     def run(self, target: Target, tokenizer=None, context_length: int | None = None) -> dict:
@@ -131,8 +134,9 @@ class Determinism(_Check):
             return self.ask(target)
         asked = [once(i) for i in range(self.repeats)]
         if self.concurrent:
-            with ThreadPoolExecutor(self.repeats) as pool:
-                asked += list(pool.map(once, range(self.repeats)))
+            with ThreadPoolExecutor(self.repeats) as pool:  # each thread in this context: its retries tallied
+                asked += [f.result() for f in [pool.submit(contextvars.copy_context().run, once, i)
+                                               for i in range(self.repeats)]]
         outputs = [text for text, _ in asked]
         distinct = sorted({o for o in outputs if o is not None})
         refused = refusal([reply for _, reply in asked])
@@ -341,13 +345,16 @@ def out_of_scope_checks(suite: Suite, out_of_scope: dict[str, str]) -> dict[str,
 
 def run_check(target: Target, check, out_of_scope: str | None = None, tokenizer=None,
               context_length: int | None = None) -> dict:
-    """Run one check; the result says passed, the output seen and why it failed. An out-of-scope
+    """Run one check; the result says passed, the output seen and why it failed, and how many
+    times its requests waited out a rate limit (its detail too, when any did). An out-of-scope
     check still runs (its outcome is reported) but does not gate; `out_of_scope` is the reason."""
     result = {"id": check.id, "kind": check.kind, "capability": check.scope, "prompt": check.prompt,
               "out_of_scope": out_of_scope}
     began = time.monotonic()
-    outcome = check.run(target, tokenizer=tokenizer, context_length=context_length)
-    return result | outcome | {"seconds": round(time.monotonic() - began, 2)}  # where the gate's time goes
+    with counting() as tally:
+        outcome = check.run(target, tokenizer=tokenizer, context_length=context_length)
+    outcome["detail"] = f"{outcome.get('detail', '')}{tally.note()}"
+    return result | outcome | tally.fields() | {"seconds": round(time.monotonic() - began, 2)}  # where the gate's time goes
 
 
 def run_suite(target: Target, suite: Suite, out_of_scope: dict[str, str] | None = None, progress=None,

@@ -5,11 +5,14 @@ import dataclasses
 
 import httpx
 
+from stackbook.gate.rate_limit import counting, patient
 from stackbook.loadgen.drivers import Target, run_sync, stream_chat
 from stackbook.loadgen.workload import PromptSpec
 
 
 def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:
+    """One streamed request, its 429 waited out by back-off (the stream client keeps no headers,
+    so a Retry-After goes unread here)."""
     t = dataclasses.replace(target, length_fields=length_fields, length_for=None)
     prompt = PromptSpec(0, [{"role": "user", "content": "Say hi."}], 0)
 
@@ -19,7 +22,7 @@ def _stream_once(target: Target, tokenizer, length_fields: dict) -> dict:
                 "run_id": "probe", "arm": "probe", "point": "probe", "phase": "warmup", "concurrency": 1},
                 t0=0.0, scheduled_s=0.0)
 
-    return run_sync(go()).model_dump()
+    return patient(lambda: run_sync(go()).model_dump())
 
 
 def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = None) -> dict:
@@ -27,7 +30,9 @@ def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = N
     n = 24
     out: dict = {}
     fields = adapter.output_length_fields(n)
-    rec = _stream_once(target, tokenizer, fields)
+    with counting() as tally:
+        rec = _stream_once(target, tokenizer, fields)
+    out["rate_limit_retries"] = tally.retries
     out["streaming_usage_reported"] = rec["output_tokens_server"] is not None
     # "Say hi." ends in a few tokens on its own: only a honoured length control gives exactly n.
     got = rec["output_tokens_server"] if rec["output_tokens_server"] is not None else rec["output_tokens_client"]
@@ -71,7 +76,7 @@ def exact_length_accepted(target: Target, fields: dict, n: int = PROBE_LENGTH) -
     hosted API answers 400 to a field it does not know; a server that ignores them stops early."""
     from stackbook.loadgen.drivers import chat_once
     t = dataclasses.replace(target, length_fields={"max_tokens": n, **fields}, length_for=None)
-    reply = chat_once(t, [{"role": "user", "content": "Say hi."}], timeout_s=target.timeout_s)
+    reply = patient(lambda: chat_once(t, [{"role": "user", "content": "Say hi."}], timeout_s=target.timeout_s))
     if "error" in reply:
         return False, f"refused: {reply['error'][:200]}"
     got = (reply.get("usage") or {}).get("completion_tokens")

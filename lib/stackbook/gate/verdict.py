@@ -58,6 +58,8 @@ def verdict(results: list[dict]) -> dict:
             "checks": [{"id": r["id"], "kind": r["kind"], "capability": r.get("capability"),
                         "gating": not r.get("out_of_scope"), "outcome": outcome(r),
                         "failure": failure_class(r)} for r in results],
+            # Requests asked again after a rate limit (gate.rate_limit): waited out, not hidden.
+            "rate_limit_retries": sum(r.get("rate_limit_retries", 0) for r in results),
             # Every check counted, by cause of failure: the gating ones and the declared
             # out-of-scope ones apart (those run and are reported, but do not gate).
             "counts": {"gating": failure_counts(gating),

@@ -4,6 +4,8 @@ It answers instantly, so whatever latency the client measures against it is the 
 floor. It can also misbehave on purpose (per request, by model name `calibration-<mode>`) so the
 harness's error handling is tested against each failure it must classify:
   ok, http_429, http_503, malformed_sse, invalid_json, truncated, error_event, slow_headers.
+With `rate_limit_every` N it answers every Nth chat request (whatever its model) with 429 and,
+when given, a `Retry-After` header: an endpoint's rate limit, which the gate must wait out.
 It binds 127.0.0.1 unless told otherwise, and is never an engine: it generates no text.
 With a `Pacing` (harness.pacing) it streams at a known TTFT and inter-token gap instead, and
 records when it sent each event (GET /paced): the truth a client's timings are checked against.
@@ -51,9 +53,12 @@ class _Stamped(asyncio.StreamReaderProtocol):
 class CalibrationServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
                  slow_headers_s: float = 30.0, pacing: Pacing | None = None, knee: Knee | None = None,
-                 prompt_cache: bool = False):
+                 prompt_cache: bool = False, rate_limit_every: int | None = None, retry_after: str | None = None):
         if pacing and knee:
             raise ValueError("a calibration server is paced or knee-scheduled, not both")
+        if rate_limit_every is not None and rate_limit_every < 1:
+            raise ValueError(f"rate_limit_every: {rate_limit_every} names no request; give 1 (every request) or more")
+        self.rate_limit_every, self.retry_after = rate_limit_every, retry_after
         self.host, self.port, self.api_key = host, port, api_key
         self.pacing, self.knee = pacing, knee
         self._paced: PacedSender | None = None  # made on the server's own loop
@@ -101,11 +106,11 @@ class CalibrationServer:
                 pass
 
     @staticmethod
-    def _respond(writer, status: int, payload: bytes, ctype: str = "application/json") -> None:
+    def _respond(writer, status: int, payload: bytes, ctype: str = "application/json", extra: str = "") -> None:
         reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
                   503: "Service Unavailable"}.get(status, "OK")
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
-                     f"Connection: keep-alive\r\n\r\n".encode() + payload)
+                     f"{extra}Connection: keep-alive\r\n\r\n".encode() + payload)
 
     async def _route(self, method: str, path: str, headers: dict, body: bytes, writer) -> bool:
         if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}" and path != "/health":
@@ -150,6 +155,12 @@ class CalibrationServer:
         self.requests += 1
         self.running += 1
         try:
+            if self.rate_limit_every and self.requests % self.rate_limit_every == 0:
+                self._respond(writer, 429, b'{"error": {"message": "Rate limit reached for requests", '
+                              b'"type": "requests", "code": "rate_limit_exceeded"}}',
+                              extra=f"Retry-After: {self.retry_after}\r\n" if self.retry_after is not None else "")
+                await writer.drain()
+                return True
             if (self.pacing or self.knee) and req.get("stream") and str(req.get("model", "")) == "calibration":
                 return await self._scheduled_answer(req, writer, arrival)
             return await self._answer(req, writer)
@@ -329,6 +340,9 @@ def main() -> None:
     ap.add_argument("--knee", default=None, metavar="B,T0_MS,T1_MS",
                     help="knee mode: at most B sequences per step, a step over b of them takes T0 + T1*b ms")
     ap.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
+    ap.add_argument("--rate-limit-every", type=int, default=None, metavar="N",
+                    help="answer every Nth chat request with 429 Too Many Requests")
+    ap.add_argument("--retry-after", default=None, help="with --rate-limit-every: the Retry-After header's value")
     a = ap.parse_args()
     key = os.environ.get(a.api_key_env) if a.api_key_env else None
     if a.cpu is not None:
@@ -339,7 +353,8 @@ def main() -> None:
         knee = None if a.knee is None else Knee.parse(a.knee)
     except ValueError as err:
         ap.error(str(err))
-    server = CalibrationServer(a.host, a.port, key, pacing=pacing, knee=knee)
+    server = CalibrationServer(a.host, a.port, key, pacing=pacing, knee=knee,
+                               rate_limit_every=a.rate_limit_every, retry_after=a.retry_after)
     print(f"calibration server on {a.host}:{a.port or '(free port)'}", flush=True)
     uvloop.run(server.serve())
 

@@ -345,5 +345,6 @@ def chat_once(target: Target, messages: list, timeout_s: float = 120.0, **extra)
     except httpx.HTTPError as err:
         return {"error": f"{type(err).__name__}: {err}", "error_class": "transport"}
     if r.status_code != 200:
-        return {"error": f"HTTP {r.status_code}: {r.text[:300]}", "error_class": classify_status(r.status_code)}
+        return {"error": f"HTTP {r.status_code}: {r.text[:300]}", "error_class": classify_status(r.status_code),
+                "status": r.status_code, "retry_after": r.headers.get("retry-after")}  # for gate.rate_limit
     return r.json()
