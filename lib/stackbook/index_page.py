@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from stackbook.analysis.answer import how_sure, which_arm
+from stackbook.analysis.answer_facts import run_facts
 from stackbook.analysis.comparison import load_unit
 from stackbook.evidence.files import read_json
 from stackbook.evidence.rundir import REPORT, ComparisonDir, OutputsRoot, RunDir
@@ -37,6 +39,7 @@ class RunEntry(BaseModel):
     decisions: list[dict] = []
     load_unit: str = "concurrency"  # the verdict's name for a decision's load (analysis.comparison.load_unit)
     pages: dict[str, str] = {}  # notebook page -> path relative to outputs/
+    answer: list[str] = []  # the report's first two answers: which arm, how sure (analysis.answer)
 
 
 def isa_summary(flags: list[str] | str | None) -> str:
@@ -107,6 +110,7 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
     lines = analysis.get("verdict") or []
     created = manifest.get("created_unix")
     host, isa = _host(path)
+    facts = run_facts(run, analysis=analysis, outputs=outputs)
     return RunEntry(path=rel, campaign=manifest["campaign"], kind="run",
                     date=time.strftime("%Y-%m-%d", time.gmtime(created)) if created else "-", host=host, isa=isa,
                     verdict=lines[0] if lines else f"(no analysis.json: stackbook report {rel})",
@@ -117,7 +121,8 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
                     harness=_passport_field(path, "protocol", "harness"), status=manifest.get("status", "-"),
                     arms={n: str(a.get("label", "-")) for n, a in (analysis.get("arms") or {}).items()}
                     or {n: a.get("status", "-") for n, a in (manifest.get("arms") or {}).items()},
-                    pages=_pages(path, outputs))
+                    pages=_pages(path, outputs),
+                    answer=[f"Which arm? {which_arm(analysis)}", f"How sure? {how_sure(facts)}"] if analysis else [])
 
 
 def index_entries(outputs: Path = OUTPUTS_DIR) -> list[RunEntry]:
@@ -151,13 +156,19 @@ def _decision(e: RunEntry) -> str:
             if len(items) > 1 else html.escape(str(items[0])))
 
 
+def _answer(e: RunEntry) -> str:
+    """The report's first answers, as its first screen words them, above the whole decision."""
+    parts = [line.partition("? ") for line in e.answer]
+    return "".join(f"<p><b>{html.escape(q)}?</b> {html.escape(text)}</p>" for q, _, text in parts)
+
+
 def _row(e: RunEntry) -> str:
     link = f'<a href="{html.escape(e.report)}">{html.escape(e.path)}</a>' if e.report else html.escape(e.path)
     pages = " ".join(f'<a href="{html.escape(p)}">{html.escape(n)}</a>' for n, p in e.pages.items())
     arms = "<br>".join(f"{html.escape(n)} <small>({html.escape(label)})</small>" for n, label in e.arms.items()) or "-"
     cells = [html.escape(e.campaign), link + (f"<br><small>{pages}</small>" if pages else ""), e.kind,
              html.escape(e.model), arms, html.escape(e.host), html.escape(e.isa), html.escape(e.harness), e.date,
-             html.escape(e.status), _decision(e)]
+             html.escape(e.status), _answer(e) + _decision(e)]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
@@ -165,7 +176,7 @@ STYLE = ("body{font-family:sans-serif;font-size:14px;margin:1.5em}table{border-c
          "td,th{border:1px solid #ccc;padding:4px 6px;text-align:left;vertical-align:top}"
          "td:last-child{width:40%}details summary{cursor:pointer}small a{margin-right:.5em;display:inline-block}")
 HEADERS = ("campaign", "run (report, notebook pages)", "kind", "model", "arms (label)", "host", "ISA",
-           "harness", "date (UTC)", "status", "decision (click for every line)")
+           "harness", "date (UTC)", "status", "the answer, then the decision (click for every line)")
 
 
 def write_index(outputs: Path = OUTPUTS_DIR) -> Path:

@@ -21,6 +21,7 @@ from stackbook.arm_run import RunInterrupted, campaign_steps
 from stackbook.config.campaign import Campaign
 from stackbook.config.errors import CampaignError
 from stackbook.config.loading import load_campaign
+from stackbook.config.precision import precision_record
 from stackbook.config.preflight import load_refusals
 from stackbook.evidence.files import file_sha256
 from stackbook.evidence.phase_times import phase_times
@@ -102,6 +103,8 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     manifest.data["executor"] = executor.name
     fix_revision(manifest.data, resumed=bool(resume), now=revision)
     record_ceiling(manifest.data, campaign)  # the harness's own ceiling at campaign start (seconds), kept on resume
+    # the precision chosen on this host (or named, with the warning when an engine emulates it), kept on resume
+    manifest.data.setdefault("precision", precision_record(campaign.protocol.precision, campaign.arms))
     if resume:
         manifest.data["resumed"] = manifest.data.get("resumed", 0) + 1
     manifest.save()

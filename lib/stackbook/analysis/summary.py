@@ -1,6 +1,7 @@
-"""The first screen of a campaign report: the question, the decision per load, each arm's label
-with its reason, the headline figure and the links to each arm's evidence, so a reader has the
-answer before any detail."""
+"""The first screen of a campaign report: the answer block (which arm, how sure, inside which SLO,
+at what cost, on which host: analysis.answer), then the question, the decision per load, each
+arm's label with its reason, the headline figure and the links to each arm's evidence, so a reader
+has the answer before any detail."""
 from __future__ import annotations
 
 import html
@@ -10,6 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from stackbook.analysis import comparison, plots
+from stackbook.analysis.answer import Sentence, answer
+from stackbook.analysis.answer_facts import other_runs, run_facts
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.figure_style import short_reason
 from stackbook.analysis.tables import format_number
@@ -23,6 +26,9 @@ RUN_PAGES = {"00_decide": "the team's decision record", "50_demand_map": "the me
              "60_compare": "the comparison across runs"}
 ARM_PAGES = {"10_sizing": "sizing", "20_canaries": "canaries", "30_load_sweep": "sweep"}
 DECISION_TABLE_ID = "decision-table"
+ANSWER_ID = "answer"
+BELOW = ("Below, in this order: the question and the decision per load (every compared figure with its interval), "
+         "each arm's label and evidence, the headline figure, then the sections listed under Contents.")
 
 
 def question(campaign, arms: dict) -> str:
@@ -151,6 +157,19 @@ class Summary:
         return re.sub(r"<[^>]+>", " ", self.body)
 
 
+def answer_html(sentences: list[Sentence]) -> str:
+    """The answer block: one line per question, the question in bold."""
+    items = "".join(f"<li><b>{html.escape(s.question)}?</b> {html.escape(s.text)}</li>" for s in sentences)
+    return (f'<div class="stackbook-answer" id="{ANSWER_ID}"><p><b>The answer</b></p><ul>{items}</ul>'
+            f"<p><small>{html.escape(BELOW)}</small></p></div>")
+
+
+def run_answer(run: RunDir, campaign, result) -> list[Sentence]:
+    """The answer from this analysis (fresher than analysis.json) and the other runs of its campaign."""
+    facts = run_facts(run, analysis=result.model_dump(), campaign=campaign.model_dump())
+    return answer(facts, other_runs(run, campaign.name))
+
+
 def summary_html(run: RunDir, campaign, arms: dict, result) -> str:
     manifest_arms = (read_json(run.manifest, {}) or {}).get("arms", {})
     decisions = list(getattr(result, "decisions", None) or [])
@@ -164,19 +183,16 @@ def summary_html(run: RunDir, campaign, arms: dict, result) -> str:
                             "why": label_reason(n, a, manifest_arms.get(n, {})),
                             "evidence": evidence_links(run, n)} for n, a in result.arms.items()])
     pages = run_page_links(run)
-    capacity = list(getattr(result, "capacity", None) or [])
-    answer = ("<h3>Capacity inside the SLO</h3><ul>" + "".join(f"<li>{html.escape(r['sentence'])}</li>" for r in capacity)
-              + "</ul>") if capacity else ""
-
-    return (f'<div class="stackbook-first-screen"><p class="stackbook-question">{question(campaign, arms)}'
+    return (answer_html(run_answer(run, campaign, result)) +
+            f'<div class="stackbook-first-screen"><p class="stackbook-question">{question(campaign, arms)}'
             f" <small>(campaign <code>{html.escape(campaign.name)}</code>: {html.escape(campaign.description)})"
-            f"</small></p>{answer}<h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"
+            f"</small></p><h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"
             f"</small></p><h3>Arms</h3>{_html_table(labels) if not labels.empty else '<p>No arm ran.</p>'}"
             + (f"<p>Also in this run: {pages}.</p>" if pages else "") + "</div>")
 
 
 def show(run_dir: str) -> None:
-    """Display the summary and the headline figure (saved as figures/headline.png)."""
+    """Display the answer block, the summary and the headline figure (saved as figures/headline.png)."""
     from IPython.display import display
 
     path = Path(run_dir)

@@ -258,6 +258,19 @@ class Campaign(Strict):
             node[leaf] = value
         return Protocol.model_validate(data)
 
+    @model_validator(mode="after")
+    def _native_precision(self) -> "Campaign":
+        """`precision: native` chosen once for every arm, from this host's ISA flags and each
+        engine kind's native kernels (config.precision); the choice and its reason stay with it."""
+        from stackbook.config.precision import resolve_native
+        self.protocol.precision = resolve_native(self.protocol.precision, self.arms)
+        for i, arm in enumerate(self.arms):
+            if arm.protocol_overrides and self.protocol_for(arm).precision.is_native:
+                raise ValueError(f"arms[{i}].protocol_overrides: precision native is chosen once for the whole "
+                                 "campaign; name a precision for this arm (bf16, fp16, fp32, ...), or set "
+                                 "protocol.precision: native for every arm")
+        return self
+
 
 def _accept_registered_kinds() -> None:
     """After a kind is registered or unregistered, the arms accept exactly the kinds listed."""

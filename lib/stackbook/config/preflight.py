@@ -6,29 +6,19 @@ Refusals stop `run` and `run --check`; warnings are printed and the run goes on.
 campaign field and the fix."""
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from stackbook.config.campaign import Arm, Campaign
+from stackbook.config.estimate import LONG_CAMPAIGN_S, ArmEstimate, check_duration, duration  # noqa: F401
+from stackbook.config.precision import precision_lines
 from stackbook.config.protocol import Protocol
 from stackbook.locations import REPO_ROOT, symbolic
 from stackbook.measure.slo_bounds import requests_needed
 
 GiB = 2**30
-LONG_CAMPAIGN_S = 4 * 3600  # a campaign estimated past this is warned about at check time
-ASSUMED_RECORD_BYTES = 4096  # one requests.jsonl line, when no earlier run measured it
-
-
-@dataclass
-class ArmEstimate:
-    arm: str
-    seconds: float
-    requests: int
-    basis: str
 
 
 @dataclass
@@ -48,14 +38,6 @@ class Preflight:
                  f"({sum(e.requests for e in self.estimates):,} requests)"]
         lines += [f"  arm {e.arm}: {duration(e.seconds)} for {e.requests:,} requests ({e.basis})" for e in self.estimates]
         return lines + self.notes
-
-
-def duration(seconds: float) -> str:
-    if seconds >= 2 * 86400:
-        return f"{seconds / 86400:,.0f} days"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def _where(campaign: Campaign, arm: Arm, key: str) -> str:
@@ -195,117 +177,6 @@ def output_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- the duration
-
-@lru_cache(maxsize=64)
-def record_speeds(path: str, mtime_ns: int, size: int) -> tuple[float, float, float] | None:
-    """(mean TTFT s, mean TPOT s, bytes per line) of one requests.jsonl's measured requests that
-    succeeded; None when there are none. Keyed by the file's mtime and size, read once."""
-    from stackbook.loadgen.phases import Phase
-    from stackbook.loadgen.records import read_records
-    from stackbook.measure.metric_definitions import ttft_s
-
-    recs = [r for r in read_records(path) if r.ok and r.phase == Phase.MEASURE and r.first_token_s is not None]
-    if not recs:
-        return None
-    ttft = sum(ttft_s(r) for r in recs) / len(recs)
-    tpot = sum((r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or r.output_tokens_client) - 1)
-               for r in recs) / len(recs)
-    with open(path, "rb") as f:
-        lines = max(1, sum(1 for _ in f))
-    return ttft, tpot, size / lines
-
-
-def measured_speeds(campaign: Campaign, runs_root: Path) -> dict[str, dict]:
-    """Per arm name, what the latest earlier run of this campaign measured: mean TTFT and TPOT
-    (seconds), seconds outside the sweep (engine start, canaries), bytes per record, and the run."""
-    from stackbook.evidence.files import read_json
-    from stackbook.evidence.rundir import OutputsRoot
-
-    out: dict[str, dict] = {}
-    for run in OutputsRoot(runs_root).runs(campaign.name):
-        mpath = run.manifest
-        manifest = read_json(mpath, {}) or {}
-        for arm in campaign.arms:
-            entry = (manifest.get("arms") or {}).get(arm.name) or {}
-            requests = run.arm(arm.name).requests
-            if arm.name in out or entry.get("engine") != arm.engine.kind or not requests.exists():
-                continue
-            st = requests.stat()
-            speeds = record_speeds(str(requests), st.st_mtime_ns, st.st_size)
-            if speeds is None:
-                continue
-            notebooks = entry.get("notebooks") or {}
-            overhead = (entry.get("engine_ready_s") or 0) + sum(
-                (notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
-            out[arm.name] = {"ttft_s": speeds[0], "tpot_s": speeds[1], "record_bytes": speeds[2], "overhead_s": overhead,
-                             "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT)
-                                             else mpath.parent)}
-    return out
-
-
-def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
-    """The arm's sweep as arithmetic: per level, its requests over its clients (a closed loop) or
-    its rate (an open loop), each request TTFT + output tokens x TPOT, measured where an earlier
-    run has them, else at the SLO's limits (what a passing arm could take)."""
-    if "sweep" not in p.stages:
-        return ArmEstimate(arm.name, (measured or {}).get("overhead_s", 0.0), 0, "no sweep")
-    ttft = measured["ttft_s"] if measured else p.slo.ttft_ms / 1000
-    tpot = measured["tpot_s"] if measured else p.slo.tpot_ms / 1000
-    per_request = ttft + p.workload.output_tokens.mean_tokens() * tpot * p.workload.turns()
-    seconds, requests = 0.0, 0
-    for level in p.arrival.load_levels():
-        n = p.requests_at(level)
-        requests += n * p.repetitions.most  # sequential stopping may run up to max
-        if "concurrency" in level:
-            span = math.ceil(n / level["concurrency"]) * per_request
-        elif "rate" in level:
-            span = n / level["rate"] + per_request
-        else:
-            offsets = p.arrival.schedule(level, n, 0) or [0.0]
-            span = offsets[-1] / level.get("speedup", 1) + per_request
-        seconds += span * p.repetitions.most
-    search = ""
-    if p.capacity is not None:  # its time budget, checked before each probe (the last may run past it)
-        seconds += p.capacity.max_wall_s * p.repetitions.most
-        search = (f"; the capacity search at most its budget of {p.capacity.max_wall_s:,.0f} s a repetition "
-                  f"(and {p.capacity.max_probes} probes), plus one probe")
-    if measured:
-        return ArmEstimate(arm.name, seconds + measured["overhead_s"], requests,
-                           f"TTFT {ttft * 1000:,.0f} ms and TPOT {tpot * 1000:,.1f} ms as measured in {measured['run']}, "
-                           f"plus its engine start and canaries, {measured['overhead_s']:,.0f} s{search}")
-    return ArmEstimate(arm.name, seconds, requests, f"arithmetic at the SLO's TTFT {p.slo.ttft_ms:g} ms and TPOT "
-                       f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included"
-                       f"{search}")
-
-
-def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out: Preflight, runs_root: Path,
-                   free_bytes: float | None) -> None:
-    measured = measured_speeds(campaign, runs_root)
-    out.estimates = [arm_estimate(arm, protocols[arm.name], measured.get(arm.name)) for arm in campaign.arms]
-    plan = campaign.protocol.repetitions
-    if plan.most > plan.min:  # the estimate is the worst case: say what stopping at the minimum takes
-        fewest = plan.model_copy(update={"max": plan.min})
-        least = sum(arm_estimate(arm, protocols[arm.name].model_copy(update={"repetitions": fewest}),
-                                 measured.get(arm.name)).seconds for arm in campaign.arms)
-        out.notes.append(f"repetitions: the estimate is the worst case, {plan.most} repetitions; about "
-                         f"{duration(least)} if every comparison on {campaign.protocol.decision.primary} is decided "
-                         f"after {plan.min}")
-    if out.seconds > LONG_CAMPAIGN_S:
-        per_point = campaign.protocol.requests_per_point
-        out.warnings.append(f"protocol.requests_per_point: the campaign would run about {duration(out.seconds)} "
-                            f"(warned past {duration(LONG_CAMPAIGN_S)}): {per_point:,} requests per point. Fix: lower "
-                            "requests_per_point, repetitions or the number of load levels")
-    record = max([m["record_bytes"] for m in measured.values()] or [ASSUMED_RECORD_BYTES])
-    need = sum(e.requests for e in out.estimates) * record
-    out.notes.append(f"records: about {need / GiB:,.2f} GiB at {record:,.0f} bytes a request"
-                     + (f"; {free_bytes / GiB:,.1f} GiB free under outputs/" if free_bytes is not None else ""))
-    if free_bytes is not None and need > free_bytes:
-        out.warnings.append(f"protocol.requests_per_point: the records would need about {need / 2**30:,.1f} GiB but "
-                            f"only {free_bytes / 2**30:,.1f} GiB is free under outputs/. Fix: lower requests_per_point, "
-                            "or free disk space")
-
-
 def load_refusals(campaign: Campaign) -> list[str]:
     """Arms whose sweep points cannot hold their load under the load rule (measure.validity): such
     a campaign is refused before any engine starts, not discarded point by point after the run.
@@ -404,6 +275,9 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
         g, source = None, ""
         out.notes.append(f"model: not checked against the campaign ({symbolic(str(err))[:300]})")
     check_context(campaign, protocols, g, source, out)
+    warnings, notes = precision_lines(campaign.protocol.precision, campaign.arms)
+    out.warnings += warnings
+    out.notes += notes
     check_load(campaign, protocols, out)
     check_slo_sample(campaign, protocols, out)
     if check_host:

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from stackbook.config.arrival_patterns import Arrival, ClosedLoop, LoadLevel
 from stackbook.config.capacity_search import CapacitySearch
 from stackbook.config.length_distributions import Length
+from stackbook.config.precision import Precision
 from stackbook.config.strict import Strict
 
 DECODING_PRESETS: dict[str, dict[str, float | int]] = {
@@ -82,12 +83,6 @@ class Decoding(Strict):
                                f"chat_template_kwargs.enable_thinking = "
                                f"{str(switch['chat_template_kwargs']['enable_thinking']).lower()}" if switch else
                                "not switched: the model's preset declares no reasoning mode")}
-
-
-class Precision(Strict):
-    weights: Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "q4_1", "q4_k_m", "q8_0"] = "bf16"
-    kv_cache: Literal["bf16", "fp16", "fp32", "fp8", "q8_0", "q4_0"] = "bf16"
-    state: Literal["fp32", "bf16", "none"] = "none"
 
 
 class SharedPrefix(Strict):

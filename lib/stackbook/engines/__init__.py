@@ -10,9 +10,10 @@ from stackbook.model.artifacts import artifacts_for
 
 def adapter_for(campaign, arm, log_path=None) -> EngineAdapter:
     """The adapter that serves `arm` of `campaign`, its model artifacts resolved."""
-    artifacts = artifacts_for(campaign.model) if arm.engine.serves_local_weights else None
+    protocol = campaign.protocol_for(arm)
+    artifacts = artifacts_for(campaign.model, protocol.precision.weights) if arm.engine.serves_local_weights else None
     served = campaign.model.served_name or campaign.model.name
-    return adapter_class(arm.engine.kind)(arm.engine, artifacts, campaign.protocol_for(arm), served, log_path)
+    return adapter_class(arm.engine.kind)(arm.engine, artifacts, protocol, served, log_path)
 
 
 __all__ = ["ADAPTERS", "EngineAdapter", "EngineSpec", "EngineStartError", "adapter_class", "adapter_for",

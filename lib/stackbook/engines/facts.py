@@ -8,6 +8,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from stackbook.host import FLOAT_FORMAT_FLAGS
+
 Centre = Literal["front end", "scheduler", "compute"]
 
 
@@ -80,6 +82,11 @@ def local_runner_reason(answers) -> str:
             "sweep must show they hold")
 
 
+# A kind that computes on a GPU: every float precision there, whatever this CPU's flags say (bf16
+# needs an Ampere or later card: a campaign for an older one names fp16).
+ON_THE_GPU: dict[str, tuple[str, ...]] = {"bf16": (), "fp16": (), "fp32": ()}
+
+
 class EngineKindFacts:
     """The facts every engine adapter states about its kind, with the defaults of a kind that
     states none; the adapter's class attributes override them."""
@@ -91,8 +98,18 @@ class EngineKindFacts:
     decision: ClassVar[DecisionFacts | None] = None  # None: 00_decide's shortlist never names it
     # What its prefix cache keeps, so what a request can reuse (None: the kind does not say).
     prefix_cache_policy: ClassVar[str | None] = None
+    # Per float precision, the ISA flags any one of which gives the kind native kernels for it (()
+    # on every host; a precision left out is emulated everywhere). The default is the CPU's own
+    # rule, as torch's kernels follow it; protocol.precision `native` picks from these.
+    native_precisions: ClassVar[dict[str, tuple[str, ...]]] = FLOAT_FORMAT_FLAGS
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:
         """Why 00_decide's shortlist names this kind for these answers; None when it does not."""
         return None
+
+    @classmethod
+    def cpu_flags_in_log(cls, log_text: str) -> list[str]:
+        """The CPU features the engine's own log says it runs with (empty: it says none), for runs
+        whose records predate the host's flags."""
+        return []

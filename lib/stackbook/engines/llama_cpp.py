@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -213,6 +214,11 @@ class LlamaCppAdapter(EngineAdapter):
     def build_line(self) -> str | None:
         m = self.find_in_log(LLAMA_SYSTEM_INFO)
         return m["cpu"].strip() if m else None
+
+    @classmethod
+    def cpu_flags_in_log(cls, log_text: str) -> list[str]:
+        m = re.search(LLAMA_SYSTEM_INFO, log_text, re.M)
+        return [f.lower() for f in llama_cpu_features(m["cpu"])] if m else []
 
     def kernel_choice(self) -> dict:
         line = self.build_line()

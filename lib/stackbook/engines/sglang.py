@@ -12,7 +12,7 @@ from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
-from stackbook.engines.facts import DecisionFacts, MetricSeries
+from stackbook.engines.facts import ON_THE_GPU, DecisionFacts, MetricSeries
 from stackbook.engines.install import InstallContext, gpu_env, require_gpu
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
@@ -94,6 +94,7 @@ class SglangAdapter(PythonEngineAdapter):
     health_path = "/health_generate"
     length_control = "min_tokens and ignore_eos"
     needs_gpu = True
+    native_precisions = ON_THE_GPU
     distributions = ("sglang", "torch")
     metric_series = MetricSeries(cache_hit_counters=("sglang:cache_hit_tokens_total",),
                                  cache_query_counters=("sglang:cache_query_tokens_total",))

