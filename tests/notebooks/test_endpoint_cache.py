@@ -2,8 +2,9 @@
 server that caches prompts and says so in its replies' usage (prompt_tokens_details.cached_tokens,
 as hosted APIs do). Unsalted, the first arm meets a cold cache and the second is served the same
 prompts from it: the fairness table reads the second warm against a cold protocol and keeps it
-out of the ranking. With protocol.cache_salt every arm's prompts open with their own salt: both
-read cold, and their prompts still compare the same."""
+out of the ranking, and the verdict names the setting that would keep it in. With
+protocol.cache_salt every arm's prompts open with their own salt: both read cold, and their prompts
+still compare the same."""
 import json
 import shutil
 import subprocess
@@ -55,6 +56,9 @@ def test_an_endpoint_arm_served_from_the_providers_cache_reads_warm(caching_serv
     assert rows["first"]["prefix_cache"].startswith("cold (configured cold): at most 0% of prompt tokens from cache")
     assert rows["second"]["prefix_cache"].startswith("warm (configured cold): at most 100% of prompt tokens")
     assert "prefix_cache" in rows["second"]["differs"] and not rows["second"]["comparable"]
+    verdict = json.loads(run_dir.analysis.read_text())["verdict"]
+    line = next(x for x in verdict if x.startswith("Not comparable (protocol differs): "))
+    assert "second" in line and "To make them comparable: set protocol.cache_salt: true" in line, verdict
     point = json.loads(run_dir.arm("second").results.read_text())["sweep"]["prefix_cache"]["points"]["c1-r0"]
     assert point["reported_hit_rate"] == 1.0 and point["engine_hit_rate"] is None and "salt" not in point
 

@@ -11,7 +11,7 @@ from stackbook.analysis.capacity_summary import capacity_tables
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
 from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.measure.validity import worded_discards
-from stackbook.analysis.fairness import DIFFERS, fairness_table
+from stackbook.analysis.fairness import DIFFERS, fairness_table, remedy_words
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.known_effect import known_effect_lines
 from stackbook.analysis.run_data import arm_labels, load_run
@@ -95,7 +95,7 @@ def not_ranked_lines(df: pd.DataFrame, fairness: pd.DataFrame) -> list[str]:
             lines.append(f"Not ranked ({label.reason}): {', '.join(held)}.")
     unfair = sorted(set(df["arm"]) - ok_arms)
     if unfair:
-        lines.append(f"Not comparable (protocol differs): {', '.join(unfair)}.")
+        lines.append(f"Not comparable (protocol differs): {', '.join(unfair)}.{remedy_words(fairness, unfair)}")
     if df["discarded"].any():
         lines.append(f"Discarded by preregistered rules (kept on disk, not ranked): "
                      f"{', '.join(df.loc[df['discarded'], 'arm'] + ' ' + df.loc[df['discarded'], 'point'])}.")

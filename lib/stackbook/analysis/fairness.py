@@ -3,8 +3,9 @@
 Per arm it reads: the weights the engine loaded (engine.json's model identity), the KV precision
 the engine reported (configured where it logs none), the decoding fields the request bodies
 carried, the digest of the prompts sent per point, the realized output lengths (server usage
-counts), the realized arrival (achieved rate, or mean requests in flight), and the executed
-warm-up, window and cool-down. A field no arm observed, or that one arm did not observe, is
+counts), the realized arrival (achieved rate, or mean requests in flight), the executed
+warm-up, window and cool-down, and the prefix cache's reuse beyond the head every request shares
+(analysis.cache_fairness). A field no arm observed, or that one arm did not observe, is
 "not observed", never a difference; a field the campaign declares as its variable under test
 may differ.
 """
@@ -17,10 +18,19 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from stackbook.analysis.cache_fairness import (
+    alike_note,
+    cache_as_configured,
+    cache_cell,
+    cache_remedy,
+    realized_cache,
+    same_realized_cache,
+)
 from stackbook.measure.validity import CONCURRENCY_TOLERANCE, RATE_TOLERANCE
 
 NOT_OBSERVED = "not observed"
 DIFFERS = "differs"  # the column of the fields an arm departs in, from the protocol or from the other arms
+REMEDY = "remedy"  # the column of the settings that would make an arm that departs comparable
 # Realized output lengths agree within 2% per point: an engine's length control may be off by a
 # token on a long reply; anything more is a different workload.
 LENGTH_TOLERANCE = 0.02
@@ -59,12 +69,16 @@ class Field:
     which declared variables under test (protocol paths) may make it differ. A field the protocol
     fixes outright (the prefix-cache state) is held against the protocol (`keeps_protocol`), not
     against another arm; so are the decoding the bodies carried and the requests each point sent
-    as warm-up and measured, which the protocol fixes too."""
+    as warm-up and measured, which the protocol fixes too. Where `alike_suffices`, arms that all
+    depart from the protocol alike (no arm keeping it) are comparable with each other; `remedy`
+    names the setting that would make an arm that departs comparable."""
     name: str
     observe: Callable[[dict, Any], Any]  # (arm data, the arm's protocol) -> value, or None
     same: Callable[[Any, Any], bool]
     declared_by: tuple[str, ...]
     keeps_protocol: Callable[[Any, Any], bool] | None = None  # (value, the arm's protocol) -> kept
+    alike_suffices: bool = False
+    remedy: Callable[[Any, Any], str] | None = None  # (value, the arm's protocol) -> the setting to change
 
 
 def _points(a: dict) -> dict:
@@ -142,34 +156,6 @@ def window(a: dict, protocol) -> dict | None:
     return _per_point(a, "phases_sent")
 
 
-def prefix_cache(a: dict, protocol) -> dict | None:
-    """The cache state each arm realized, from what its ranked points report: the engine's hit
-    counters and the cached prompt tokens in the replies' usage. Any hit makes the arm warm,
-    whatever the protocol asked; an arm whose engine reports neither is not observed."""
-    rates = []
-    for s in _points(a).values():
-        if s.get("discarded"):
-            continue
-        pc = s.get("prefix_cache") or {}
-        seen = [pc[k] for k in ("engine_hit_rate", "reported_hit_rate") if pc.get(k) is not None]
-        if seen:
-            rates.append(max(seen))
-    if not rates:
-        return None
-    out = {"configured": protocol.prefix_cache, "realized": "warm" if max(rates) > 0 else "cold",
-           "hit_rate_max": max(rates), "points": len(rates)}
-    implied = protocol.arrival.implied_reuse()
-    if implied and implied["hit_rate"] > 0:  # the workload's own prompts re-send prefixes (a log's sessions)
-        out["implied_hit_rate"] = implied["hit_rate"]
-    return out
-
-
-def _same_realized_cache(a: dict, b: dict) -> bool:
-    """Alike where both realized the same state; where the workload itself re-sends prefixes, how
-    much of that an engine reuses is what is measured, not a difference in protocol."""
-    return a["realized"] == b["realized"] or bool(a.get("implied_hit_rate") and b.get("implied_hit_rate"))
-
-
 def _decoding_as_configured(v: list, protocol) -> bool:
     """Every body carried the protocol's decoding (as sent: neutral and, when greedy, unused
     fields left out, so an endpoint that cannot take them still decodes the same way)."""
@@ -188,14 +174,6 @@ def _window_as_configured(v: dict, protocol) -> bool:
         if protocol.arrival.kind != "trace" and phases.get("measure", 0) != protocol.requests_per_point * turns:
             return False
     return True
-
-
-def _cache_as_configured(v: dict, protocol=None) -> bool:
-    """A cold protocol is kept only where no prompt token came from cache; a warm one is primed,
-    so any realized state that is warm keeps it. Where the workload's own prompts re-send prefixes
-    (a replayed log: the cache starts cold at each point and its sessions fill it), any realized
-    state keeps the protocol: the realized rate beside the implied one is the finding."""
-    return v["realized"] == v["configured"] or bool(v.get("implied_hit_rate"))
 
 
 def canary_suite(a: dict, protocol) -> str | None:
@@ -246,7 +224,9 @@ FIELDS = (
     Field("arrival", arrival, _same_points_within(RATE_OR_INFLIGHT), ("arrival",)),
     Field("window", window, _equal_on_common_points, ("requests_per_point", "warmup_requests", "arrival"),
           _window_as_configured),
-    Field("prefix_cache", prefix_cache, _same_realized_cache, ("prefix_cache",), _cache_as_configured),
+    # warm only by reuse of the workload's own content beyond the head every request shares
+    Field("prefix_cache", realized_cache, same_realized_cache, ("prefix_cache",), cache_as_configured,
+          alike_suffices=True, remedy=cache_remedy),
     Field("chat_template", chat_template, _equal, ("model", "chat_template")),
     Field("canary_suite", canary_suite, _equal, ("canaries",)),
     Field("harness", harness, _equal, ("harness",)),
@@ -269,10 +249,7 @@ def _short(field: str, value) -> str:
     if isinstance(value, str):
         return value
     if field == "prefix_cache":
-        implied = (f"; the workload's own prompts imply {value['implied_hit_rate']:.0%}"
-                   if value.get("implied_hit_rate") else "")
-        return (f"{value['realized']} (configured {value['configured']}): at most {value['hit_rate_max']:.0%} of "
-                f"prompt tokens from cache, over {value['points']} point(s){implied}")
+        return cache_cell(value)
     if field == "prompts":
         joined = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
         return f"{len(value)} point(s), sha256 {joined[:16]}"
@@ -298,11 +275,21 @@ def majority(values: list, same: Callable[[Any, Any], bool]):
     return max(groups, key=len)[0]
 
 
+def _alike_departing(f: Field, value, seen: list, reference, protocol) -> int:
+    """How many arms depart from the protocol alike with this one, where that makes them comparable
+    with each other: no arm kept the protocol, and this one's value is the one most arms share, by
+    two arms or more. 0 otherwise."""
+    if not f.alike_suffices or reference is None or any(f.keeps_protocol(v, protocol) for v in seen):
+        return 0
+    alike = sum(1 for v in seen if f.same(v, reference))
+    return alike if alike >= 2 and f.same(value, reference) else 0
+
+
 def _differs(f: Field, value, seen: list, reference, protocol) -> bool:
     if value is None:
         return False
     if f.keeps_protocol is not None:
-        return not f.keeps_protocol(value, protocol)
+        return not f.keeps_protocol(value, protocol) and not _alike_departing(f, value, seen, reference, protocol)
     if reference is None:  # no majority: any arm whose value another arm does not share differs
         return any(not f.same(value, v) for v in seen)
     return not f.same(value, reference)
@@ -328,9 +315,24 @@ def fairness_table(campaign, arms: dict) -> pd.DataFrame:
     rows = []
     for name, o in observed.items():
         protocol = campaign.protocol_for(arms[name]["arm"])
-        differing = [f.name for f in FIELDS if f.name not in allowed
+        differing = [f for f in FIELDS if f.name not in allowed
                      and _differs(f, o[f.name], seen[f.name], reference[f.name], protocol)]
-        rows.append({"arm": name, **{k: _short(k, v) for k, v in o.items()}, DIFFERS: ", ".join(differing)})
+        cells = {k: _short(k, v) for k, v in o.items()}
+        for f in FIELDS:
+            if o[f.name] is not None and f.keeps_protocol and not f.keeps_protocol(o[f.name], protocol):
+                if n := _alike_departing(f, o[f.name], seen[f.name], reference[f.name], protocol):
+                    cells[f.name] += alike_note(n, str(o[f.name].get("configured")))
+        rows.append({"arm": name, **cells, DIFFERS: ", ".join(f.name for f in differing),
+                     REMEDY: "; ".join(f.remedy(o[f.name], protocol) for f in differing if f.remedy)})
     df = pd.DataFrame(rows).set_index("arm")
     df["comparable"] = [not d for d in df[DIFFERS]]
     return df
+
+
+def remedy_words(fairness: pd.DataFrame, arms: list[str]) -> str:
+    """The settings that would make the arms kept out comparable, as a sentence to follow the
+    verdict's line naming them ("" where no setting would)."""
+    if fairness.empty or REMEDY not in fairness:
+        return ""
+    said = dict.fromkeys(r for a in arms if a in fairness.index for r in str(fairness.loc[a, REMEDY]).split("; ") if r)
+    return f" To make them comparable: {'; '.join(said)}." if said else ""

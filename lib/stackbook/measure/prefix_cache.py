@@ -5,6 +5,10 @@ cold: the cache is flushed before every point (where the engine offers a flush; 
       passport says so), so no point profits from the one before.
 warm: flushed, then primed with what the workload's requests share (the system prompt and every
       shared-prefix group), so each point measures a cache in steady use.
+
+What the cache served is read beside the head every request shares by construction (the chat
+template's opening, a fixed system prompt, the salt: measure.cache_split), which no flush or salt
+can keep out; only reuse beyond it makes a point warm.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import httpx
 
 from stackbook.loadgen.drivers import Target, chat_once
 from stackbook.loadgen.workload import shared_prefix_texts
+from stackbook.measure.cache_split import construction_split
 
 
 def prepare_point(state: str, adapter, target: Target, workload, tokenizer) -> dict:
@@ -41,9 +46,10 @@ def primers(workload, tokenizer) -> list[str]:
     return ["Hello."] if workload.system_prompt else []
 
 
-def cache_counters(delta: dict, records: list, series) -> dict:
+def cache_counters(delta: dict, records: list, series, shared_tokens: int = 0) -> dict:
     """Prefix-cache use during a point: the engine's counters (where the arm's kind names them)
-    and the cached prompt tokens the replies reported."""
+    and the cached prompt tokens the replies reported, each also told apart into the head every
+    request shares by construction (`shared_tokens`: the salt's) and the workload's own reuse."""
     def total(names):
         vals = [v for k, v in delta.items() if k.split("{", 1)[0] in names]
         return sum(vals) if vals else None
@@ -57,4 +63,4 @@ def cache_counters(delta: dict, records: list, series) -> dict:
         "engine_hit_rate": round(hits / queries, 4) if hits is not None and queries else None,
         "reported_cached_prompt_tokens": sum(reported) if reported else None,
         "reported_hit_rate": round(sum(reported) / prompt, 4) if reported and prompt else None,
-    }
+    } | construction_split(records, shared_tokens, hits, queries)

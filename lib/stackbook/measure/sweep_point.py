@@ -13,6 +13,7 @@ from stackbook.loadgen.plans import ClosedPlan, PointPlan
 from stackbook.loadgen.records import NOT_ANSWERED
 from stackbook.loadgen.workload import recorded_prompts, synthetic_prompts
 from stackbook.loadgen.prompt_salt import salt_point
+from stackbook.measure.cache_split import salt_tokens
 from stackbook.measure.input_lengths import input_length_match
 from stackbook.measure.metrics import client_gaps, point_summary
 from stackbook.measure.prefix_cache import cache_counters, prepare_point
@@ -108,7 +109,7 @@ def measure_point(tools: SweepInstruments, level: dict, repetition: int, name: s
     cache = prepare_point(protocol.prefix_cache, adapter, target, protocol.workload, tools.tokenizer)
     prompts, salt = salt_point(protocol, tools.run_id, session.arm.name, name, attempt, prompts, tools.tokenizer)
     if salt:
-        cache["salt"] = salt
+        cache |= {"salt": salt, "salt_tokens": salt_tokens(salt, tools.tokenizer)}
     before = scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
     roles = adapter.process_roles  # CPU, faults, switches: read at the point's start and end
     procs0 = read_processes(tools.pid, roles)
@@ -126,7 +127,7 @@ def measure_point(tools: SweepInstruments, level: dict, repetition: int, name: s
     during = tools.gauges.window(unix0, time.time())
     server_side = {
         "repetition_began": tools.began or "not recorded",
-        "prefix_cache": cache | cache_counters(telemetry, recs, series),
+        "prefix_cache": cache | cache_counters(telemetry, recs, series, cache.get("salt_tokens", 0)),
         "engine_gauges_during": during,
         "gpu_during": tools.gpu.window(unix0, time.time()),
         "engine_reconciliation": reconcile_with_engine(telemetry, recs, series),
