@@ -337,21 +337,25 @@ for arm, d in maps.items():
 plots.measured_demand_bars(maps, figures)
 
 # %% [markdown]
-# ## A queueing model of each arm, checked against held-out loads
+# ## A queueing model of each arm, checked on the loads it was not fitted on
 #
 # A closed-loop benchmark is a closed queueing network: N clients, each waiting for its reply. We
-# fit a two-center model per arm on the lightest and the heaviest load only: a queueing center
-# whose demand is the inverse of the saturation throughput (the bottleneck), and a delay center
-# for the rest of the light-load response (work that overlaps across requests, as batched decoding
-# does). Exact Mean Value Analysis then predicts every load in between; the error on the loads held
-# out of the fit says how far to trust the model at loads that were not tested.
+# fit a two-center model per arm on its lightest and its heaviest load only, each the mean over
+# that load's repetitions: a queueing center whose demand is the inverse of the saturation
+# throughput (the bottleneck), and a delay center for the rest of the light-load response (work
+# that overlaps across requests, as batched decoding does). Only ranked points enter: a discarded
+# point, or an arm kept out of the ranking, fits nothing. Exact Mean Value Analysis then predicts
+# every load in between; the error at those loads, which the fit never read, says how far to trust
+# the model at loads that were not tested. A sweep of two loads leaves none between: the table says
+# so for each such arm, and its model only restates the two loads it was fitted on.
 
 # %%
-curves, errors = analysis.queueing_fits(df) if not df.empty else (pd.DataFrame(), pd.DataFrame())
+curves, errors = analysis.queueing_fits(df, fair) if not df.empty else (pd.DataFrame(), pd.DataFrame())
 plots.predicted_vs_measured(curves, figures)
 
 # %%
-readable(errors) if not errors.empty else Markdown("*Fewer than three loads per arm: nothing held out.*")
+readable(errors) if not errors.empty else Markdown("*No ranked arm has closed-loop points at two loads: no model "
+                                                   "fitted.*")
 
 # %% [markdown]
 # ## Distributions: TTFT, TPOT and ITL

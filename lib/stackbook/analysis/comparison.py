@@ -182,28 +182,38 @@ def roofline_efficiency(arms: dict, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
 
 
-def queueing_fits(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per arm: the closed-loop model fitted on the lightest and heaviest points, its predictions
-    at every tested load, and its error on the points held out of the fit."""
-    from stackbook.analysis.queueing import fit_closed_loop, held_out_error
+def queueing_fits(df: pd.DataFrame, fairness: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per arm: the closed-loop model fitted on its lightest and heaviest loads (each the mean over
+    its repetitions), its predictions at every concurrency up to the heaviest, and its error at the
+    loads between, which the fit never read; an arm with two loads gets one row saying nothing
+    could be held out. Only ranked points enter: a discarded point or an arm kept out of the
+    ranking (its label, or not comparable) would fit the model to what the verdict refuses."""
+    from stackbook.analysis.queueing import closed_loop_check, pooled_loads
 
     curves, errors = [], []
-    if "concurrency" not in df or df["concurrency"].isna().all():
+    if df.empty or "concurrency" not in df or df["concurrency"].isna().all():
         return pd.DataFrame(), pd.DataFrame()  # the closed-network model needs a closed-loop sweep
-    for arm, g in df.groupby("arm"):
-        pts = [{"concurrency": int(r["concurrency"]), "throughput_rps": r["request_throughput_rps"],
-                "response_s": r["e2e_ms_mean"] / 1000} for _, r in g.sort_values("concurrency").iterrows()
-               if r.get("request_throughput_rps") and r.get("e2e_ms_mean")]
-        if len(pts) < 2:
+    ranked = rankable(df)
+    if fairness is not None:
+        ranked = ranked[ranked["arm"].isin(comparable_arms(df, fairness))]
+    for arm, g in ranked.groupby("arm"):
+        pts = [{"point": r["point"], "concurrency": int(r["concurrency"]), "response_s": r["e2e_ms_mean"] / 1000,
+                "throughput_rps": r["request_throughput_rps"], "completed": r.get("completed"),
+                "window_s": r.get("window_s")}
+               for _, r in g.iterrows()
+               if pd.notna(r.get("concurrency")) and r.get("request_throughput_rps") and r.get("e2e_ms_mean")]
+        fit, held, said = closed_loop_check(pts)
+        if fit is None:
             continue
-        fit = fit_closed_loop([pts[0], pts[-1]])
-        for c in range(1, max(p["concurrency"] for p in pts) + 1):
+        measured = {p["concurrency"]: p for p in pooled_loads(pts)}
+        for c in range(1, max(measured) + 1):
             p = fit.predict(c)
-            measured = next((x for x in pts if x["concurrency"] == c), None)
             curves.append({"arm": arm, "concurrency": c, "predicted_e2e_ms": p["response_s"] * 1000,
-                           "measured_e2e_ms": measured["response_s"] * 1000 if measured else None,
+                           "measured_e2e_ms": measured[c]["response_s"] * 1000 if c in measured else None,
                            "queue_demand_ms": fit.queue_demand_s * 1000, "delay_demand_ms": fit.delay_demand_s * 1000})
-        errors += [{"arm": arm, **row} for row in held_out_error(pts)]
+        errors += ([{"arm": arm, "concurrency": row["concurrency"],
+                     "repetitions": measured[row["concurrency"]]["repetitions"], **row, "held out": said}
+                    for row in held] or [{"arm": arm, "held out": said}])
     return pd.DataFrame(curves), pd.DataFrame(errors)
 
 

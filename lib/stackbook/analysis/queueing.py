@@ -105,9 +105,39 @@ def fit_closed_loop(points: list[dict]) -> ClosedLoopFit:
     return ClosedLoopFit(d_q, d_d)
 
 
-def held_out_error(points: list[dict]) -> list[dict]:
-    """Fit on the lightest and heaviest points, predict the others, report the relative error."""
-    pts = sorted(points, key=lambda p: p["concurrency"])
+def _weight(x) -> float:
+    """A repetition's weight in its load's mean; one where it records none (an equal share)."""
+    return float(x) if isinstance(x, (int, float)) and x > 0 and x == x else 1.0
+
+
+def pooled_loads(points: list[dict]) -> list[dict]:
+    """One entry per concurrency, its repetitions pooled: the mean response weighted by requests
+    completed (`completed`), the throughput weighted by each repetition's window (`window_s`), so
+    a fit reads a load's mean, not whichever repetition came first. Lightest load first."""
+    by_load: dict[int, list[dict]] = {}
+    for p in points:
+        by_load.setdefault(int(p["concurrency"]), []).append(p)
+    out = []
+    for c, reps in sorted(by_load.items()):
+        n = [_weight(r.get("completed")) for r in reps]
+        w = [_weight(r.get("window_s")) for r in reps]
+        out.append({"concurrency": c, "repetitions": len(reps),
+                    "points": [r["point"] for r in reps if r.get("point")],
+                    "response_s": sum(r["response_s"] * k for r, k in zip(reps, n)) / sum(n),
+                    "throughput_rps": sum(r["throughput_rps"] * k for r, k in zip(reps, w)) / sum(w)})
+    return out
+
+
+def held_out_error(loads: list[dict]) -> list[dict]:
+    """Fit on the lightest and heaviest loads, predict the loads between (held out: the fit never
+    read them), report the relative error. `loads` holds one entry per concurrency (pooled_loads):
+    a repetition of a fitted load is no test of the fit. Fewer than three loads: nothing held out."""
+    seen = [int(p["concurrency"]) for p in loads]
+    twice = sorted({c for c in seen if seen.count(c) > 1})
+    if twice:
+        raise ValueError(f"held_out_error takes one entry per load, but concurrency {twice} appears more than "
+                         "once: pool the repetitions first (queueing.pooled_loads)")
+    pts = sorted(loads, key=lambda p: p["concurrency"])
     if len(pts) < 3:
         return []
     fit = fit_closed_loop([pts[0], pts[-1]])
@@ -120,3 +150,22 @@ def held_out_error(points: list[dict]) -> list[dict]:
                      "measured_throughput_rps": p["throughput_rps"], "predicted_throughput_rps": pred["throughput_rps"],
                      "throughput_error_pct": 100 * (pred["throughput_rps"] - p["throughput_rps"]) / p["throughput_rps"]})
     return rows
+
+
+def closed_loop_check(points: list[dict]) -> tuple[ClosedLoopFit | None, list[dict], str]:
+    """An arm's closed-loop model from its points (concurrency, throughput_rps, response_s; the
+    repetitions are pooled per load): the fit on the lightest and heaviest loads, its error at each
+    load between, and a sentence saying what was held out (or why nothing could be)."""
+    loads = pooled_loads(points)
+    if len(loads) < 2:
+        return None, [], (f"no fit: one load tested (concurrency {loads[0]['concurrency']})" if loads
+                          else "no fit: no load tested")
+    rows = held_out_error(loads)
+    if rows:
+        held = ", ".join(str(r["concurrency"]) for r in rows)
+        return fit_closed_loop([loads[0], loads[-1]]), rows, (
+            f"fitted on concurrency {loads[0]['concurrency']} and {loads[-1]['concurrency']}; "
+            f"held out: {held}")
+    return fit_closed_loop([loads[0], loads[-1]]), [], (
+        f"no load held out: the fit used both loads tested (concurrency {loads[0]['concurrency']} and "
+        f"{loads[-1]['concurrency']}); a third load between them would test it")

@@ -90,3 +90,38 @@ def test_closed_loop_fit_predicts_held_out_points():
     rows = queueing.held_out_error(pts)
     assert [r["concurrency"] for r in rows] == [2, 4]
     assert all(abs(r["response_error_pct"]) < 5 for r in rows)
+
+
+def test_repetitions_are_pooled_per_load_before_a_fit():
+    # c1 twice: 10 and 30 requests at 0.5 and 0.7 s (pooled mean 0.65 s), over windows of 10 and
+    # 30 s at 1.0 and 1.0 req/s; c2 once
+    def pt(name, c, response_s, throughput_rps, completed, window_s):
+        return {"point": name, "concurrency": c, "response_s": response_s, "throughput_rps": throughput_rps,
+                "completed": completed, "window_s": window_s}
+    pts = [pt("c1-r0", 1, 0.5, 1.0, 10, 10), pt("c1-r1", 1, 0.7, 1.0, 30, 30), pt("c2-r0", 2, 1.0, 2.0, 20, 10)]
+    loads = queueing.pooled_loads(pts)
+    assert [(x["concurrency"], x["repetitions"], x["points"]) for x in loads] == [(1, 2, ["c1-r0", "c1-r1"]),
+                                                                                 (2, 1, ["c2-r0"])]
+    assert loads[0]["response_s"] == pytest.approx(0.65)   # (10 x 0.5 + 30 x 0.7) / 40
+    # throughput weighted by window: (10 x 1.5 + 30 x 0.5) / 40 = 0.75
+    skewed = [dict(pts[0], throughput_rps=1.5), dict(pts[1], throughput_rps=0.5)]
+    assert queueing.pooled_loads(skewed)[0]["throughput_rps"] == pytest.approx(0.75)
+
+
+def test_a_repetition_at_a_fitted_load_is_never_held_out():
+    reps = [{"concurrency": c, "response_s": 1.0, "throughput_rps": 1.0} for c in (1, 2, 2, 4)]
+    with pytest.raises(ValueError, match=r"concurrency \[2\] appears more than once: pool the repetitions first"):
+        queueing.held_out_error(reps)
+
+
+def test_two_loads_hold_nothing_out_and_say_so():
+    truth = queueing.ClosedLoopFit(queue_demand_s=0.25, delay_demand_s=1.0)
+    pts = [{"point": f"c{c}-r{r}", "concurrency": c, "response_s": truth.predict(c)["response_s"],
+            "throughput_rps": truth.predict(c)["throughput_rps"]} for c in (1, 2) for r in (0, 1)]
+    fit, rows, said = queueing.closed_loop_check(pts)
+    assert fit is not None and rows == []
+    assert said == ("no load held out: the fit used both loads tested (concurrency 1 and 2); a third load between "
+                    "them would test it")
+    fit, rows, said = queueing.closed_loop_check(pts + [{"concurrency": 4, "response_s": 1.2, "throughput_rps": 3.3}])
+    assert [r["concurrency"] for r in rows] == [2] and said == "fitted on concurrency 1 and 4; held out: 2"
+    assert queueing.closed_loop_check(pts[:1])[2] == "no fit: one load tested (concurrency 1)"
