@@ -315,11 +315,13 @@ readable_or_absent(analysis.roofline_efficiency(arms, df) if not df.empty else p
 # utilisation law (busy seconds / requests completed) at the highest-load valid point. The
 # bottleneck's bound, 1000 / max(D/m) req/s, sits beside the highest throughput the arm measured,
 # each over the same CPU window as the demands, and each centre's busy fraction says how much of
-# that window it worked. A map whose measured throughput exceeds its bound by more than its interval
-# is marked *invalid*, with the assumption that broke, and ranks nothing. Then the next experiment:
-# one candidate per centre, ranked by what the model predicts a 10% cut buys end to end at the load
-# tested (a concurrency, or an offered rate), only those inside the SLO. An arm without a map says
-# why (a run recorded before these counters existed reads *not measured*).
+# that window it worked. A measured throughput above the bound is said in words, with the bound's
+# interval in req/s; beyond that interval the map is marked *invalid*, with the assumption that
+# broke, and ranks nothing. Then the next experiment: one candidate per centre, ranked by what the
+# model predicts a 10% cut buys end to end at the load tested (a closed loop's clients, a replayed
+# log's sessions as the closed loop they are, or an open loop's offered rate), only those inside the
+# SLO, and only where the model lands within 10% of its own point's mean E2E. An arm without a map
+# says why (a run recorded before these counters existed reads *not measured*).
 
 # %%
 from stackbook.analysis import demand_map

@@ -151,9 +151,13 @@ def test_a_run_with_runtime_evidence_gets_a_map_per_arm(avx2_copy):
     assert vllm.bound_rps == pytest.approx(1000 / (3000 / 8 ** 0.5))
     assert vllm.measured_over_bound == pytest.approx(vllm.measured_saturation_rps / vllm.bound_rps)
     assert len(vllm.mva_check) == 8
-    # c8's mean E2E (62 s) is far outside the SLO (1,500 + 100 x 63 ms): no candidate is offered, and it says so
+    # c8's demands, set by hand here, put MVA at 11.5 s where 62 s was measured: a model that far from
+    # its own point ranks nothing, and says so with both figures
+    assert vllm.own_point_error_pct == pytest.approx(100 * (vllm.own_point_e2e_ms / 62190.0 - 1), abs=0.1)
+    assert vllm.own_point_error_pct < -80
     assert vllm.next_experiments == [] and vllm.next_experiments_note.startswith(
-        "no candidate keeps the predicted mean E2E inside the SLO (7,800 ms) at concurrency 8")
+        "no candidate is ranked: the model misses its own point, predicting 11,458 ms mean E2E at c8-r0 where "
+        "62,190 ms was measured (-82%")
     json.loads(vllm.model_dump_json())   # stored in analysis.json as data
     assert plots.measured_demand_bars(maps) is not None and plots.mva_centres_check(maps) is not None
 
@@ -233,13 +237,22 @@ def test_overlapping_cpu_seconds_are_named_when_a_process_outran_its_m():
 
 def test_an_open_loop_arm_is_judged_at_its_offered_rate_not_as_a_count():
     """Burstiness, arrivals configured at 1.7 req/s whose schedule (in this fixture) offered 1.53:
-    the sentence reads the 0.57 requests in flight (not '1.7 in flight'), and the next experiment
-    is predicted at the 1.53 req/s the schedule offered, not at N=1."""
+    the sentence reads the 0.57 requests in flight (not '1.7 in flight'), and the model is an open
+    network at the 1.53 req/s the schedule offered, not a closed one at N=1. That network (M/M/1 per
+    centre: R = 338 / (1 - 1.53 x 0.338) + 7.9 = 708 ms) waits where constant arrivals barely queue
+    (336 ms measured): it misses its own point by +110%, so it ranks nothing and says so."""
     d = reference_map("burstiness/constant")
     assert d.status == "measured" and d.offered_load == "offered 1.7 req/s (its seeded schedule 1.53)"
     assert "busy 57% of the point's CPU window, idle 43%" in d.why_not_closer
     assert "0.57 requests were in flight on average" in d.why_not_closer and "1.7 were in flight" not in d.why_not_closer
-    top = d.next_experiments[0]
+    assert d.load_model == "an open network at the 1.53 req/s its schedule offered"
+    assert d.own_point_e2e_ms == pytest.approx(338.0 / (1 - 1.53 * 0.338) + 7.875 / (1 - 1.53 * 0.007875),
+                                               rel=1e-4)
+    assert d.own_point_error_pct == pytest.approx(110.4, abs=0.1)
+    assert d.next_experiments == [] and d.next_experiments_note.startswith(
+        "no candidate is ranked: the model misses its own point, predicting 708 ms mean E2E at rate1.7-r0 where "
+        "336 ms was measured (+110%")
+    top = next_experiments(d.layers(), None, 0.0, rate_rps=1.53)[0]   # the same centres' candidates, unfiltered
     assert top["centre"] == "engine compute" and top["at_load"] == "1.53 req/s offered"
     assert "N=" not in top["expected_gain"]
 
@@ -282,7 +295,7 @@ def test_an_open_loop_experiment_is_predicted_at_the_rate_offered_not_at_the_thr
     assert d.offered_load == "offered 2 req/s (its seeded schedule 1.73)"
     assert d.next_experiments == [] and "test a lighter load first" in d.next_experiments_note
     steady = committed_map("burstiness/reference", "poisson")
-    assert {x["at_load"] for x in steady.next_experiments} == {"1.56 req/s offered"}
+    assert steady.load_model == "an open network at the 1.56 req/s its schedule offered"
 
 
 def test_the_compute_centre_is_read_from_the_arm_s_own_kind():

@@ -13,13 +13,17 @@ from stackbook.analysis.demand_map.centres import (
     point_centres,
 )
 from stackbook.analysis.demand_map.experiments import (
+    HELD_TOGETHER,
     LEVERS,
     closed_loop_points,
+    closed_response_ms,
     demand_ci,
     mva_check,
     mva_on_centres,
     next_experiments,
     open_response_ms,
+    predicted_response_ms,
+    series_centres,
     unattributed_ms,
 )
 from stackbook.analysis.demand_map.layers import (
@@ -29,6 +33,13 @@ from stackbook.analysis.demand_map.layers import (
     improve,
     improvement_summary,
     seed_example,
+)
+from stackbook.analysis.demand_map.load_model import (
+    OWN_POINT_TOLERANCE,
+    PointLoad,
+    offered_load,
+    point_load,
+    session_replay,
 )
 from stackbook.analysis.demand_map.measured import (
     MAP_TOLERANCE,
@@ -49,9 +60,10 @@ from stackbook.analysis.demand_map.tables import (
     next_experiment_table,
 )
 
-__all__ = ["LEVERS", "MAP_TOLERANCE", "SEED_LAYERS", "ArmDemandMap",
-           "CentreRow", "Layer", "bound_table", "centres_table", "client_capacity", "closed_loop_points",
-           "compute_capacity", "demand_ci", "demand_map", "demand_maps_of", "improve", "improvement_summary",
-           "layers_table", "measured_demand_map", "measured_demand_maps", "mva_check", "mva_check_table",
-           "mva_on_centres", "next_experiment_table", "next_experiments", "open_response_ms", "point_centres",
-           "saturation", "seed_example", "unattributed_ms", "why_not_closer", "window_throughput"]
+__all__ = ["HELD_TOGETHER", "LEVERS", "MAP_TOLERANCE", "OWN_POINT_TOLERANCE", "SEED_LAYERS", "ArmDemandMap",
+           "CentreRow", "Layer", "PointLoad", "bound_table", "centres_table", "client_capacity", "closed_loop_points",
+           "closed_response_ms", "compute_capacity", "demand_ci", "demand_map", "demand_maps_of", "improve",
+           "improvement_summary", "layers_table", "measured_demand_map", "measured_demand_maps", "mva_check",
+           "mva_check_table", "mva_on_centres", "next_experiment_table", "next_experiments", "offered_load",
+           "open_response_ms", "point_centres", "point_load", "predicted_response_ms", "saturation", "seed_example",
+           "series_centres", "session_replay", "unattributed_ms", "why_not_closer", "window_throughput"]

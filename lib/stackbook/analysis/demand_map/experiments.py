@@ -1,5 +1,6 @@
 """What the measured centres predict: exact MVA on them (closed loop), the open-loop response at
-an offered rate, the held-out check, and the next experiments ranked by what they buy end to end."""
+an offered rate, the held-out check, and the next experiments ranked by what they buy end to end.
+Every response goes through the centres a request passes one after another (series_centres)."""
 from __future__ import annotations
 
 import math
@@ -9,15 +10,40 @@ from stackbook.analysis.demand_map.layers import Layer, demand_map, improve
 from stackbook.analysis.queueing import mva
 
 
+# Two centres one request holds at once: the engine's scheduler works beside its compute, on the
+# same steps, in a process of its own (engines/facts.py, schedules_beside).
+HELD_TOGETHER = ("engine scheduler", "engine compute")
+
+
+def series_centres(centres: list[Layer]) -> list[Layer]:
+    """The centres a request passes one after another. The scheduler and the compute it works
+    beside are held at the same time, so they enter as one centre of the larger D/m: two queues in
+    series would count the same wall time twice. Each still bounds throughput on its own (the
+    utilisation law holds per process: demand_map)."""
+    together = [c for c in centres if c.name in HELD_TOGETHER]
+    if len(together) < 2:
+        return list(centres)
+    big = max(together, key=lambda c: c.adjusted_ms)
+    held = Layer("engine scheduler + compute (held together)", 1, big.adjusted_ms, 1.0,
+                 f"1: the larger of the two, {big.name} (D/m); a request holds both at once",
+                 "the engine's scheduler and compute processes, busy on the same steps")
+    out = [c for c in centres if c.name not in HELD_TOGETHER]
+    out.insert(min(i for i, c in enumerate(centres) if c.name in HELD_TOGETHER), held)
+    return out
+
+
 def unattributed_ms(centres: list[Layer], light_e2e_ms: float) -> float:
-    """Light-load response time no centre owns (mean E2E at the lightest load minus the sum of
-    demands there): kept in the model as a pure delay, never as a resource."""
-    return max(0.0, light_e2e_ms - sum(c.demand_ms for c in centres)) if centres else 0.0
+    """Light-load response time no centre owns (mean E2E at the lightest load minus what its
+    centres take in series there, D/m each, as MVA counts them at N = 1): kept in the model as a
+    pure delay, never as a resource."""
+    return max(0.0, light_e2e_ms - sum(c.adjusted_ms for c in series_centres(centres))) if centres else 0.0
 
 
 def mva_on_centres(centres: list[Layer], population: int, delay_ms: float = 0.0) -> list[dict]:
-    """Exact MVA over the measured centres (a centre with m > 1 enters as one server of demand
-    D/m: exact at saturation, optimistic below it) plus a delay centre; per N, req/s and ms."""
+    """Exact MVA over the measured centres in series (series_centres; a centre with m > 1 enters
+    as one server of demand D/m: exact at saturation, optimistic below it) plus a delay centre;
+    per N, req/s and ms."""
+    centres = series_centres(centres)
     demands = [c.adjusted_ms / 1000 for c in centres] + ([delay_ms / 1000] if delay_ms > 0 else [])
     delay = [False] * len(centres) + ([True] if delay_ms > 0 else [])
     return [{"concurrency": r["n"], "throughput_rps": r["throughput"], "response_ms": r["response"] * 1000}
@@ -84,10 +110,11 @@ def demand_ci(sweep: dict, point: str, engine: dict, log_text: str = "") -> dict
 
 
 def open_response_ms(centres: list[Layer], rate_rps: float, delay_ms: float = 0.0) -> float:
-    """Mean response of an open network at an offered rate: each centre as one server of demand
-    D/m, R = sum (D/m) / (1 - U) with U = rate x D/m, plus the delay; infinite at or past saturation."""
+    """Mean response of an open network at an offered rate: each centre in series as one server of
+    demand D/m, R = sum (D/m) / (1 - U) with U = rate x D/m, plus the delay; infinite at or past
+    saturation."""
     total = delay_ms
-    for c in centres:
+    for c in series_centres(centres):
         u = rate_rps * c.adjusted_ms / 1000
         if u >= 1:
             return math.inf
@@ -95,15 +122,36 @@ def open_response_ms(centres: list[Layer], rate_rps: float, delay_ms: float = 0.
     return total
 
 
-def next_experiments(centres: list[Layer], concurrency: int | None, delay_ms: float = 0.0,
+def closed_response_ms(centres: list[Layer], population: float, delay_ms: float = 0.0) -> float:
+    """Mean response of the closed network at a population that may be a mean (the requests a
+    replayed log's sessions kept in flight): exact MVA at the whole numbers either side, the
+    response interpolated between them; never fewer than one."""
+    n = max(1.0, float(population))
+    whole = int(n)
+    curve = mva_on_centres(centres, whole + 1, delay_ms)
+    below, above = curve[whole - 1]["response_ms"], curve[whole]["response_ms"]
+    return below + (n - whole) * (above - below)
+
+
+def predicted_response_ms(centres: list[Layer], delay_ms: float = 0.0, population: float | None = None,
+                          rate_rps: float | None = None) -> float:
+    """The model's mean response at the load tested: an open network at an offered rate, else a
+    closed one at its population (one client where none is given)."""
+    if rate_rps:
+        return open_response_ms(centres, rate_rps, delay_ms)
+    return closed_response_ms(centres, population or 1, delay_ms)
+
+
+def next_experiments(centres: list[Layer], concurrency: float | None, delay_ms: float = 0.0,
                      ci_ms: dict | None = None, risk_cost: dict | None = None, cut: float = 0.10,
                      rate_rps: float | None = None, e2e_slo_ms: float | None = None) -> list[dict]:
     """Candidate changes, one per measured centre (cut its demand by `cut`), ranked by what the
     model predicts they buy end to end: the bound first, then the response time at the load tested
-    (a closed loop's concurrency by MVA; an open loop at its offered rate, never as a count). Only
-    candidates whose predicted mean E2E stays inside the SLO are kept; confidence comes from the
-    repetitions. The top row is phrased as the smallest experiment that could disprove the current
-    bottleneck. Risk and cost are the user's, 'unknown' unless given."""
+    (a closed loop's concurrency, or the mean a replayed log's sessions kept in flight, by MVA; an
+    open loop at its offered rate, never as a count). Only candidates whose predicted mean E2E stays
+    inside the SLO are kept; confidence comes from the repetitions. The top row is phrased as the
+    smallest experiment that could disprove the current bottleneck. Risk and cost are the user's,
+    'unknown' unless given."""
     if not centres:
         return []
     ci_ms, risk_cost = ci_ms or {}, risk_cost or {}
@@ -111,11 +159,10 @@ def next_experiments(centres: list[Layer], concurrency: int | None, delay_ms: fl
     n = concurrency or 1
 
     def response(layers) -> float:
-        if rate_rps:
-            return open_response_ms(list(layers), rate_rps, delay_ms)
-        return mva_on_centres(list(layers), n, delay_ms)[-1]["response_ms"]
+        return predicted_response_ms(list(layers), delay_ms, n, rate_rps)
 
-    at = f"{rate_rps:.3g} req/s offered" if rate_rps else f"N={n}"
+    at = (f"{rate_rps:.3g} req/s offered" if rate_rps else f"N={n:g}" if float(n).is_integer()
+          else f"N={n:.2f} in flight")
     r0 = response(centres)
     rows = []
     for c in centres:

@@ -13,9 +13,16 @@ from stackbook.analysis.demand_map.experiments import (
     demand_ci,
     mva_check,
     next_experiments,
+    predicted_response_ms,
     unattributed_ms,
 )
 from stackbook.analysis.demand_map.layers import Layer, demand_map
+from stackbook.analysis.demand_map.load_model import (
+    PointLoad,
+    own_point_error_pct,
+    own_point_refusal,
+    point_load,
+)
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.run_data import arm_labels, load_run
 from stackbook.measure.runtime import waiting_mean
@@ -54,6 +61,9 @@ class ArmDemandMap(BaseModel):
                                                   "over its own CPU window (the demands' window)")
     saturation_point: str | None = None
     measured_over_bound: float | None = Field(None, description="measured_saturation_rps / bound_rps")
+    above_bound: str | None = Field(None, description="where the measured saturation exceeds the bound: 'within its "
+                                    "interval' or 'beyond its interval' (then the map is invalid); None where not")
+    bound_exceeded: str | None = Field(None, description="the same in a sentence, the interval in req/s")
     why_not_closer: str | None = None
     unattributed_ms: float | None = Field(None, description="light-load response not owned by any centre")
     batch_size_mean: float | None = None
@@ -61,6 +71,11 @@ class ArmDemandMap(BaseModel):
     spec_decode: Any = None
     startup_s: float | None = Field(None, description="engine start-up (ready_after_s), apart from steady state")
     mva_check: list[dict[str, Any]] = Field(default_factory=list)
+    load_model: str | None = Field(None, description="the network that predicts the response at the demand point: "
+                                   "closed (clients, or a replayed log's sessions) or open (an offered rate)")
+    own_point_e2e_ms: float | None = Field(None, description="that network's mean E2E at the demand point itself")
+    own_point_error_pct: float | None = Field(None, description="its error there against the measured mean E2E; "
+                                              "beyond OWN_POINT_TOLERANCE nothing is ranked")
     next_experiments: list[dict[str, Any]] = Field(default_factory=list)
     next_experiments_note: str | None = Field(None, description="why no candidate is listed, when none is")
 
@@ -181,30 +196,33 @@ def broken_assumption(bottleneck: str, busy: dict[str, float], centres: list[Lay
             "work there is missing from the map")
 
 
-def offered_load(p: dict) -> str:
-    """The load as the protocol set it: a concurrency, or an offered rate (never read as a count)."""
-    if p.get("concurrency"):
-        return f"concurrency {p['concurrency']}"
-    rate, scheduled = p.get("rate"), p.get("scheduled_rate_rps")
-    if not rate:
-        return f"a replayed trace offering {scheduled:.3g} req/s" if scheduled else "a replayed trace"
-    if scheduled and abs(scheduled / rate - 1) > 0.01:
-        return f"offered {rate:g} req/s (its seeded schedule {scheduled:.3g})"
-    return f"offered {rate:g} req/s"
-
-
-def offered_rate(p: dict) -> float | None:
-    """The rate an open-loop point's schedule offered (what a queue's response depends on); a
-    run recorded before the schedule's rate was kept falls back to the configured rate."""
-    return p.get("scheduled_rate_rps") or p.get("rate")
+def above_bound(sat: float, sat_point: str, bound: float, interval: float, from_repetitions: bool,
+                point: str) -> tuple[str, str] | None:
+    """Where the measured saturation throughput exceeds the bound: whether beyond the bound's
+    interval, and a sentence with that interval in req/s; None where it does not exceed it."""
+    ratio = sat / bound
+    if ratio <= 1:
+        return None
+    where = "beyond its interval" if ratio > 1 + interval else "within its interval"
+    basis = ("the bottleneck's D/m 95% CI over the repetitions at that load" if from_repetitions
+             else f"the {MAP_TOLERANCE:.0%} a single reading allows")
+    said = (f"measured {sat:.3g} req/s at {sat_point} is {ratio:.2f}x the bound {bound:.3g} req/s from {point}: above "
+            f"it, {where} ({bound * (1 - interval):.3g} to {bound * (1 + interval):.3g} req/s, ±{interval:.1%}: "
+            f"{basis})")
+    if where == "within its interval":
+        said += ("; the bound is not refuted, but its value is no ceiling: the demands per request at "
+                 f"{point} were higher than at {sat_point}")
+    return where, said
 
 
 def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log_text: str = "",
-                        label: str = "accepted", risk_cost: dict | None = None, slo: dict | None = None) -> ArmDemandMap:
+                        label: str = "accepted", risk_cost: dict | None = None, slo: dict | None = None,
+                        arrival: dict | None = None) -> ArmDemandMap:
     """An arm's demand map from its results.json: the highest-load valid point's centres, the
-    bound beside the throughput over the same CPU window, the busy fractions, the MVA check and the
-    next experiments; a map whose measured throughput exceeds its bound by more than its interval
-    is invalid and ranks nothing."""
+    bound beside the throughput over the same CPU window (a throughput above it flagged), the busy
+    fractions, the MVA check and the next experiments; a map whose measured throughput exceeds its
+    bound by more than its interval is invalid and ranks nothing. `arrival` is the protocol's
+    arrival pattern (the passport's): it says whether a replayed log ran as closed sessions."""
     engine = engine or {}
     sweep = results.get("sweep") or {}
     if label != "accepted":
@@ -228,19 +246,24 @@ def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log
     sat_point, sat = saturation(sweep)
     ci = demand_ci(sweep, name, engine, log_text)
     half = ci.get(m["bottleneck"])
-    interval = (half / next(c.adjusted_ms for c in centres if c.name == m["bottleneck"])
-                if half is not None and half == half else MAP_TOLERANCE)
+    from_repetitions = half is not None and half == half
+    interval = half / next(c.adjusted_ms for c in centres if c.name == m["bottleneck"]) if from_repetitions \
+        else MAP_TOLERANCE
     util = sat / bound if sat else None
     in_flight = point.get("engine_in_flight_mean", point.get("in_flight_mean"))
+    load = point_load(point, arrival)
     out = ArmDemandMap(
-        arm=arm, status="measured", point=name, load=point.get("load"), offered_load=offered_load(point),
+        arm=arm, status="measured", point=name, load=point.get("load"), offered_load=load.words,
         centres=_rows(centres), bottleneck=m["bottleneck"], bound_rps=bound, bound_interval=interval,
         measured_saturation_rps=sat, saturation_point=sat_point, measured_over_bound=util,
         busy_fractions={k: round(v, 4) for k, v in busy.items()},
         why_not_closer=why_not_closer(m["bottleneck"], busy, name, point.get("batch_size_mean"), in_flight,
-                                      offered_load(point), engine_queue(point), point.get("e2e_ms_mean")),
+                                      load.words, engine_queue(point), point.get("e2e_ms_mean")),
         batch_size_mean=point.get("batch_size_mean"), engine_time_ms=point.get("engine_time_ms"),
-        spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"))
+        spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"), load_model=load.model)
+    over = above_bound(sat, sat_point, bound, interval, from_repetitions, name) if sat else None
+    if over:
+        out.above_bound, out.bound_exceeded = over
     if util is not None and util > 1 + interval:
         out.status = (f"invalid: measured {sat:.3g} req/s at {sat_point} is {util:.2f}x the bound {bound:.3g} req/s, "
                       f"beyond its interval (±{interval:.0%}): "
@@ -251,17 +274,36 @@ def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log
     out.unattributed_ms = unattributed_ms(point_centres(light["summary"], engine, log_text), light["e2e_ms"]) \
         if light else None
     out.mva_check = mva_check(closed, engine, log_text)
-    # An open loop's prediction is at the rate offered, never at the throughput: past capacity a
-    # throughput would hide the queue that makes the response infinite.
-    rate = None if point.get("concurrency") else offered_rate(point)
-    limit = e2e_slo_ms(slo, point)
-    out.next_experiments = next_experiments(centres, int(point.get("concurrency") or 0) or None,
-                                            out.unattributed_ms or 0.0, ci, risk_cost, rate_rps=rate,
+    # The delay that makes these centres' model exact at the lightest load, as mva_check's own
+    # rows use it: the rows and the ranking are one model.
+    delay = unattributed_ms(centres, light["e2e_ms"]) if light else 0.0
+    rank_next(out, centres, delay, load, point, ci, risk_cost, e2e_slo_ms(slo, point))
+    return out
+
+
+def rank_next(out: ArmDemandMap, centres: list[Layer], delay: float, load: PointLoad, point: dict, ci: dict,
+              risk_cost: dict | None, limit: float | None) -> None:
+    """The next experiments, from the network the point's load calls for (load_model.point_load),
+    once that network has been set against its own point: an open loop at the rate offered, never
+    at its throughput (past capacity a throughput hides the queue that makes the response infinite);
+    a replayed log's sessions as the closed loop they are. A model that misses its own point beyond
+    OWN_POINT_TOLERANCE ranks nothing, and says so."""
+    if not load.predicts:
+        out.next_experiments_note = f"no candidate is ranked: no network predicts this point ({load.model})"
+        return
+    predicted = predicted_response_ms(centres, delay, load.population, load.rate_rps)
+    measured = point.get("e2e_ms_mean")
+    out.own_point_error_pct = own_point_error_pct(predicted, measured)
+    out.own_point_e2e_ms = predicted if out.own_point_error_pct is not None else None
+    refusal = own_point_refusal(out.own_point_error_pct, predicted, measured or 0.0, out.point)
+    if refusal:
+        out.next_experiments_note = refusal
+        return
+    out.next_experiments = next_experiments(centres, load.population, delay, ci, risk_cost, rate_rps=load.rate_rps,
                                             e2e_slo_ms=limit)
     if not out.next_experiments:
         out.next_experiments_note = (f"no candidate keeps the predicted mean E2E inside the SLO ({limit:,.0f} ms) at "
-                                     f"{offered_load(point)}: test a lighter load first")
-    return out
+                                     f"{load.words}: {load.lighter()}")
 
 
 def e2e_slo_ms(slo: dict | None, point: dict) -> float | None:
@@ -288,6 +330,7 @@ def demand_maps_of(arms: dict, labels: dict, risk_cost: dict | None = None) -> d
         log = a["dir"].engine_log
         text = log.read_text(errors="replace") if log.exists() else ""
         label = getattr(labels[name], "value", labels[name])
-        slo = (a.get("passport") or {}).get("protocol", {}).get("slo")
-        out[name] = measured_demand_map(name, a["results"], a["engine"], text, label, risk_cost, slo)
+        protocol = (a.get("passport") or {}).get("protocol", {})
+        out[name] = measured_demand_map(name, a["results"], a["engine"], text, label, risk_cost, protocol.get("slo"),
+                                        protocol.get("arrival"))
     return out

@@ -25,15 +25,20 @@ def layers_table(demand: dict) -> pd.DataFrame:
 
 
 def bound_table(maps: dict[str, ArmDemandMap]) -> pd.DataFrame:
-    """Per arm: the bound beside the measured saturation throughput, and why not closer."""
+    """Per arm: the bound beside the measured saturation throughput (and, where that throughput is
+    above it, whether within the bound's interval), why not closer, and the response model with its
+    error at its own point."""
     rows = []
     for name, d in maps.items():
         rows.append({"arm": name, "status": d.status, "demands from point": d.point, "bottleneck": d.bottleneck,
                      "bound (req/s)": d.bound_rps, "measured saturation (req/s)": d.measured_saturation_rps,
                      "at point": d.saturation_point, "measured / bound": d.measured_over_bound,
-                     "bound interval": d.bound_interval,
+                     "bound interval (± share of the bound)": d.bound_interval,
+                     "above the bound": d.bound_exceeded or ("no" if d.measured_over_bound is not None else None),
                      "batch size N_batch (mean)": d.batch_size_mean, "unattributed at light load (ms)": d.unattributed_ms,
-                     "engine start-up (s)": d.startup_s, "why not closer": d.why_not_closer})
+                     "engine start-up (s)": d.startup_s, "why not closer": d.why_not_closer,
+                     "response model": d.load_model,
+                     "model's mean E2E error at its own point (%)": d.own_point_error_pct})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
 
 
