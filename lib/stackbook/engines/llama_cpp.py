@@ -88,6 +88,9 @@ class LlamaCppAdapter(EngineAdapter):
     length_control = "ignore_eos (llama-server has no min_tokens)"
     process_roles = (ProcessRole(pattern=r"llama-server", role="llama_server", centre="compute",
                                  serves_http=True),)
+    # ggml's CPU kernels: bf16 dot products need AVX512_BF16 (elsewhere each weight is widened
+    # first), fp16 is converted by F16C inside AVX2's fused multiply-adds (tinyBLAS), fp32 anywhere.
+    native_precisions = {"bf16": ("avx512_bf16",), "fp16": ("f16c",), "fp32": ()}
     metric_series = MetricSeries(
         kept=("prompt_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds", "predicted_tokens_seconds",
               "requests_processing", "kv_cache_usage_ratio", "spec_decode_"),

@@ -37,6 +37,17 @@ PROMPT_CACHE_LINE = r"Prompt Cache: (?P<sequences>\d+) sequences, (?P<gb>[\d.]+)
 MLX_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
+def checkpoint_dtype(hf_dir: Path) -> str | None:
+    """The precision a checkpoint's config.json states it is stored in (dtype, or the older
+    torch_dtype); None when it states none the server knows."""
+    try:
+        cfg = json.loads((Path(hf_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    names = {v: k for k, v in MLX_DTYPES.items()}
+    return names.get(cfg.get("dtype") or cfg.get("torch_dtype"))
+
+
 class MlxEngine(PythonEngineSpec):
     kind: Literal["mlx"]
     speculative_flags: ClassVar[tuple[str, ...]] = ("--draft-model", "--num-draft-tokens")
@@ -103,6 +114,9 @@ class MlxAdapter(PythonEngineAdapter):
     process_roles = (ProcessRole(pattern=r"mlx_lm", role="mlx_lm_server", centre="compute",
                                  serves_http=True),)
     decision = DecisionFacts(stack="MLX")
+    # MLX's CPU backend has its own bf16 and fp32 kernels on any x86 host; its fp16 decodes at less
+    # than half their rate (2.6 against 6.5 tok/s on the AVX2 EPYC, benchmarks/native_precision.py).
+    native_precisions = {"bf16": (), "fp32": ()}
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:
@@ -129,6 +143,12 @@ class MlxAdapter(PythonEngineAdapter):
                 f"mlx serves the checkpoint's own dtype and keeps KV in it: protocol.precision.weights must be "
                 f"one of {sorted(MLX_DTYPES)} and precision.kv_cache the same (got weights={prec.weights!r}, "
                 f"kv_cache={prec.kv_cache!r}); give mlx a checkpoint in that dtype")
+        stated = checkpoint_dtype(self.artifacts.hf_dir)
+        if stated is not None and stated != prec.weights:
+            raise ValueError(
+                f"mlx serves the checkpoint's own dtype, {stated} (its config.json), and has no flag to cast it: "
+                f"protocol.precision.weights {prec.weights!r} would not be what it serves; give mlx a checkpoint "
+                f"in {prec.weights} (model.hf_path), or name precision {stated}")
         s = self.spec
         cmd = [self.python, "-m", "mlx_lm", "server", "--model", str(self.artifacts.hf_dir),
                "--host", s.host, "--port", str(self.port), "--decode-concurrency", str(s.decode_concurrency)]

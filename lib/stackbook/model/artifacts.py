@@ -144,7 +144,7 @@ def setup_embedded_model(log=print, precisions: tuple[str, ...] = ("bf16",)) -> 
         gguf = embedded_artifacts(precision).gguf
         if gguf.exists():
             continue
-        log(f"embedded model: writing the same weights as a {precision} GGUF with llama.cpp's converter")
+        log(f"embedded model: writing the same weights as the {precision} GGUF with llama.cpp's converter")
         conv = llama_cpp_dir()
         tmp = gguf.with_suffix(".tmp")
         run_logged([str(py), str(conv / "convert_hf_to_gguf.py"), str(art.hf_dir), "--outtype",

@@ -110,22 +110,27 @@ def test_the_check_warns_of_a_named_precision_and_notes_the_native_choice(host_f
     host_flags(AVX2)
     named = parse_campaign(campaign({"weights": "bf16", "kv_cache": "bf16"}))
     warnings, notes = precision_lines(named.protocol.precision, named.arms)
-    assert len(warnings) == 1 and "llama_cpp, vllm_cpu would emulate bf16" in warnings[0] and not notes
+    assert warnings == ["protocol.precision.weights 'bf16': llama_cpp would emulate bf16 (no avx512_bf16); vllm_cpu "
+                        "would emulate bf16 (no avx512_bf16 or amx_bf16) on this host, so the run measures the "
+                        "emulation and runs markedly slower. Fix: precision: native, or keep it to compare with a "
+                        "host that has those kernels"] and not notes
     native = parse_campaign(campaign("native"))
     warnings, notes = precision_lines(native.protocol.precision, native.arms)
     assert not warnings and notes == [f"protocol.precision native: {native.protocol.precision.choice.reason}"]
 
 
 def test_the_passport_records_the_choice_and_its_reason(host_flags, tmp_path):
-    host_flags(AVX2)
+    host_flags(AVX2)  # llama.cpp alone: its fp16 kernels run on F16C, so fp16 here
     c = parse_campaign(campaign("native", [{"name": "a", "engine": {"kind": "llama_cpp"}}], stages=["sizing"]))
     arm = RunDir(tmp_path / "native").arm("a").create()
     write_passport(c, c.arms[0], arm)
     p = read_json(arm.passport_json)
-    assert p["identity"]["formats"]["weights"] == "fp32" and p["identity"]["formats"]["kv_cache"] == "fp32"
-    assert p["protocol"]["precision"]["asked"] == "native" and p["protocol"]["precision"]["chosen"] == "fp32"
-    assert p["protocol"]["precision"]["reason"].startswith("fp32: llama_cpp would emulate bf16")
-    assert "| precision.reason | fp32: llama_cpp would emulate bf16" in arm.passport_md.read_text()
+    assert p["identity"]["formats"]["weights"] == "fp16" and p["identity"]["formats"]["kv_cache"] == "fp16"
+    reason = ("fp16: llama_cpp would emulate bf16 (no avx512_bf16); every engine runs fp16 natively "
+              "(llama_cpp: f16c)")
+    assert p["protocol"]["precision"] == {"asked": "native", "chosen": "fp16", "reason": reason, "host_isa": AVX2,
+                                          "native_by_kind": {"llama_cpp": ["fp16", "fp32"]}, "warning": None}
+    assert f"| precision.reason | {reason} |" in arm.passport_md.read_text()
 
 
 def test_the_passport_of_a_named_precision_carries_the_runs_warning(host_flags, tmp_path):
@@ -138,3 +143,22 @@ def test_the_passport_of_a_named_precision_carries_the_runs_warning(host_flags, 
     write_passport(c, c.arms[0], arm)
     p = read_json(arm.passport_json)["protocol"]["precision"]
     assert p["asked"] == p["chosen"] == "bf16" and "llama_cpp would emulate bf16" in p["warning"]
+
+
+def test_each_kinds_native_precisions_agree_with_the_committed_benchmark():
+    """benchmarks/results/native_precision.json, measured on an AVX2 host: for each kind, the
+    precision of its fastest request is one its facts call native there, and every precision they
+    call emulated was slower than that one in every round."""
+    from stackbook.host import native_because
+
+    bench = json.load(open("benchmarks/results/native_precision.json"))
+    flags = bench["host"]["isa_flags"]
+    assert "avx512_bf16" not in flags and "avx2" in flags
+    for kind, by_precision in bench["summary"].items():
+        table = adapter_class(kind).native_precisions
+        fastest = by_precision["fastest_request"]
+        assert native_because(table[fastest], flags), (kind, fastest)
+        best = max(by_precision[fastest]["request_s_per_round"])
+        for p in ("bf16", "fp16", "fp32"):
+            if not native_because(table.get(p, ("-",)), flags):
+                assert min(by_precision[p]["request_s_per_round"]) > best, (kind, p)

@@ -80,6 +80,18 @@ def test_precision_must_be_the_checkpoint_dtype_for_weights_and_kv(artifacts, py
         MlxAdapter(spec, ModelArtifacts("m", None, None), Protocol(), "m").command()
 
 
+def test_a_precision_other_than_the_checkpoints_is_refused_since_mlx_cannot_cast(artifacts, python):
+    spec = MlxEngine(kind="mlx", python=python)
+    cfg = artifacts.hf_dir / "config.json"
+    cfg.write_text(json.dumps({"eos_token_id": 2, "dtype": "bfloat16"}))
+    with pytest.raises(ValueError, match=r"mlx serves the checkpoint's own dtype, bf16 \(its config.json\).*"
+                                         r"give mlx a checkpoint in fp32 \(model.hf_path\), or name precision bf16"):
+        MlxAdapter(spec, artifacts, Protocol(precision="fp32"), "m").command()
+    assert "--model" in MlxAdapter(spec, artifacts, Protocol(precision="bf16"), "m").command()
+    cfg.write_text(json.dumps({"eos_token_id": 2, "torch_dtype": "float32"}))  # the older key
+    assert "--model" in MlxAdapter(spec, artifacts, Protocol(precision="fp32"), "m").command()
+
+
 def test_without_its_environment_it_says_how_to_install_it(artifacts, monkeypatch, tmp_path):
     monkeypatch.setenv("STACKBOOK_CACHE", str(tmp_path / "empty"))
     with pytest.raises(FileNotFoundError, match=r"mlx-0.32.4/bin/python is missing; .*tools/bootstrap.sh mlx\)"):
