@@ -1,8 +1,8 @@
 """The report as a reader sees it: rendered by headless Chromium (the system's package, installed
 by `make setup` when missing), its figures must be drawn (decoded, non-zero size, with alt text),
 its links to the arm notebooks' pages and raw files must lead to files that exist, and it must
-open on its answer: the decision table inside the first 1,000 px, no code cell visible, no image
-wider than its column."""
+open on its answer: the answer block's five sentences inside the first 900 px of a 1,400 x 900
+window, no code cell visible, no image wider than its column."""
 import json
 from pathlib import Path
 
@@ -100,6 +100,30 @@ def test_the_report_opens_on_its_decision_with_no_code_and_figures_inside_the_pa
     assert {"10_sizing.html", "20_canaries.html", "30_load_sweep.html"} <= pages and not page.broken_links
 
 
+# Each answer with its bottom edge (CSS px from the page's top) as the browser lays it out.
+ANSWER_LINES = """JSON.stringify(Array.from(document.querySelectorAll('#answer li')).map(li => ({
+  text: li.innerText.replace(/\\s+/g, ' ').trim(), bottom: li.getBoundingClientRect().bottom + window.scrollY})))"""
+
+
+def test_the_first_screen_holds_every_answer_at_1400_by_900(fresh_report):
+    """Which arm, how sure, inside which SLO, at what cost, on which host: each sentence whole inside
+    the top 900 px of a 1,400 px wide window, with the words that answer it."""
+    with Chromium(width=1400, height=900) as browser:
+        browser.open(fresh_report.report)
+        lines = json.loads(browser.evaluate(ANSWER_LINES))
+    said = {line["text"].split("? ", 1)[0]: line for line in lines}
+    assert list(said) == ["Which arm", "How sure", "Inside which SLO", "At what cost", "On which host"]
+    assert all(line["bottom"] <= 900 for line in lines), lines
+    keys = {"Which arm": ["llama-cpp"],
+            "How sure": ["1 round of every arm", "not recorded in the manifest"],
+            "Inside which SLO": ["TTFT ≤ 1500 ms and TPOT ≤ 100 ms for at least 99% of requests",
+                                 "vllm-cpu: no load proven inside (the sweep tested up to 8)"],
+            "At what cost": ["No prices set in the campaign"],
+            "On which host": ["AMD EPYC, 2 CPUs", "quickstart/reference on AMD EPYC, 2 CPUs, AVX-512 BF16"]}
+    for question, words in keys.items():
+        assert all(w in said[question]["text"] for w in words), (question, said[question]["text"])
+
+
 def test_an_arm_notebook_page_hides_its_code_and_names_its_parameters(fresh_report):
     with Chromium(width=1400) as browser:
         browser.open(fresh_report.arm("vllm-cpu").notebook("30_load_sweep").with_suffix(".html"))
@@ -129,12 +153,16 @@ def test_committed_reports_draw_their_figures(report):
     beside it, and a run with a sweep has figures."""
     notebook = next(report.parent / n for n in ("40_analysis.ipynb", "60_compare.ipynb") if (report.parent / n).exists())
     nb = nbformat.read(notebook, as_version=4)
-    with Chromium() as browser:
+    with Chromium(width=1400, height=900) as browser:
         browser.open(report)
         page = browser.inspect()
+        answers_json = browser.evaluate(ANSWER_LINES)
     assert not page.broken_images and not page.broken_links
-    if notebook.stem == "40_analysis":  # the first-screen rule
-        assert page.layout.decision_top is not None and page.layout.decision_top < 1000
+    if notebook.stem == "40_analysis":  # the first-screen rule: the answer inside 900 px (a page from before it: the decisions)
+        if answers := json.loads(answers_json):
+            assert len(answers) == 5 and max(a["bottom"] for a in answers) <= 900, answers
+        else:
+            assert page.layout.decision_top is not None and page.layout.decision_top < 1000
     assert page.layout.visible_code_cells == 0 and page.layout.overflowing_images == []
     assert not any(link.href.endswith(".ipynb") for link in page.links)
     pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]

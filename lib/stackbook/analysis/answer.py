@@ -17,6 +17,7 @@ from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_t
 from stackbook.config.protocol import Slo
 
 AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
+NO_SPREAD = "one repetition per arm measures no run-to-run spread"
 SHOWN_UNDECIDED = 3  # undecided comparisons named on the first screen; the rest are in the decision table
 
 
@@ -87,22 +88,30 @@ def load_outcome(decisions: list[dict]) -> tuple[tuple[str, ...], str]:
         kinds = [f"{n} {k}" for k, n in Counter(d["decision"] for d in between).most_common()]
         return top, f"no order among them: {', '.join(kinds) or 'not compared'}"
     d = between[0]
-    span = f"{_pct(d['lo'] - 1)} to {_pct(d['hi'] - 1)}" if d.get("lo") is not None else "no interval"
+    span = (f"{_pct(d['lo'] - 1)} to {_pct(d['hi'] - 1)}" if d.get("lo") is not None
+            else f"no interval, {NO_SPREAD}")
     if d["decision"] == NO_DIFFERENCE:
         return top, f"between them no difference beyond the margin: {span}{weak_words(d)}"
     return top, f"between them undecided: {span}"
 
 
 def _grouped(outcomes: list[tuple[float, tuple[str, ...], str]], unit: str) -> list[str]:
-    """Consecutive loads with the same unbeaten arms as one clause."""
-    clauses: list[tuple[tuple[str, ...], list[str]]] = []
+    """Consecutive loads with the same unbeaten arms as one clause (one parenthesis where their words agree)."""
+    groups: list[tuple[tuple[str, ...], list[tuple[float, str]]]] = []
     for load, top, words in outcomes:
-        part = f"{load_words(unit, load) if not clauses or clauses[-1][0] != top else f'{load:g}'} ({words})"
-        if clauses and clauses[-1][0] == top:
-            clauses[-1][1].append(part)
+        if groups and groups[-1][0] == top:
+            groups[-1][1].append((load, words))
         else:
-            clauses.append((top, [part]))
-    return [f"{' or '.join(top)} at " + " and ".join(parts) for top, parts in clauses]
+            groups.append((top, [(load, words)]))
+    clauses = []
+    for top, items in groups:
+        loads = [f"{load:g}" if isinstance(load, (int, float)) else str(load) for load, _ in items]
+        if len({w for _, w in items}) == 1:
+            at = f"{load_words(unit, items[0][0]) if len(items) == 1 else f'{unit} ' + _listed(loads) + (' req/s' if unit == 'offered rate' else '')} ({items[0][1]})"
+        else:
+            at = " and ".join(f"{load_words(unit, load) if i == 0 else loads[i]} ({w})" for i, (load, w) in enumerate(items))
+        clauses.append(f"{' or '.join(top)} at {at}")
+    return clauses
 
 
 # --- which arm ------------------------------------------------------------------------------------
@@ -184,7 +193,7 @@ def rounds_to_decide_it(d: dict, min_effect: float) -> int | None:
 
 def more_rounds_words(d: dict, min_effect: float, per_round: float | None) -> str:
     if d.get("lo") is None:
-        return "at least 1 more round (one repetition measures no run-to-run spread)"
+        return f"at least 1 more round ({NO_SPREAD})"
     more = rounds_to_decide_it(d, min_effect)
     if more is None:
         return f"more than {MOST_ROUNDS} more rounds at this estimate (it sits near the margin's edge)"
@@ -231,9 +240,16 @@ def how_sure(facts: RunFacts) -> str:
         return f"{head}{rest}; every comparison is decided."
     min_effect = (a.get("decision_rule") or {}).get("min_effect", 0.05)
     per_round, unit = minutes_per_extra_round(minutes), unit_of(a)
-    named = [f"{COMPARED_BY_NAME[d['metric']].label} at {load_words(unit, d['load'])}"
-             + ("" if len({(x['arm_a'], x['arm_b']) for x in decisions}) == 1 else f" ({d['arm_a']} against {d['arm_b']})")
-             + f": {more_rounds_words(d, min_effect, per_round)}" for d in undecided[:SHOWN_UNDECIDED]]
+    if all(d.get("lo") is None for d in undecided):
+        return (f"{head}{rest}; {len(undecided)} of {len(decisions)} comparisons undecided: {NO_SPREAD}, so at least "
+                f"1 more round{f' (about {per_round:.0f} min)' if per_round else ''} before any can be decided.")
+    pairs = len({(x["arm_a"], x["arm_b"]) for x in decisions})
+    advice: dict[str, list[str]] = {}  # the same advice said once for every comparison it fits
+    for d in undecided[:SHOWN_UNDECIDED]:
+        who = "" if pairs == 1 else f" ({d['arm_a']} against {d['arm_b']})"
+        advice.setdefault(more_rounds_words(d, min_effect, per_round), []).append(
+            f"{COMPARED_BY_NAME[d['metric']].label} at {load_words(unit, d['load'])}{who}")
+    named = [f"{_listed(names)}: {words}" for words, names in advice.items()]
     more = f"; {len(undecided) - SHOWN_UNDECIDED} more in the decision table" if len(undecided) > SHOWN_UNDECIDED else ""
     return (f"{head}{rest}; {len(undecided)} of {len(decisions)} comparisons undecided, and what would decide them "
             f"at this estimate: {'; '.join(named)}{more}.")

@@ -51,8 +51,10 @@ def run_facts(run: RunDir | Path, analysis: dict | None = None, campaign: dict |
 
 
 def other_runs(run: RunDir | Path, campaign: str, outputs: Path = OUTPUTS_DIR) -> list[RunFacts]:
-    """The other runs of `campaign` under outputs/ that hold an analysis (comparisons left out)."""
+    """The other runs of `campaign` under outputs/ that hold an analysis (comparisons left out; a
+    copy of a committed run, elsewhere under its own name, does not count its original)."""
     here = Path(run.path if isinstance(run, RunDir) else run).resolve()
     root = Path(outputs) / campaign
     found = sorted(p.parent for p in root.glob("*/analysis.json")) if root.is_dir() else []
-    return [run_facts(RunDir(p), outputs=outputs) for p in found if p.resolve() != here]
+    return [run_facts(RunDir(p), outputs=outputs) for p in found
+            if p.resolve() != here and run_name(p, outputs) != run_name(here, outputs)]

@@ -147,3 +147,11 @@ def test_the_slo_bounds_and_a_campaign_without_an_attainment_read_the_protocols_
     assert answer.slo_words({"ttft_ms": 1500.0, "e2e_ms": 3000.0}) == \
         "TTFT ≤ 1500 ms and E2E ≤ 3000 ms for at least 99% of requests"
     assert answer.slo_words(None) == "no SLO set in the campaign"
+
+
+def test_other_runs_leave_out_the_run_itself_and_a_copy_of_it(tmp_path):
+    from tests.support.runs import copy_committed_run_to
+
+    assert [o.name for o in other_runs(OUTPUTS_DIR / "quickstart/avx2-host", "quickstart")] == ["quickstart/reference"]
+    copy = copy_committed_run_to(tmp_path / "quickstart" / "reference", "quickstart", ignore=("*.ipynb", "arms"))
+    assert [o.name for o in other_runs(copy, "quickstart")] == ["quickstart/avx2-host"]
