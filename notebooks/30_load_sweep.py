@@ -147,6 +147,22 @@ display(sweep_step.prefix_cache_table(sweep))
 pd.Series(sweep["gpu_telemetry"], dtype=object).to_frame("GPU telemetry")
 
 # %% [markdown]
+# ## Replicas and router, per point
+#
+# An arm of several replicas behind a router: each replica's requests and share (from the
+# router's own per-replica counts, or inferred from the tokens each generated where the client
+# rotated itself), the prompt tokens it computed, its busy fraction (CPU seconds over its threads
+# and the point's time), its prefix hits (inferred: its requests at the point's mean prompt length
+# against what it computed) and the imbalance; then the router's retries, failed attempts and
+# status codes, the deployment's realized hit rate beside the one the workload implies, and the
+# router's added time measured idle. Every engine figure in this notebook is the replicas' counters summed.
+
+# %%
+from stackbook.routing import tables as routing_tables
+display(routing_tables.replicas_table(sweep))
+routing_tables.router_table(sweep)
+
+# %% [markdown]
 # ## What the engine itself counted during each point (its Prometheus `/metrics`)
 
 # %%

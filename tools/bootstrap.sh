@@ -143,6 +143,12 @@ embedded_model() {
   "$ROOT/.venv/bin/python" -m stackbook.cli setup-model
 }
 
+# The routers an arm with replicas puts in front of them (sglang-router), each in its own
+# environment in the cache; an installed one is skipped.
+routers() {
+  "$ROOT/.venv/bin/python" -m stackbook.routing.install
+}
+
 # Headless Chromium renders the reports in the test suite. Installed through apt-get only when it is
 # missing and we are root; otherwise the install line is printed and the browser test is skipped.
 browser() {
@@ -171,9 +177,10 @@ setup_all() {
 }
 
 case "$only" in
-  all) setup_all ;;
-  # The suite's set-up adds the kinds only its tests run (setup_target "test") and Chromium.
-  test) setup_all; setup_engine --target test || exit 1; browser ;;
+  all) setup_all; routers || exit 1 ;;
+  # The suite's set-up adds the kinds only its tests run (setup_target "test"), the routers and Chromium.
+  test) setup_all; setup_engine --target test || exit 1; routers || exit 1; browser ;;
+  router) [ -x "$ROOT/.venv/bin/python" ] || { prerequisites no; workbook_venv; }; routers ;;
   host) host_report ;;
   browser) browser ;;
   workbook) prerequisites no; workbook_venv; workbook_bytecode ;;

@@ -14,13 +14,14 @@ from tqdm import tqdm
 
 from stackbook.arm_stages import StageContext, slot_stages
 from stackbook.config.campaign import Arm, Campaign
-from stackbook.engines import EngineStartError, adapter_for
+from stackbook.engines import EngineStartError
 from stackbook.evidence.files import file_sha256, read_json
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
 from stackbook.harness.delay_relay import RelayProcess
 from stackbook.locations import symbolic
 from stackbook.notebook_execution import execute_notebook
+from stackbook.routing.deployment import Deployment, serving_for
 from stackbook.steps.session import record_engine
 
 
@@ -132,7 +133,7 @@ def run_arm(slot: ArmSlot) -> None:
     stages = slot_stages(protocol.stages, first_slot)
     if first_slot:
         steps.update(len(ARM_NOTEBOOKS) - len(stages))
-    adapter = adapter_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)
+    adapter = serving_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)  # or its replicas
     t_arm = time.monotonic()
     entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
     entry.pop("error", None)
@@ -161,7 +162,7 @@ def run_arm(slot: ArmSlot) -> None:
             relay = RelayProcess(adapter.base_url, arm.known_delay.tpot_ms).start()
         endpoint = relay.url if relay else adapter.base_url
         if needs_engine:
-            record_engine(adapter, arm_dir, restarts=restarts, relay=relay)
+            record_serving(adapter, arm_dir, restarts=restarts, relay=relay)
             entry["engine_ready_s"] = adapter.ready_after_s
         steps.update(1)
         for stage in stages:
@@ -210,7 +211,7 @@ def run_arm(slot: ArmSlot) -> None:
             # Capacity lines can arrive late in the log: record them once more before stopping.
             try:
                 if adapter.is_alive():
-                    record_engine(adapter, arm_dir, restarts=restarts, relay=relay)
+                    record_serving(adapter, arm_dir, restarts=restarts, relay=relay)
             finally:  # a record that cannot be written (a full disk) must not leave the engine running
                 if relay:
                     relay.stop()
@@ -220,6 +221,13 @@ def run_arm(slot: ArmSlot) -> None:
             entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))
         entry["seconds"] = round(entry.get("seconds", 0) * (not first_slot) + time.monotonic() - t_arm, 1)
         save()
+
+
+def record_serving(serving, arm_dir, restarts: int = 0, relay=None) -> dict:
+    """engine.json for what serves the arm: its engine, or its replicas behind their router."""
+    if isinstance(serving, Deployment):
+        return serving.record(arm_dir, record_engine(serving.replicas[0], arm_dir, restarts=restarts))
+    return record_engine(serving, arm_dir, restarts=restarts, relay=relay)
 
 
 def arm_outcome(results: dict) -> dict:

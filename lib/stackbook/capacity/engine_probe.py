@@ -98,7 +98,11 @@ class EngineProbe:
         prompts, plan = point_requests(protocol, level, sent, protocol.seed_of(self.repetition),
                                        self.tokenizer, sentinels=[])
         prompts, _ = salt_point(protocol, self.run_id, session.arm.name, name, attempt, prompts, self.tokenizer)
-        prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, self.tokenizer)
+        routing = getattr(session, "routing", None)  # replicas behind a router: each flushed on its own
+        if routing:
+            routing.prepare_point(protocol.prefix_cache, target, protocol.workload, self.tokenizer)
+        else:
+            prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, self.tokenizer)
         base = {"run_id": self.run_id, "arm": session.arm.name, "point": name, "repetition": self.repetition,
                 "concurrency": c, "attempt": attempt}
         records, _ = send_point(plan, target, prompts, self.tokenizer, processes=1,

@@ -18,6 +18,8 @@ from stackbook.config.strict import Strict
 from stackbook.engines import registry
 from stackbook.engines.registry import engine_specs
 from stackbook.locations import resolve_symbolic
+from stackbook.routing.registry import router_union
+from stackbook.routing.arm_rules import deployment_problem
 
 
 class Hardware(Strict):
@@ -123,6 +125,10 @@ class Arm(Strict):
     resources: dict[str, float] = Field(
         default_factory=dict, description="what the arm needs of a node, in Ray's resource names (CPU, GPU, "
         "memory, accelerator_type:H100, custom names): the ray executor runs the arm on a node holding them")
+    replicas: int = Field(1, ge=1, description="processes of the arm's engine kind, each on its own port with the "
+                          "engine's threads, behind `router` (1: one engine, no router)")
+    router: router_union() | None = Field(None, discriminator="kind", description="what spreads the requests over "
+                                          "the replicas: a router kind (routing/registry.py) and its policy")
 
     @field_validator("resources")
     @classmethod
@@ -139,6 +145,13 @@ class Arm(Strict):
                 raise ValueError(f"{name}: amount {amount:g} above 1 must be a whole number (Ray's rule); "
                                  f"give {int(amount)} or {int(amount) + 1}")
         return v
+
+    @model_validator(mode="after")
+    def _deployable(self) -> "Arm":
+        problem = deployment_problem(self.replicas, self.router, self.engine, self.known_delay)
+        if problem:
+            raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _relayable(self) -> "Arm":

@@ -282,6 +282,10 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
     check_slo_sample(campaign, protocols, out)
     if check_host:
         check_memory(campaign, protocols, g, out, limit or memory_limit(campaign))
+        from stackbook.routing.preflight import routing_checks  # each router started once, alone
+        refusals, notes = routing_checks(campaign, starts_engine)
+        out.refusals += refusals
+        out.notes += notes
     problem = output_problem(run_path)
     if problem:
         out.refusals.append(f"output directory: {problem}")

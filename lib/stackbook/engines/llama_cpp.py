@@ -92,13 +92,16 @@ class LlamaCppAdapter(EngineAdapter):
     # first), fp16 is converted by F16C inside AVX2's fused multiply-adds (tinyBLAS), fp32 anywhere.
     native_precisions = {"bf16": ("avx512_bf16",), "fp16": ("f16c",), "fp32": ()}
     metric_series = MetricSeries(
-        kept=("prompt_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds", "predicted_tokens_seconds",
+        kept=("prompt_tokens_total", "prompt_tokens_cached_total", "tokens_predicted_total", "prompt_tokens_seconds",
+              "predicted_tokens_seconds",
               "requests_processing", "kv_cache_usage_ratio", "spec_decode_"),
         gauges=("kv_cache_usage", "requests_processing", "requests_deferred"),
         batch_gauges=("requests_processing",),
         queue_gauges=("requests_deferred",),
         timings_source="llama-server per-request timings (prompt_ms, predicted_ms)",
         prompt_token_counters=("prompt_tokens_total",), generated_token_counters=("tokens_predicted_total",),
+        # prompt tokens served from the cache; prompt_tokens_total counts only those computed
+        cache_hit_counters=("llamacpp:prompt_tokens_cached_total",),
         # llama-server exports these (llamacpp:spec_decode_num_*_total), zero without a draft model.
         spec_decode_counters={"drafts": "spec_decode_num_drafts_total",
                               "accepted_tokens": "spec_decode_num_accepted_tokens_total",
@@ -170,9 +173,11 @@ class LlamaCppAdapter(EngineAdapter):
                 *self.spec.extra_args]
 
     def _reuses_within_points(self) -> bool:
-        """A cold protocol over prompts that re-send prefixes (a replayed log): each point starts
-        empty and its requests may reuse what earlier ones of the point left, as in any engine."""
-        return self.protocol.prefix_cache == "cold" and bool(self.protocol.arrival.implied_reuse())
+        """A cold protocol over prompts that re-send prefixes (a replayed log, or a workload's
+        shared prefixes): each point starts empty and its requests may reuse what earlier ones of
+        the point left, as in any engine."""
+        return self.protocol.prefix_cache == "cold" and bool(
+            self.protocol.arrival.implied_reuse() or getattr(self.protocol.workload, "shared_prefix", None))
 
     decoding_field_names = {"repetition_penalty": "repeat_penalty"}
 

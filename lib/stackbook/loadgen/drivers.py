@@ -18,6 +18,7 @@ import uvloop
 from stackbook.loadgen.http_client import STANDARD_HEADERS, StreamClient, refuse_proxy, tls_context
 from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.rotating_client import RotatingClient
 from stackbook.loadgen.records import NOT_ANSWERED, RecordWriter, RequestRecord
 from stackbook.loadgen.replies import Sent, classify_status, record_of
 from stackbook.loadgen.sent_content import redacted
@@ -44,8 +45,12 @@ class Target:
     ca_bundle: str | None = None  # PEM file of the CA that signed an https server's certificate
     exact_lengths: bool = True  # False where the engine cannot force a length: replies may end early
     private: bool = False  # a request log's own content: bodies kept as digests, replies as lengths only
+    # Replicas the client itself sends to in turn (routing's client round robin); empty: base_url alone.
+    replica_urls: tuple[str, ...] = ()
 
-    def stream_client(self) -> StreamClient:
+    def stream_client(self) -> StreamClient | RotatingClient:
+        if self.replica_urls:
+            return RotatingClient(list(self.replica_urls), ca_bundle=self.ca_bundle)
         return StreamClient(self.base_url, ca_bundle=self.ca_bundle)
 
     def fields_for(self, output_tokens: int | None) -> dict:

@@ -92,15 +92,17 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     keep_cut_attempt(session)
     todo = points_to_run(protocol, levels, reps, latest_attempts(read_records(records_path)))
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
+    routing = getattr(session, "routing", None)
+    group = routing.pids() if routing else pid  # replicas and router: every process read
     readings: dict[str, PointReadings] = {}
     bar = tqdm(total=len(reps) * protocol.requests_per_repetition(), desc=f"{session.arm.name} requests",
                disable=not progress)
     gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
-    with RssSampler(pid, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, \
+    with RssSampler(group, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, \
             RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
         tools = SweepInstruments(session, run_id, target, tokenizer, sentinels_for(protocol), pid, writer,
-                                 sent_writer, gauges, gpu, bar, began)
+                                 sent_writer, gauges, gpu, bar, began, group)
         for rep, lv, name, n, attempt in todo:
             if attempt is None:  # finished by an earlier call
                 bar.update(n * turns_of(protocol))

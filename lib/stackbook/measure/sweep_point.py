@@ -84,6 +84,7 @@ class SweepInstruments:
     gpu: object
     bar: object
     began: str | None = None
+    group: int | list[int] | None = None  # the processes read around a point (None: pid's group)
 
 
 @dataclass
@@ -106,23 +107,27 @@ def measure_point(tools: SweepInstruments, level: dict, repetition: int, name: s
     base = {"run_id": tools.run_id, "arm": session.arm.name, "point": name, "repetition": repetition,
             "concurrency": level.get("concurrency", 0), "attempt": attempt}
     prompts, plan = point_requests(protocol, level, n, seed, tools.tokenizer, tools.sentinels)
-    cache = prepare_point(protocol.prefix_cache, adapter, target, protocol.workload, tools.tokenizer)
+    routing = getattr(session, "routing", None)  # replicas behind a router (routing/): each flushed and read
+    cache = (routing.prepare_point(protocol.prefix_cache, target, protocol.workload, tools.tokenizer) if routing
+             else prepare_point(protocol.prefix_cache, adapter, target, protocol.workload, tools.tokenizer))
     prompts, salt = salt_point(protocol, tools.run_id, session.arm.name, name, attempt, prompts, tools.tokenizer)
     if salt:
         cache |= {"salt": salt, "salt_tokens": salt_tokens(salt, tools.tokenizer)}
-    before = scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
-    roles = adapter.process_roles  # CPU, faults, switches: read at the point's start and end
-    procs0 = read_processes(tools.pid, roles)
+    routed0 = routing.read(target.headers) if routing else None
+    before = routed0.engines if routing else scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
+    roles = adapter.process_roles + (routing.process_roles if routing else ())  # read at the point's start and end
+    procs0 = read_processes(tools.group or tools.pid, roles)
     wall0, unix0 = time.perf_counter(), time.time()
     recs, cost = send_point(plan, target, prompts, tools.tokenizer, processes=protocol.loadgen.processes,
                             parts_dir=session.arm_dir.client_parts, writer=tools.writer,
                             sent_writer=tools.sent_writer, base=base, warmup=protocol.warmup_requests,
                             progress=tools.bar, alive=session.engine_alive, engine_pid=tools.pid)
-    procs1, wall1 = read_processes(tools.pid, roles), time.perf_counter()
+    procs1, wall1 = read_processes(tools.group or tools.pid, roles), time.perf_counter()
     procs1["client"]["cpu_s"] += cost.elsewhere_s()
     warning = client_cpu_warning(name, cost.busiest_fraction(), protocol.loadgen.processes)
     check_engine(session, name, recs)
-    after = scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
+    routed1 = routing.read(target.headers) if routing else None
+    after = routed1.engines if routing else scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
     telemetry = metrics_delta(before, after)
     during = tools.gauges.window(unix0, time.time())
     server_side = {
@@ -132,6 +137,8 @@ def measure_point(tools: SweepInstruments, level: dict, repetition: int, name: s
         "gpu_during": tools.gpu.window(unix0, time.time()),
         "engine_reconciliation": reconcile_with_engine(telemetry, recs, series),
         **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry, recs, during, series)}
+    if routing:
+        server_side["routing"] = routing.point_evidence(routed0, routed1, recs)
     return PointReadings(telemetry, server_side, cost, warning, recs)
 
 

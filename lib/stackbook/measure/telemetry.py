@@ -219,24 +219,29 @@ class _ProcessSampler:
         self._path.unlink(missing_ok=True)
 
 
-def process_group(pid: int, attrs: tuple[str, ...] = ("pid",)) -> list[psutil.Process] | None:
-    """The processes of the group `pid` leads (an engine and its workers), each with `attrs` read
-    into its `info`; None when the leader is gone."""
-    try:
-        pgid = os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
+def process_group(pid: int | list[int], attrs: tuple[str, ...] = ("pid",)) -> list[psutil.Process] | None:
+    """The processes of the group `pid` leads (an engine and its workers), or of the groups a list
+    of leaders lead (replicas and their router), each with `attrs` read into its `info`; None when
+    every leader is gone."""
+    pgids = set()
+    for leader in pid if isinstance(pid, (list, tuple)) else [pid]:
+        try:
+            pgids.add(os.getpgid(leader))
+        except (ProcessLookupError, PermissionError):
+            continue
+    if not pgids:
         return None
     members = []
     for p in psutil.process_iter(list(attrs)):
         try:
-            if os.getpgid(p.info["pid"]) == pgid:
+            if os.getpgid(p.info["pid"]) in pgids:
                 members.append(p)
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return members
 
 
-def group_rss(pid: int) -> int | None:
+def group_rss(pid: int | list[int]) -> int | None:
     """Resident memory of the whole process group `pid` leads (an engine and its workers)."""
     members = process_group(pid)
     if members is None:
@@ -250,7 +255,7 @@ def group_rss(pid: int) -> int | None:
     return total
 
 
-def group_usage(pid: int) -> dict | None:
+def group_usage(pid: int | list[int]) -> dict | None:
     """Resident memory and CPU seconds (user + system) of the process group `pid` leads, summed
     over its live members."""
     members = process_group(pid)

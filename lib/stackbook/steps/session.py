@@ -19,6 +19,8 @@ from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.host import host_identity
 from stackbook.loadgen.drivers import Target
 from stackbook.locations import REPO_ROOT
+from stackbook.routing.deployment import Deployment
+from stackbook.routing.routed import RoutedDeployment
 
 
 def record_engine(adapter: EngineAdapter, arm_dir: ArmDir, restarts: int = 0, relay=None) -> dict:
@@ -59,19 +61,25 @@ class ArmSession:
     adapter: EngineAdapter
     started_here: bool = False
     engine: dict = field(default_factory=dict)
+    routing: RoutedDeployment | None = None  # replicas behind a router (routing/), else None
+    deployment: Deployment | None = None  # the replicas this notebook started itself, when it did
 
     def target(self) -> Target:
         d = self.protocol.decoding.resolved()
-        return Target(self.adapter.base_url, self.adapter.served_name,
-                      self.adapter.sampling_fields(d) | self.protocol.decoding.template_fields()
-                      | self.adapter.prefix_cache_fields(self.protocol.prefix_cache),
-                      self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
-                      self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
-                      exact_lengths=self.adapter.length_control is not None,
-                      private=self.protocol.arrival.content_is_private())
+        target = Target(self.adapter.base_url, self.adapter.served_name,
+                        self.adapter.sampling_fields(d) | self.protocol.decoding.template_fields()
+                        | self.adapter.prefix_cache_fields(self.protocol.prefix_cache),
+                        self.adapter.output_length_fields(self.protocol.workload.output_tokens.bounds()[1]),
+                        self.adapter.headers(), self.protocol.request_timeout_s, **self.adapter.request_route(),
+                        exact_lengths=self.adapter.length_control is not None,
+                        private=self.protocol.arrival.content_is_private())
+        return self.routing.route(target) if self.routing else target
 
     def engine_alive(self) -> bool:
-        """Whether the engine serving this arm still runs (started here, or by the runner)."""
+        """Whether the engine serving this arm still runs (started here, or by the runner); for
+        replicas behind a router, whether the router and at least one replica do."""
+        if self.routing is not None:
+            return self.routing.alive()
         if self.adapter.proc is not None:
             return self.adapter.is_alive()
         pid = (self.engine or {}).get("pid")
@@ -93,6 +101,9 @@ class ArmSession:
                 f"{where}")
 
     def close(self) -> None:
+        if self.deployment is not None:
+            self.deployment.stop()
+            self.deployment = None
         if self.started_here:
             self.adapter.stop()
             self.started_here = False
@@ -110,11 +121,20 @@ def open_arm(campaign_file: str, run_dir: str | None = None, arm: str | None = N
     log_path = arm_dir.engine_log if endpoint is None and start_engine else None
     adapter = adapter_for(campaign, chosen, log_path=log_path)
     session = ArmSession(campaign, chosen, campaign.protocol_for(chosen), run, arm_dir, adapter)
-    if endpoint is not None:  # the runner's kernel: it writes the run only while the runner lives
+    if endpoint is None and start_engine and chosen.router is not None:  # replicas, started here as the runner would
+        session.deployment = Deployment(campaign, chosen, arm_dir.engine_log).start()
+        atexit.register(session.close)
+        session.deployment.wait_ready()
+        session.deployment.record(arm_dir, record_engine(session.deployment.replicas[0], arm_dir))
+        adapter.attach(session.deployment.base_url)
+        session.engine = read_json(arm_dir.engine_json, {}) or {}
+        session.routing = RoutedDeployment.from_engine_record(session.engine, campaign, chosen)
+    elif endpoint is not None:  # the runner's kernel: it writes the run only while the runner lives
         stop_with_parent()
         adapter.attach(endpoint)
         session.engine = read_json(arm_dir.engine_json, {}) or {}
         adapter.restore(session.engine)
+        session.routing = RoutedDeployment.from_engine_record(session.engine, campaign, chosen)
     elif start_engine:
         adapter.start()
         adapter.wait_ready()

@@ -162,7 +162,8 @@ def test_the_kinds_state_every_series_the_measurement_reads():
         assert len(registry.series(field)) == len(set(registry.series(field)))  # each once
     assert declared("kept", built_in) == {
         "prefix_cache_", "kv_cache_usage", "num_requests_running", "num_requests_waiting", "preemptions",
-        "prompt_tokens_total", "generation_tokens_total", "tokens_predicted_total", "prompt_tokens_seconds",
+        "prompt_tokens_total", "prompt_tokens_cached_total", "generation_tokens_total", "tokens_predicted_total",
+        "prompt_tokens_seconds",
         "predicted_tokens_seconds", "requests_processing", "kv_cache_usage_ratio", "time_to_first_token_seconds",
         "inter_token_latency_seconds", "request_queue_time_seconds", "request_prefill_time_seconds",
         "request_decode_time_seconds", "request_inference_time_seconds", "e2e_request_latency_seconds",
@@ -170,7 +171,8 @@ def test_the_kinds_state_every_series_the_measurement_reads():
     assert declared("gauges", built_in) == {"num_requests_running", "num_requests_waiting", "kv_cache_usage",
                                             "requests_processing", "requests_deferred"}
     assert declared("batch_gauges", built_in) == {"num_requests_running", "requests_processing"}
-    assert declared("cache_hit_counters", built_in) == {"vllm:prefix_cache_hits_total", "sglang:cache_hit_tokens_total"}
+    assert declared("cache_hit_counters", built_in) == {"vllm:prefix_cache_hits_total", "sglang:cache_hit_tokens_total",
+                                                        "llamacpp:prompt_tokens_cached_total"}
     assert {"vllm", "sglang", "trtllm"} <= set(registry.gpu_kinds())
     assert {k: ADAPTERS[k].distributions for k in ("vllm", "sglang", "trtllm")} == {
         "vllm": ("vllm", "torch"), "sglang": ("sglang", "torch"), "trtllm": ("tensorrt_llm", "torch")}
