@@ -185,15 +185,14 @@ def pareto_frontier(table: pd.DataFrame) -> pd.DataFrame:
 
 def slo_claims(ranked: pd.DataFrame, attainment: float, confidence: float) -> list[tuple[float, AttainmentClaim]]:
     """Each ranked load's exact binomial verdict on "at least `attainment` of requests inside the
-    SLO", from its pooled requests: proven, refuted or undecided, with what would decide it."""
+    SLO", from its pooled requests: proven, refuted or undecided, with what would decide it. The
+    claim is the binomial test's alone, whatever the queue did: `slo_capacity` states a load whose
+    queue grew beside it, in its own words."""
     out = []
     for _, row in ranked.iterrows():
         if not row.get("requests") or pd.isna(row.get("slo_met")):
             continue
-        claim = attainment_claim(int(row["slo_met"]), int(row["requests"]), attainment, confidence)
-        if row.get("queue_grew") is True:  # over-saturated: outside whatever its share (measure.steady_state)
-            claim = claim._replace(verdict=REFUTED)
-        out.append((row["load"], claim))
+        out.append((row["load"], attainment_claim(int(row["slo_met"]), int(row["requests"]), attainment, confidence)))
     return out
 
 
@@ -221,31 +220,62 @@ def slo_capacity(table: pd.DataFrame, attainment: float, confidence: float = 0.9
     (decided), and the highest whose estimate reaches it (not yet decided when the two differ).
     Beside them, the exact binomial claim of each load's pooled requests: the highest load proven
     inside and the lowest proven outside bound the capacity, and every load left undecided
-    says how many requests would decide it."""
+    says how many requests would decide it. An open-loop load whose queue grew while it was
+    measured (measure.steady_state) is outside whatever its share, since a longer run reads it
+    worse; that claim is not binomial, so it has its own column, in words, and the binomial
+    columns keep their own verdicts. A queue that grows at one offered rate grows at every higher
+    one, so no load from the lowest over-saturated one up counts inside by any column."""
     rows = []
     for arm, g in table.groupby("arm", sort=False):
         ranked = g[g["status"] == "accepted"].sort_values("load")
-        steady = ranked[~ranked["queue_grew"].astype(bool)] if "queue_grew" in ranked else ranked
-        inside = steady[steady["slo_attainment_lo"] >= attainment]
-        estimate = steady[steady["slo_attainment"] >= attainment]
+        grew = ranked["queue_grew"].eq(True) if "queue_grew" in ranked else pd.Series(False, index=ranked.index)
+        ceiling = ranked.loc[grew, "load"].min() if grew.any() else None
+        below = ranked if ceiling is None else ranked[ranked["load"] < ceiling]
+        inside = below[below["slo_attainment_lo"] >= attainment]
+        estimate = below[below["slo_attainment"] >= attainment]
         best = inside.iloc[-1] if len(inside) else None
         claims = slo_claims(ranked, attainment, confidence)
-        proven = [ld for ld, c in claims if c.verdict == PROVEN]
+        proven = [ld for ld, c in claims if c.verdict == PROVEN and (ceiling is None or ld < ceiling)]
         refuted = [ld for ld, c in claims if c.verdict == REFUTED]
-        grew = ranked.loc[ranked["queue_grew"].astype(bool), "load"] if "queue_grew" in ranked else None
-        over = {"over-saturated (queue grew)": ", ".join(f"{ld:g}" for ld in grew)} if grew is not None else {}
+        open_claims = [(ld, c) for ld, c in claims if ceiling is None or ld < ceiling]
+        over = {} if "queue_grew" not in ranked else {
+            "over-saturated (queue grew)": ", ".join(f"{ld:g}" for ld in ranked.loc[grew, "load"]),
+            OVER_SATURATED: over_saturation_text(ranked, grew, dict(claims))}
         rows.append({"arm": arm, "label": g["label"].iloc[0],
                      "max load inside the SLO (interval)": best["load"] if best is not None else None,
                      "max load inside the SLO (estimate)": estimate["load"].max() if len(estimate) else None,
                      "highest load proven inside (exact)": _load(max(proven)) if proven else None,
                      "lowest load proven outside (exact)": _load(min(refuted)) if refuted else None,
-                     "undecided, and what would decide it": undecided_text(claims), **over,
+                     "undecided, and what would decide it": undecided_text(open_claims), **over,
                      "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
                      "highest load tested": g["load"].max(),
                      "requests per load": int(g["requests"].max()),
                      "points left out": ", ".join(f"{ld:g} ({st})" for ld, st in zip(g["load"], g["status"])
                                                   if st != "accepted")})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
+
+
+OVER_SATURATED = "outside by its growing queue (not binomial)"
+BINOMIAL_WORDS = {PROVEN: "the binomial claim alone would prove it inside",
+                  REFUTED: "the binomial claim refutes it too", UNDECIDED: "the binomial claim alone is undecided"}
+
+
+def over_saturation_text(ranked: pd.DataFrame, grew: pd.Series, claims: dict) -> str:
+    """Each over-saturated load in words, with its own binomial count beside it, and any load above
+    the lowest of them that read steady yet is not counted inside."""
+    out = []
+    for _, row in ranked[grew].iterrows():
+        c = claims.get(row["load"])
+        count = f"; {c.met} of {c.requests} requests met the SLO, {BINOMIAL_WORDS[c.verdict]}" if c else ""
+        out.append(f"{row['load']:g}: outside, its queue grew while it was measured (over-saturated){count}")
+    if out:
+        lowest = ranked.loc[grew, "load"].min()
+        above = ranked.loc[~grew & (ranked["load"] > lowest), "load"]
+        if len(above):
+            out.append(f"{', '.join(f'{ld:g}' for ld in above)} above it read steady, yet "
+                       f"{'is' if len(above) == 1 else 'are'} not counted inside: a queue that grows at one "
+                       "offered rate grows at every higher one")
+    return "; ".join(out)
 
 
 def aa_control_lines(found: list[PairDecision], replicas: dict[str, str]) -> list[str]:

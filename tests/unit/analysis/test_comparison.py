@@ -249,16 +249,22 @@ def test_analysis_json_names_each_arms_ranked_and_left_out_points(tmp_path, monk
 
 
 def test_an_over_saturated_load_is_outside_the_slo_whatever_its_share():
-    """An open loop whose queue grew over the window (measure.steady_state) is refuted, and not
-    counted inside by its estimate or its interval, even with every request inside the bounds."""
+    """An open loop whose queue grew over the window (measure.steady_state) is outside in its own
+    column, in words, and not counted inside by its estimate, its interval or its exact claim, even
+    with every request inside the bounds; the exact columns stay binomial (30 of 30 refutes nothing)."""
     df = frame()
     df["queue_grew"] = (df["arm"] == "steady") & (df["load"] == 4)
     table = analysis.load_table(df, 0.95)
     cap = analysis.slo_capacity(table, 0.8)
     assert cap.loc["steady", "over-saturated (queue grew)"] == "4"
-    assert cap.loc["steady", "lowest load proven outside (exact)"] == 4
+    assert cap.loc["steady", "outside by its growing queue (not binomial)"] == (
+        "4: outside, its queue grew while it was measured (over-saturated); 30 of 30 requests met the SLO, "
+        "the binomial claim alone would prove it inside")
+    assert pd.isna(cap.loc["steady", "lowest load proven outside (exact)"])
+    assert cap.loc["steady", "highest load proven inside (exact)"] == 1
     assert cap.loc["steady", "max load inside the SLO (estimate)"] == 1
     assert cap.loc["steady", "max load inside the SLO (interval)"] == 1
+    assert cap.loc["fast-tail", "outside by its growing queue (not binomial)"] == ""
     # A run measured before the check has no such column, and its table is what it was.
     assert "over-saturated (queue grew)" not in analysis.slo_capacity(analysis.load_table(frame(), 0.95), 0.8)
 
