@@ -87,9 +87,13 @@ class Decoding(Strict):
 
 class SharedPrefix(Strict):
     """Prompts in `groups` groups; every prompt of a group opens with the same `tokens` tokens
-    (a long system prompt or document that many requests share): what prefix caching serves."""
+    (a long system prompt or document that many requests share): what prefix caching serves.
+    With `zipf_exponent` s > 0 the groups are tenants of unequal popularity: group g (from 1) is
+    drawn with weight 1/g^s, fixed before the run like every other workload setting."""
     groups: int = Field(1, gt=0)
     tokens: int = Field(gt=0)
+    zipf_exponent: float = Field(0.0, ge=0, le=10, description="tenant popularity skew: group g drawn with weight "
+                                 "1/g^s (0: every group alike)")
 
 
 class Conversation(Strict):

@@ -169,7 +169,7 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int, lengths: list[
 
     prompts = []
     for i in range(count):
-        group = rng.randrange(prefix_spec.groups) if prefix_spec else None
+        group = draw_group(rng, prefix_spec.groups, prefix_spec.zipf_exponent) if prefix_spec else None
         n_prompt, n_out = lengths[i * turns]
         content = user_content(n_prompt, group, blocks[1][i] if blocks else ())
         messages = ([{"role": "system", "content": workload.system_prompt}] if workload.system_prompt else [])
@@ -182,6 +182,19 @@ def synthetic_prompts(workload, tokenizer, count: int, seed: int, lengths: list[
         prompts.append(PromptSpec(i, messages, count_tokens(tokenizer, content), n_out, group, tuple(follow),
                                   ANSWER_SCHEMA if as_json else None))
     return prompts
+
+
+def zipf_weights(groups: int, exponent: float) -> list[float]:
+    """Each group's share of the prompts under Zipf popularity: 1/g^s over g = 1..groups, normalized."""
+    raw = [1 / g ** exponent for g in range(1, groups + 1)]
+    return [w / sum(raw) for w in raw]
+
+
+def draw_group(rng: random.Random, groups: int, exponent: float) -> int:
+    """A prompt's group: uniform without skew (the draw every earlier run made), else by Zipf weight."""
+    if not exponent:
+        return rng.randrange(groups)
+    return rng.choices(range(groups), weights=zipf_weights(groups, exponent))[0]
 
 
 def recorded_prompts(messages: list[list[dict]], output_tokens: list[int], tokenizer) -> list[PromptSpec]:

@@ -75,6 +75,8 @@ def workload_table(session) -> pd.DataFrame:
         "prompt tokens (user content per request or turn)": w.prompt_tokens.describe(),
         "output tokens": w.output_tokens.describe(),
         "shared prefix": (f"{w.shared_prefix.groups} group(s) of {w.shared_prefix.tokens} tokens"
+                          + (f", group g drawn with weight 1/g^{w.shared_prefix.zipf_exponent:g} (Zipf)"
+                             if w.shared_prefix.zipf_exponent else "")
                           if w.shared_prefix else "none: prompts share only the chat template"),
         "conversation": f"{w.conversation.turns} turns, full history each turn" if w.conversation else "single turn",
         "reply format": ("JSON under a fixed schema, checked per request" if w.response_format == "json_schema"
