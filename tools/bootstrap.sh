@@ -40,7 +40,7 @@ host_report() {
   case " $isa " in
     *" avx512_bf16 "*|*" amx_bf16 "*) ;;
     *" avx512f "*) log "host: AVX-512 without native bf16: bf16 runs through AVX-512 conversions" ;;
-    *) log "host: no AVX-512: bf16 has no native kernels here, so the llama-server build and every bf16 campaign run markedly slower than on an AVX-512 host" ;;
+    *) log "host: no AVX-512: bf16 has no native kernels here, so the quickstart serves fp32 (precision: native) and a campaign naming bf16 runs markedly slower than on a host with AVX512_BF16" ;;
   esac
 }
 

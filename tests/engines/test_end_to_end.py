@@ -27,6 +27,7 @@ name: e2e-test
 description: both CPU engines, tiny sweep
 model: {{source: embedded}}
 protocol:
+  precision: native
   decoding: {{preset: greedy}}
   workload: {{kind: synthetic, prompt_tokens: 16, output_tokens: {OUTPUT}}}
   arrival: {{kind: closed_loop, concurrency: [1, 2]}}
@@ -107,9 +108,12 @@ def test_passports_have_four_parts_and_capacity(run):
     # llama-server: 2 slots x 512 tokens, one KV stream per slot: predicted exactly.
     assert llama["realized"]["kv_tokens"] == llama["predicted"]["kv_tokens"] == 1024
     vllm = json.loads(run.arm("vllm").passport_json.read_text())["validity"]["capacity"]
-    assert vllm["realized"]["kv_tokens"] == vllm["predicted"]["kv_tokens"] == 46_592
-    # Its KV blocks hold 46,592 / 512 = 91 sequences, but --max-num-seqs 2 caps it: it serves 2.
-    assert vllm["realized"]["kv_max_concurrency"] == 91.0
+    # 1 GiB of 128-token blocks at 23,040 bytes a token in bf16 (46,080 in fp32, on a host without
+    # native bf16): 46,592 tokens, 91 sequences of 512 (23,296 and 45.5 in fp32); --max-num-seqs 2
+    # caps it: it serves 2.
+    tokens, sequences = {"bf16": (46_592, 91.0), "fp32": (23_296, 45.5)}[served_precision(run)]
+    assert vllm["realized"]["kv_tokens"] == vllm["predicted"]["kv_tokens"] == tokens
+    assert vllm["realized"]["kv_max_concurrency"] == sequences
     assert (vllm["realized"]["max_concurrency"], vllm["realized"]["max_concurrency_bound_by"]) == (2, "sequence_cap")
     assert vllm["realized"]["limits"]["sequence_cap"]["configured"] == 2
     assert (llama["realized"]["max_concurrency"], llama["realized"]["max_concurrency_bound_by"]) == (2, "sequence_cap")
@@ -144,10 +148,27 @@ def test_server_side_truth_per_point(run):
         assert any(k.startswith("vllm:num_requests_running") for k in p["engine_gauges_during"])
 
 
+def served_precision(run) -> str:
+    """The precision `native` chose for the run on this host, as its manifest records it."""
+    return json.loads(run.manifest.read_text())["precision"]["chosen"]
+
+
 def test_both_engines_served_the_same_weights_and_template(run):
     ids = [json.loads(run.arm(a).engine_json.read_text()) for a in ("llama", "vllm")]
     assert ids[0]["identity"]["chat_template_sha256"] == ids[1]["identity"]["chat_template_sha256"]
     assert ids[0]["model"]["source_artifact"] == ids[1]["model"]["source_artifact"]
+    # One checkpoint in the precision the host runs natively: vLLM casts it at load, llama-server
+    # reads the GGUF written from it in that precision; each passport says what was chosen and why.
+    chosen = served_precision(run)
+    assert ids[0]["model"]["hf_weights_sha256"] == ids[1]["model"]["hf_weights_sha256"]
+    assert ids[0]["model"]["weights_precision"] == ids[1]["model"]["weights_precision"] == chosen
+    assert ids[0]["model"]["gguf"].endswith(f"-{chosen}.gguf")
+    launch = ids[1]["launch"]["command"]
+    assert launch[launch.index("--dtype") + 1] == {"bf16": "bfloat16", "fp32": "float32"}[chosen]
+    for arm in ("llama", "vllm"):
+        p = json.loads(run.arm(arm).passport_json.read_text())
+        assert p["identity"]["formats"]["weights"] == p["identity"]["formats"]["kv_cache"] == chosen
+        assert p["protocol"]["precision"]["asked"] == "native" and p["protocol"]["precision"]["reason"]
 
 
 def test_records_are_portable(run):

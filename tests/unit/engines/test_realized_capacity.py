@@ -57,3 +57,16 @@ def test_llama_cpp_slots_kv_cells_and_context_from_its_log():
     assert (got["max_concurrency"], got["max_concurrency_bound_by"]) == (4, "sequence_cap")
     assert (got["limits"]["kv_blocks"]["realized"], got["limits"]["kv_blocks"]["configured"]) == (4, 4)
     assert got["limits"]["context"]["realized"] == 2048
+
+
+def test_llama_cpp_names_the_kv_type_it_logs_as_the_protocol_does():
+    """llama-server logs fp32 KV as f32: the realized KV precision reads fp32, so an fp32 arm
+    compares alike with an engine that states none (the protocol's fp32)."""
+    adapter = LlamaCppAdapter(LlamaCppEngine(kind="llama_cpp", parallel=4), None,
+                              Protocol(context_length=2048, precision="fp32"), "m")
+    adapter.log_lines = [LLAMA[0].replace("180.00", "360.00").replace("bf16", "f32"), *LLAMA[1:]]
+    adapter.port = 1
+    got = adapter.realized_capacity()
+    assert (got["kv_type"], got["kv_type_logged"]) == ("fp32", "f32")
+    adapter.log_lines = LLAMA
+    assert adapter.realized_capacity()["kv_type"] == "bf16"
