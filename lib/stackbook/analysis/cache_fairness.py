@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from stackbook.loadgen.records import latest_attempt_only, read_records
 from stackbook.measure.cache_split import COLD_WITHIN, construction_split, workload_reuse
+from stackbook.measure.shared_prefix_reuse import implied_shared_prefix
 
 # Two arms' shares of prompt tokens from cache, per point they both ran, alike within this.
 MATCH_WITHIN = 0.05
@@ -71,7 +72,22 @@ def realized_cache(a: dict, protocol) -> dict | None:
     implied = protocol.arrival.implied_reuse()
     if implied and implied["hit_rate"] > 0:  # the workload's own prompts re-send prefixes (a log's sessions)
         out["implied_hit_rate"] = implied["hit_rate"]
+    elif (rate := shared_prefix_implied(a, protocol, points)) is not None:
+        out["implied_hit_rate"] = rate
     return out
+
+
+def shared_prefix_implied(a: dict, protocol, points: dict) -> float | None:
+    """Under a cold protocol, a shared-prefix workload's points each start empty and re-send their
+    groups' prefixes: the highest rate one infinite cache would reach on a ranked point (none for
+    a warm protocol, whose priming is the reuse, or a workload without shared prefixes)."""
+    prefix = getattr(protocol.workload, "shared_prefix", None)
+    if prefix is None or protocol.prefix_cache != "cold":
+        return None
+    records = _records_by_point(a)
+    rates = [implied_shared_prefix(records.get(name, []), prefix.tokens) for name, s in points.items()
+             if not s.get("discarded")]
+    return max((r for r in rates if r), default=None)
 
 
 def same_realized_cache(a: dict, b: dict) -> bool:

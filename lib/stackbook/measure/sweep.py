@@ -97,7 +97,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     readings: dict[str, PointReadings] = {}
     bar = tqdm(total=len(reps) * protocol.requests_per_repetition(), desc=f"{session.arm.name} requests",
                disable=not progress)
-    gauges = GaugeSampler(target.base_url, session.adapter.metrics_path)
+    gauges = GaugeSampler(routing.replica_urls if routing else target.base_url, session.adapter.metrics_path)
     with RssSampler(group, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, \
             RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write

@@ -297,16 +297,20 @@ class RssSampler(_ProcessSampler):
         return max((v["rss_bytes"] for _, v in self.samples), default=0)
 
 
-def engine_gauges(base_url: str, path: str) -> dict | None:
-    gauges = registry.series("gauges")
-    values = {k: v for k, v in scrape_metrics(base_url, path).items() if _gauge(k, gauges)}
+def engine_gauges(base_url: str | list[str], path: str) -> dict | None:
+    """The engine's gauges; for several replicas (a list of addresses), each gauge summed over them."""
+    gauges, values = registry.series("gauges"), {}
+    for url in base_url if isinstance(base_url, list) else [base_url]:
+        for k, v in scrape_metrics(url, path).items():
+            if _gauge(k, gauges):
+                values[k] = values.get(k, 0.0) + v
     return values or None
 
 
 class GaugeSampler(_ProcessSampler):
     """The engine's gauges (requests running and waiting, KV-cache use) scraped *during* the load."""
 
-    def __init__(self, base_url: str, path: str | None, interval_s: float = 1.0):
+    def __init__(self, base_url: str | list[str], path: str | None, interval_s: float = 1.0):
         super().__init__("gauges", {"base_url": base_url, "path": path}, interval_s, enabled=bool(path))
 
     def window(self, start: float, end: float) -> dict:

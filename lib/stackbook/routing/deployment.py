@@ -89,7 +89,8 @@ class Deployment:
             self.router.wait_ready()
         except (RouterStartError, FileNotFoundError, OSError) as err:
             self.stop()
-            raise RouterStartError(f"router {self.router.kind} in front of {n} replicas could not start: {err}") from None
+            raise RouterStartError(f"router {self.router.kind} in front of {n} replicas could not start: "
+                                   f"{err}") from None
         self.ready_after_s = time.monotonic() - (self._started or time.monotonic())
         if self.router.runs_process:
             self.added_latency = self.probe_added_latency()

@@ -94,27 +94,6 @@ def replica_figures(deltas: list[dict], cpu_s: list[float | None], wall_s: float
                 "point's mean prompt length")}
 
 
-def implied_shared_prefix(records: list, prefix_tokens: int) -> float | None:
-    """The hit rate one infinite cache in front of every replica would reach on a shared-prefix
-    workload: each request after its group's first in the point reuses the group's prefix."""
-    done = sorted((r for r in records if r.ok and r.prompt_tokens_server is not None), key=lambda r: r.sent_s)
-    seen: set[int] = set()
-    reused = 0
-    for r in done:
-        if r.prefix_group is not None:
-            reused += prefix_tokens if r.prefix_group in seen else 0
-            seen.add(r.prefix_group)
-    total = sum(r.prompt_tokens_server for r in done)
-    return round(reused / total, 4) if total else None
-
-
-def reported_hit_rate(records: list) -> float | None:
-    """Cached prompt tokens the replies reported over their prompt tokens: the deployment's realized rate."""
-    done = [r for r in records if r.ok and r.cached_prompt_tokens is not None and r.prompt_tokens_server]
-    total = sum(r.prompt_tokens_server for r in done)
-    return round(sum(r.cached_prompt_tokens for r in done) / total, 4) if total else None
-
-
 def added_latency(direct_s: list[float], routed_s: list[float]) -> dict | None:
     """The router's added time per request, measured idle: the same tiny request sent alternately
     straight to a replica and through the router, medians compared (a difference inside the
@@ -125,7 +104,8 @@ def added_latency(direct_s: list[float], routed_s: list[float]) -> dict | None:
     spread = (statistics.quantiles(direct_s, n=4)[2] - statistics.quantiles(direct_s, n=4)[0]
               if len(direct_s) >= 4 else None)
     return {"direct_ms_median": round(1000 * d, 3), "routed_ms_median": round(1000 * r, 3),
-            "added_ms": round(1000 * (r - d), 3), "direct_ms_iqr": round(1000 * spread, 3) if spread is not None else None,
+            "added_ms": round(1000 * (r - d), 3),
+            "direct_ms_iqr": round(1000 * spread, 3) if spread is not None else None,
             "requests_each_way": len(direct_s),
             "how": "inferred: medians of the same one-token request sent alternately to replica 0 and through the "
                    "router while idle, before the sweep"}

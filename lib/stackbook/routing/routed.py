@@ -12,8 +12,8 @@ import psutil
 from stackbook.engines import adapter_for
 from stackbook.measure.prefix_cache import prepare_point
 from stackbook.measure.telemetry import group_usage, scrape_metrics
-from stackbook.routing.figures import (counter_delta, implied_shared_prefix, replica_figures, reported_hit_rate,
-                                       summed)
+from stackbook.measure.shared_prefix_reuse import implied_shared_prefix, reported_hit_rate
+from stackbook.routing.figures import counter_delta, replica_figures, summed
 from stackbook.routing.registry import router_class
 
 
@@ -90,9 +90,10 @@ class RoutedDeployment:
         for url, adapter in zip(self.replica_urls, self.adapters):
             direct = dataclasses.replace(target, base_url=url, replica_urls=())
             done.append(prepare_point(state, adapter, direct, workload, tokenizer))
+        errors = [d["prime_error"] for d in done if "prime_error" in d]
         return {"state": state, "flush": "; ".join(f"replica {i}: {d['flush']}" for i, d in enumerate(done)),
                 "primed_requests": sum(d["primed_requests"] for d in done),
-                **({"prime_error": e} if (e := next((d["prime_error"] for d in done if "prime_error" in d), None)) else {})}
+                **({"prime_error": errors[0]} if errors else {})}
 
     def read(self, headers: dict | None = None) -> Reading:
         a = self.adapters[0]

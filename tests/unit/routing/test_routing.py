@@ -147,3 +147,11 @@ def test_replica_figures_by_hand():
 def test_added_latency_is_the_difference_of_medians():
     a = added_latency([0.010, 0.011, 0.012, 0.013], [0.012, 0.013, 0.014, 0.015])
     assert a["added_ms"] == pytest.approx(2.0) and a["requests_each_way"] == 4 and "inferred" in a["how"]
+
+
+def test_gauges_of_several_replicas_are_summed(start_calibration_server):
+    from stackbook.measure.telemetry import engine_gauges
+    servers = [start_calibration_server(), start_calibration_server()]
+    servers[0].running, servers[1].running = 2, 3  # requests each is serving, as its gauge reports them
+    assert engine_gauges([s.base_url for s in servers], "/metrics") == {"calibration:num_requests_running": 5.0}
+    assert engine_gauges(servers[1].base_url, "/metrics") == {"calibration:num_requests_running": 3.0}
