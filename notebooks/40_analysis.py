@@ -187,6 +187,20 @@ display(Markdown("\n".join(f"* {line}" for line in result.verdict)))
 readable(decide.decisions_table(result.decisions)) if result.decisions else None
 
 # %% [markdown]
+# ## The tail, from the requests themselves
+#
+# The verdict compares a percentile only where every repetition can estimate it (a p99 needs 100
+# requests each). Here each arm's requests at a load are pooled over its ranked repetitions, and
+# each tail quantile gets its order-statistic interval: exact for any distribution, and "unbounded"
+# on a side the requests cannot bound, with the count that would. Two tails are ordered only where
+# their intervals part. Pooling assumes the rounds draw from one distribution; the spread between
+# rounds is the verdict's business, not these intervals'.
+
+# %%
+display(Markdown("\n".join(f"* {line}" for line in result.tail_verdict) or "*No ranked points to compare.*"))
+readable_or_absent(pd.DataFrame(result.tails), "no ranked point has answered requests to pool")
+
+# %% [markdown]
 # ## Figures
 #
 # Saved under `figures/` beside this notebook. First the verdict's own numbers: each arm's figure

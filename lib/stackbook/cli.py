@@ -296,10 +296,10 @@ def audit(run_dir: Path = typer.Argument(..., help="a run directory, e.g. output
         typer.echo(f"{check}: {what}")
     for note in result.one_sided:
         typer.echo(f"not compared: {note}")
-    for d in result.disagreements:
-        typer.secho(d.text(), fg=typer.colors.RED)
+    for line in result.problems():
+        typer.secho(line, fg=typer.colors.RED)
     if not result.consistent:
-        typer.echo(f"{run_dir}: {len(result.disagreements)} disagreement(s)")
+        typer.echo(f"{run_dir}: {len(result.problems())} disagreement(s) or broken invariant(s)")
         raise typer.Exit(1)
     typer.echo(f"{run_dir}: consistent")
 

@@ -14,6 +14,7 @@ from stackbook.measure.validity import worded_discards
 from stackbook.analysis.fairness import DIFFERS, fairness_table, remedy_words
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.known_effect import known_effect_lines
+from stackbook.analysis.tails import tail_lines, tail_rows
 from stackbook.analysis.run_data import arm_labels, load_run
 from stackbook.analysis.verdict import (
     aa_control_lines,
@@ -316,6 +317,8 @@ class CampaignAnalysis(Open):
     reconciliation: list[dict[str, Any]] = []  # per arm and point: client against engine, with a verdict
     capacity: list[dict[str, Any]] = []  # per arm that searched: its interval over the repetitions, and the cost
     capacity_predictions: list[dict[str, Any]] = []  # per arm: sizing, demand map and MVA against that interval
+    tails: list[dict[str, Any]] = []  # per arm, load and tail quantile: pooled requests, order-statistic interval
+    tail_verdict: list[str] = []      # the pairs whose tails are ordered at each load, or why not
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -323,6 +326,14 @@ def _records(df: pd.DataFrame) -> list[dict]:
     if df is None or df.empty:
         return []
     return df.astype(object).where(df.notna(), None).to_dict("records")
+
+
+def comparable_ranked(df: pd.DataFrame, fair: pd.DataFrame) -> pd.DataFrame:
+    """The points the verdict ranks: accepted, kept by the discard rules, of comparable arms."""
+    ranked = rankable(df)
+    if ranked.empty or fair.empty:
+        return ranked
+    return ranked[ranked["arm"].isin(set(fair.index[fair["comparable"].astype(bool)]))]
 
 
 def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
@@ -343,6 +354,7 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
     lines, found = verdict(df, fair, protocol, *controls(campaign))
     maps = demand_maps_of(arms, labels)
     capacity, predictions = capacity_tables(campaign, arms, maps)
+    tails = tail_rows({n: a["requests"] for n, a in arms.items()}, comparable_ranked(df, fair), conf)
     return CampaignAnalysis(
         campaign=campaign.name,
         arms={n: ArmAnalysis(engine=a["arm"].engine.kind, label=labels[n],
@@ -366,7 +378,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         demand_maps=maps,
         open_loop_waits=_records(open_loop_points(campaign, arms, df)),
         reconciliation=reconciliation_rows(arms),
-        capacity=_records(capacity), capacity_predictions=_records(predictions))
+        capacity=_records(capacity), capacity_predictions=_records(predictions),
+        tails=tails, tail_verdict=tail_lines(tails, conf))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

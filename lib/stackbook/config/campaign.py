@@ -258,19 +258,6 @@ class Campaign(Strict):
                 self.protocol.decoding.model_presets = {k: ModelPreset.model_validate(v) for k, v in published.items()}
         return self
 
-    def protocol_for(self, arm: Arm) -> Protocol:
-        """The protocol an arm runs under: the campaign's, with its declared overrides applied."""
-        if not arm.protocol_overrides:
-            return self.protocol
-        data = self.protocol.model_dump()
-        for dotted, value in arm.protocol_overrides.items():
-            node = data
-            *parents, leaf = dotted.split(".")
-            for p in parents:
-                node = node[p]
-            node[leaf] = value
-        return Protocol.model_validate(data)
-
     @model_validator(mode="after")
     def _native_precision(self) -> "Campaign":
         """`precision: native` chosen once for every arm, from this host's ISA flags and each
@@ -283,6 +270,19 @@ class Campaign(Strict):
                                  "campaign; name a precision for this arm (bf16, fp16, fp32, ...), or set "
                                  "protocol.precision: native for every arm")
         return self
+
+    def protocol_for(self, arm: Arm) -> Protocol:
+        """The protocol an arm runs under: the campaign's, with its declared overrides applied."""
+        if not arm.protocol_overrides:
+            return self.protocol
+        data = self.protocol.model_dump()
+        for dotted, value in arm.protocol_overrides.items():
+            node = data
+            *parents, leaf = dotted.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return Protocol.model_validate(data)
 
 
 def _accept_registered_kinds() -> None:

@@ -27,7 +27,8 @@ POINT_FIGURES = ("completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms
                  "output_throughput_tok_s", "achieved_rate_rps", "scheduled_rate_rps", "slo_attainment")
 # The load check's figures, compared where the run states it counted the requests as this version does.
 LOAD_FIGURES = ("in_flight_mean", "littles_law_concurrency")
-ANALYSIS_PARTS = ("verdict", "decisions", "load_table", "fairness", "slo_capacity", "pareto_frontier", "capacity")
+ANALYSIS_PARTS = ("verdict", "decisions", "load_table", "fairness", "slo_capacity", "pareto_frontier", "capacity",
+                  "tails", "tail_verdict")
 
 
 @dataclass(frozen=True)
