@@ -123,9 +123,10 @@ def bounds_hold(facts: RunFacts) -> list[str]:
         bound, measured = d.get("bound_rps"), d.get("measured_saturation_rps")
         if not bound or measured is None:
             continue
-        if measured > bound + (d.get("bound_interval") or 0) and not d.get("bound_exceeded"):
-            out.append(f"{arm}: measured {measured:.3g} req/s above its bound {bound:.3g} ± "
-                       f"{d.get('bound_interval') or 0:.2g}, unflagged")
+        share = d.get("bound_interval") or 0  # the bound's interval as a share of the bound
+        if measured > bound * (1 + share) and not d.get("bound_exceeded"):
+            out.append(f"{arm}: measured {measured:.3g} req/s above its bound {bound:.3g} × (1 ± "
+                       f"{share:.2g}), unflagged")
     return out
 
 

@@ -30,7 +30,6 @@ NAMED = [
     ("four-engines", "each sentence states its own sample", "states [(1, 1, 12, 12)]; its decisions used [(1, 2, 12, 24)]"),
     ("burstiness", "each sentence states its own sample", "states [(2, 1, 128, 64)]; its decisions used [(1, 1, 64, 64)]"),
     ("workloads", "each sentence states its own sample", "its decisions used [(1, 2, 16, 32), (2, 2, 32, 32)]"),
-    ("capacity", "throughput within its bound, or flagged", "llama-cpp: measured 1.99 req/s above its bound 1.88"),
     ("capacity", "recorded from committed code, or marked", "diff sha256 4a471e035c88c1c4"),
     ("agent-log", "the passport states what was sent", "llama-cpp: the passport states prompts of 128 to 128 tokens; 24 of 24 measured requests carried 118 to 320"),
     ("agent-log", "the passport states what was sent", "vllm-cpu: the passport states replies of 48 to 48 tokens; 24 of 24 measured requests carried 13 to 32"),
@@ -60,8 +59,11 @@ def test_a_flagged_bound_passes_and_a_measured_value_inside_the_interval_needs_n
     facts = _facts("capacity")
     facts.analysis["demand_maps"]["llama-cpp"]["bound_exceeded"] = "measured 1.06 times its bound"
     assert INVARIANTS["throughput within its bound, or flagged"](facts) == []
-    facts.analysis["demand_maps"]["llama-cpp"] = {"bound_rps": 1.88, "bound_interval": 0.2, "measured_saturation_rps": 1.99}
-    assert INVARIANTS["throughput within its bound, or flagged"](facts) == []
+    facts.analysis["demand_maps"]["llama-cpp"] = {"bound_rps": 1.88, "bound_interval": 0.02, "measured_saturation_rps": 1.99}
+    assert "measured 1.99 req/s above its bound 1.88 × (1 ± 0.02), unflagged" in \
+        INVARIANTS["throughput within its bound, or flagged"](facts)[0]
+    # capacity's own llama-cpp: 1.988 against 1.878 × (1 ± 7.3%), inside the bound's interval
+    assert INVARIANTS["throughput within its bound, or flagged"](_facts("capacity")) == []
 
 
 # Generated campaigns: three arms, each over a subset of three loads, with one to three repetitions
