@@ -32,6 +32,8 @@ def tail_rows(requests: dict[str, pd.DataFrame], ranked: pd.DataFrame, confidenc
     order-statistic interval. `requests`: each arm's per-request frame (point, phase, ok, e2e_ms);
     `ranked`: the points the verdict ranks (arm, load, point)."""
     rows = []
+    if ranked.empty or not {"arm", "load", "point"} <= set(ranked.columns):
+        return rows
     for (arm, load), g in ranked.groupby(["arm", "load"], sort=True):
         frame = requests.get(arm)
         if frame is None or frame.empty:

@@ -51,7 +51,7 @@ def test_the_local_executor_gives_each_slot_one_arm_slot(monkeypatch, tmp_path):
 
 
 def test_a_slot_already_measured_is_skipped_without_an_engine(monkeypatch, tmp_path):
-    monkeypatch.setattr(arm_run, "adapter_for", lambda *a, **k: pytest.fail("an engine was asked for"))
+    monkeypatch.setattr(arm_run, "serving_for", lambda *a, **k: pytest.fail("an engine was asked for"))
     protocol = SimpleNamespace(repetitions=Repetitions(min=1))
     campaign = SimpleNamespace(protocol_for=lambda arm: protocol)
     entry = {"status": "complete", "repetitions_done": [0]}
