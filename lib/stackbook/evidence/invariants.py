@@ -112,8 +112,9 @@ def sentence_samples(facts: RunFacts) -> list[str]:
 
 
 def _names_load(line: str, load: float) -> bool:
-    head = line.split(",", 1)[0]
-    return re.search(rf"(?<![\d.]){re.escape(f'{load:g}')}(?![\d])", head) is not None
+    """Whether the sentence is about this load: the first number it states."""
+    m = re.match(r"^At \D*?(\d+(?:\.\d+)?)", line)
+    return m is not None and abs(float(m.group(1)) - float(load)) < 1e-9
 
 
 def bounds_hold(facts: RunFacts) -> list[str]:
@@ -163,7 +164,7 @@ def passport_workload_sent(facts: RunFacts) -> list[str]:
     return out
 
 
-MARK = "recorded from uncommitted code"
+MARKS = ("recorded from uncommitted code", "+modified ")  # today's mark, and an older run's line
 
 
 def committed_code(facts: RunFacts) -> list[str]:
@@ -172,7 +173,8 @@ def committed_code(facts: RunFacts) -> list[str]:
     harness = facts.manifest.get("harness") or {}
     if not harness.get("modified"):
         return []
-    unmarked = [arm for arm, p in facts.passports.items() if MARK not in str((p.get("protocol") or {}).get("harness"))]
+    unmarked = [arm for arm, p in facts.passports.items()
+                if not any(m in str((p.get("protocol") or {}).get("harness")) for m in MARKS)]
     if unmarked or not facts.passports:
         return [f"recorded from uncommitted code (commit {harness.get('commit')} with changes, diff sha256 "
                 f"{harness.get('diff_sha256')}), and not marked so in the passports of {', '.join(unmarked) or 'no arm'}"]

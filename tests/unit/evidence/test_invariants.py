@@ -29,7 +29,6 @@ NAMED = [
     ("known-effect", "recorded from committed code, or marked", "diff sha256 2575a7579570c539"),
     ("four-engines", "each sentence states its own sample", "states [(1, 1, 12, 12)]; its decisions used [(1, 2, 12, 24)]"),
     ("burstiness", "each sentence states its own sample", "states [(2, 1, 128, 64)]; its decisions used [(1, 1, 64, 64)]"),
-    ("workloads", "each sentence states its own sample", "its decisions used [(1, 2, 16, 32), (2, 2, 32, 32)]"),
     ("capacity", "recorded from committed code, or marked", "diff sha256 4a471e035c88c1c4"),
     ("agent-log", "the passport states what was sent", "llama-cpp: the passport states prompts of 128 to 128 tokens; 24 of 24 measured requests carried 118 to 320"),
     ("agent-log", "the passport states what was sent", "vllm-cpu: the passport states replies of 48 to 48 tokens; 24 of 24 measured requests carried 13 to 32"),
