@@ -144,7 +144,7 @@ def test_the_committed_avx2_run_reads_the_template_head_apart_from_reuse():
     f = fairness_table(campaign, arms)
     assert f.loc["llama-cpp", "prefix_cache"] == (
         "cold apart from the 24-token template head every request shares (configured cold): at most 15% of prompt "
-        "tokens from cache (0% of the workload's own), over 4 point(s)")
+        "tokens from cache (0% of the workload's own), over 2 point(s)")
     assert f["comparable"].all(), f["differs"]
 
 

@@ -144,7 +144,7 @@ def test_a_run_with_runtime_evidence_gets_a_map_per_arm(avx2_copy):
         path.write_text(json.dumps(r))
     maps = measured_demand_maps(run)
     llama, vllm = maps["llama-cpp"], maps["vllm-cpu"]
-    assert llama.status == vllm.status == "measured" and llama.point == vllm.point == "c8-r0"
+    assert llama.status == vllm.status == "measured" and llama.point == vllm.point == "c2-r0"
     assert [c.centre for c in llama.centres] == ["client", "engine compute"]   # one process: no front end apart
     assert "--threads 1" in llama.centres[1].why_m
     assert [c.centre for c in vllm.centres] == ["client", "engine front end", "engine compute"]
