@@ -126,6 +126,7 @@ def test_an_undersampled_tail_in_a_committed_run_is_never_called_its_maximum():
     run = RunDir("outputs/workloads/reference")
     d = run.arm("vllm-cpu")
     point = json.loads(d.results.read_text())["sweep"]["points"]["rate2-r0"]
+    point = {k: v for k, v in point.items() if k != "e2e_ms_max"}  # as stored before points kept their maximum
     records = [r for r in read_records(d.requests, latest_attempt=True) if r.point == "rate2-r0"]
     again = point_summary(records, load_campaign(run.campaign_resolved).protocol.slo)
     assert again["e2e_ms_max"] > point["e2e_ms_p99"]  # the stored p99 is not the maximum
