@@ -91,9 +91,10 @@ def test_the_report_opens_on_its_decision_with_no_code_and_figures_inside_the_pa
     assert page.layout.decision_top is not None and page.layout.decision_top < 1000
     assert page.layout.visible_code_cells == 0 and page.layout.overflowing_images == []
     assert summary.startswith("Which stack serves smollm2-135m-instruct best on")
-    # The warm llama-cpp arm departs from the cold protocol: the first screen says so and ranks nothing.
-    assert "llama-cpp\tllama_cpp\tnot comparable" in summary and "prefix_cache" in summary
-    assert "Fewer than two accepted, comparable arms: no ranking." in summary
+    # Both arms comparable; one repetition each decides nothing, and the loads 12 requests cannot hold are named.
+    assert "llama-cpp\tllama_cpp\taccepted" in summary and "vllm-cpu\tvllm_cpu\taccepted" in summary
+    assert "1\toutput throughput\tllama-cpp vs vllm-cpu\tundecided" in summary
+    assert "c4-r0 discarded (on_invalid_load)" in summary and "requests_per_point: 27 can" in summary
     assert "How this was made" in made and 'run_dir = ' not in summary
     # every linked notebook page exists: the arms' three and the attached demand map
     pages = {Path(link.href.removeprefix("file://")).name for link in page.page_links}
@@ -195,8 +196,9 @@ def test_comparison_report_overlays_the_runs_figures(tmp_path, copy_committed_ru
     other.arm("vllm-cpu").results.write_text(json.dumps(results))
     out = compare([AVX2_RUN, other.path], tmp_path / "cmp")
     verdict = json.loads((out.path / "comparison.json").read_text())["verdict"]
-    # That run's llama.cpp arm was warm where vLLM was cold: neither run has a comparable pair to decide.
-    assert verdict[0].startswith("No run has two ranked, comparable arms")
+    # Each run decides by its own rule; one repetition per arm leaves both loads undecided.
+    assert verdict[0].startswith("avx2-host (output_throughput, its own decision rule): at load 1 llama-cpp and "
+                                 "vllm-cpu: undecided; at load 2 llama-cpp and vllm-cpu: undecided")
     assert verdict[-1] == "vllm-cpu: faster-host / avx2-host output throughput 4.00x to 4.00x."
     page = inspect_page(out.report)
     assert len(page.images) == 4 and not page.broken_images and not page.broken_links
