@@ -66,7 +66,8 @@ figures = run.figures
 # the KV precision the engine logged, the decoding fields and prompts' digest from the bodies sent,
 # realized output lengths and load, warm-up and window as sent), not the protocol they shared; a
 # field not observed is not a difference. An arm departs from the protocol where the protocol fixes
-# the value (a cache configured cold that served cached tokens), else from what most arms observed;
+# the value (a cache configured cold that served the workload's own content from cache, beyond the
+# template head every request shares by construction), else from what most arms observed;
 # two arms that disagree both depart. `differs` names the fields.
 
 # %%

