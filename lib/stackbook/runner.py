@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -20,6 +20,7 @@ from tqdm import tqdm
 from stackbook.arm_run import RunInterrupted, campaign_steps
 from stackbook.config.campaign import Campaign
 from stackbook.config.errors import CampaignError
+from stackbook.config.estimate import ArmEstimate, campaign_plan
 from stackbook.config.loading import load_campaign
 from stackbook.config.precision import precision_record
 from stackbook.config.preflight import load_refusals
@@ -32,7 +33,7 @@ from stackbook.evidence.run_lock import hold_run, refuse_if_held
 from stackbook.evidence.rundir import RunDir
 from stackbook.executors import LocalExecutor
 from stackbook.harness.ceiling import record_ceiling
-from stackbook.locations import REPO_ROOT
+from stackbook.locations import OUTPUTS, REPO_ROOT
 from stackbook.reports import run_analysis
 
 
@@ -70,6 +71,7 @@ class CampaignRun:
     steps: tqdm
     progress: bool
     log: Callable[[str], None]
+    plan: dict[str, ArmEstimate] = field(default_factory=dict)  # each arm's estimate, revised as slots finish
 
 
 def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | None = None,
@@ -114,7 +116,8 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        executor.run_arms(CampaignRun(campaign, run_dir, resolved, manifest, steps, progress, log), arms)
+        plan = campaign_plan(campaign, arms, REPO_ROOT / OUTPUTS)
+        executor.run_arms(CampaignRun(campaign, run_dir, resolved, manifest, steps, progress, log, plan), arms)
         steps.set_postfix_str("analysis")
         run_analysis(run_dir, manifest)
         steps.update(1)

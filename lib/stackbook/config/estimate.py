@@ -26,6 +26,12 @@ class ArmEstimate:
     seconds: float
     requests: int
     basis: str
+    overhead_s: float = 0.0        # engine start, sizing and canaries: the first slot's alone
+    per_repetition_s: float = 0.0  # one repetition's sweep (and search): every slot's
+
+    def slot_seconds(self, first: bool) -> float:
+        """One slot of the arm as planned: a repetition, and the first slot's stages before it."""
+        return self.per_repetition_s + (self.overhead_s if first else 0.0)
 
 
 def duration(seconds: float) -> str:
@@ -148,7 +154,8 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
     its rate (an open loop), each request TTFT + output tokens x TPOT, measured where an earlier
     run has them, else at the SLO's limits (what a passing arm could take)."""
     if "sweep" not in p.stages:
-        return ArmEstimate(arm.name, (measured or {}).get("overhead_s", 0.0), 0, "no sweep")
+        overhead = (measured or {}).get("overhead_s", 0.0)
+        return ArmEstimate(arm.name, overhead, 0, "no sweep", overhead_s=overhead)
     ttft = measured["ttft_s"] if measured else p.slo.ttft_ms / 1000
     tpot = measured["tpot_s"] if measured else p.slo.tpot_ms / 1000
     by_level = (measured or {}).get("by_concurrency") or {}
@@ -171,16 +178,24 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
         seconds += p.capacity.max_wall_s * p.repetitions.most
         search = (f"; the capacity search at most its budget of {p.capacity.max_wall_s:,.0f} s a repetition "
                   f"(and {p.capacity.max_probes} probes), plus one probe")
+    per_repetition = seconds / p.repetitions.most
     if measured:
         where = f" ({measured['host']})" if measured.get("host") else ""
         return ArmEstimate(arm.name, seconds + measured["overhead_s"], requests,
                            f"TTFT {ttft * 1000:,.0f} ms and TPOT {tpot * 1000:,.1f} ms"
                            + (" (means over its loads; each load's own where it ran)" if by_level else "")
                            + f" as measured in {measured['run']}"
-                           f"{where}, plus its engine start and canaries, {measured['overhead_s']:,.0f} s{search}")
+                           f"{where}, plus its engine start and canaries, {measured['overhead_s']:,.0f} s{search}",
+                           overhead_s=measured["overhead_s"], per_repetition_s=per_repetition)
     return ArmEstimate(arm.name, seconds, requests, f"arithmetic at the SLO's TTFT {p.slo.ttft_ms:g} ms and TPOT "
                        f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included"
-                       f"{search}")
+                       f"{search}", per_repetition_s=per_repetition)
+
+
+def campaign_plan(campaign: Campaign, arms: list[Arm], runs_root: Path) -> dict[str, ArmEstimate]:
+    """Each arm's estimate as the check prints it: the plan a run revises as its slots finish."""
+    measured = measured_speeds(campaign, runs_root)
+    return {arm.name: arm_estimate(arm, campaign.protocol_for(arm), measured.get(arm.name)) for arm in arms}
 
 
 def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out, runs_root: Path,

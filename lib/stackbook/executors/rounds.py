@@ -9,6 +9,7 @@ import time
 from typing import Callable
 
 from stackbook.arm_run import slot_steps
+from stackbook.config.estimate_revision import SlotTime, revise
 
 
 def decided_after(run_dir) -> tuple[bool, str]:
@@ -28,6 +29,19 @@ def decided_after(run_dir) -> tuple[bool, str]:
     return False, f"{len(undecided)} comparison(s) on {primary} undecided"
 
 
+def report_time_to_go(run, done: list[SlotTime], remaining: list[tuple[str, int]], elapsed_s: float) -> None:
+    """The revised time to go after a slot: logged, on the progress bar and in the manifest, so an
+    estimate can be held against the run's wall time afterwards."""
+    plan = getattr(run, "plan", None)
+    if not plan or not remaining:
+        return
+    revision = revise(plan, done, remaining, elapsed_s)
+    run.manifest.data.setdefault("time_estimates", []).append(revision.record())
+    run.manifest.save()
+    run.log(revision.line())
+    run.steps.set_description(f"{run.campaign.name} (about {revision.to_go_s / 60:.0f} min to go)")
+
+
 def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
                decided: Callable[[object], tuple[bool, str]] = decided_after) -> None:
     """Run every arm's repetitions round by round, stopping as the protocol preregistered."""
@@ -37,6 +51,10 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
     record = run.manifest.data.setdefault("repetitions", {})
     record.update(min=plan.min, max=plan.most, order=plan.order, order_seed=plan.order_seed)
     rounds = record.setdefault("rounds", [])
+    began, done = time.monotonic(), []
+    if getattr(run, "plan", None) and "time_estimates" not in run.manifest.data:  # the plan, before any slot
+        first = revise(run.plan, [], [(n, q) for q in range(plan.min) for n in names], 0.0)
+        run.manifest.data["time_estimates"] = [first.record() | {"after": "the plan"}]
     for r in range(plan.most):
         if r >= plan.min:
             ok, why = decided(run.run_dir)
@@ -52,8 +70,12 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
             entry = {"round": r, "order": order, "started_unix": time.time()}
             rounds.append(entry)
         run.manifest.save()
-        for name in order:
+        for i, name in enumerate(order):
+            t0 = time.monotonic()
             run_slot(by_name[name], [r])
+            done.append(SlotTime(name, r, time.monotonic() - t0))
+            later = [(n, r) for n in order[i + 1:]] + [(n, q) for q in range(r + 1, max(plan.min, r + 1)) for n in names]
+            report_time_to_go(run, done, later, time.monotonic() - began)
         entry["finished_unix"] = time.time()
         record["ran"] = r + 1
         run.manifest.save()

@@ -69,3 +69,26 @@ def test_by_default_one_round_more_than_min_may_run_while_undecided():
     decided, looks, rec = run_with(Repetitions(min=2), decided_after=2)
     assert looks == [2] and rec["ran"] == 2 and rec["stopped"] == "after 2 repetitions: every comparison decided"
     assert Repetitions(min=2).looks == 2
+
+
+def test_each_slot_revises_the_time_to_go_from_this_hosts_own_seconds(monkeypatch):
+    """A plan of 10 s a slot on a host where every slot takes 20 s: after the first slot the time to
+    go doubles the plan's; the manifest keeps the plan and every revision, the log prints them."""
+    from stackbook.config.estimate import ArmEstimate
+    from stackbook.executors import rounds
+
+    clock = iter(float(t) for t in range(0, 1000, 20))
+    monkeypatch.setattr(rounds.time, "monotonic", lambda: next(clock))
+    arms = [SimpleNamespace(name=n) for n in ("a", "b")]
+    lines = []
+    plan = {n: ArmEstimate(n, 0, 0, "", per_repetition_s=10.0) for n in ("a", "b")}
+    run = SimpleNamespace(campaign=SimpleNamespace(name="c", protocol=SimpleNamespace(repetitions=Repetitions(min=2, max=2))),
+                          manifest=FakeManifest(), run_dir="run", log=lines.append, plan=plan,
+                          steps=tqdm(total=campaign_steps(2, 2), disable=True))
+    run_rounds(run, arms, lambda arm, reps: None, lambda _: (True, ""))
+    est = run.manifest.data["time_estimates"]
+    assert est[0]["after"] == "the plan" and est[0]["to_go_s"] == rounds.revise(plan, [], [], 0).to_go_s + 40
+    # slots a0, b0, b1 then a1: each 20 s on this clock against 10 planned
+    assert [e["after"] for e in est[1:]] == ["a, repetition 1", "b, repetition 1", "b, repetition 2"]
+    assert [e["to_go_s"] for e in est[1:]] == [15 + 3 * 20, 15 + 2 * 20, 15 + 20]
+    assert lines[0].startswith("time to go: about 1.2 min (") and "b not run yet, scaled by 2.00x" in lines[0]
