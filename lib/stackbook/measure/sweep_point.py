@@ -174,5 +174,5 @@ def point_figures(protocol, level: dict, repetition: int, records: list, *, read
     if trace_lengths is not None:
         s["input_lengths"] = input_length_match(trace_lengths, records)
     if steps := protocol.arrival.session_steps():  # a replayed log's sessions, checked from the records
-        s["session_order"] = session_order(records, steps)
+        s["session_order"] = session_order(records, steps, protocol.arrival.session_links())
     return s
