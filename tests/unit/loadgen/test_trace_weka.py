@@ -126,3 +126,12 @@ def test_a_length_scale_keeps_every_request_s_blocks():
         scaled(trace, 0.3)
     plain = Trace("stackbook", [TraceRequest(0, 3000, 100)])
     assert fitting_scale(plain, 2048) == 0.66 and scaled(plain, 0.5).requests[0].prompt_tokens == 1500
+
+
+def test_the_docs_quote_the_agentx_example_s_implied_rates():
+    import re
+    text = " ".join((REPO_ROOT / "docs" / "campaigns.md").read_text().split())
+    quoted = re.search(r"`example-agentx\.jsonl` implies (\d+)% \(`hit_rate`\), (\d+)% \(`mean_hit_rate`\)", text)
+    r = implied_reuse(agentx())
+    assert quoted and (int(quoted.group(1)), int(quoted.group(2))) == (round(100 * r["hit_rate"]),
+                                                                      round(100 * r["mean_hit_rate"]))
