@@ -135,3 +135,39 @@ def test_the_docs_quote_the_agentx_example_s_implied_rates():
     r = implied_reuse(agentx())
     assert quoted and (int(quoted.group(1)), int(quoted.group(2))) == (round(100 * r["hit_rate"]),
                                                                       round(100 * r["mean_hit_rate"]))
+
+
+def _tokenizers():
+    from stackbook.loadgen.workload import ApproximateTokenizer, client_tokenizer
+    from stackbook.model.artifacts import embedded_artifacts
+
+    hf = embedded_artifacts().hf_dir
+    return [ApproximateTokenizer()] + ([client_tokenizer(str(hf))] if (hf / "tokenizer.json").exists() else [])
+
+
+@pytest.mark.parametrize("tokenizer", _tokenizers(), ids=lambda t: type(t).__name__)
+def test_prompts_of_a_scaled_agent_trace_share_text_where_its_steps_share_blocks(tokenizer):
+    """At length_scale 0.5 (32-token blocks, partial last blocks often shorter than the instruction
+    the workload adds, which is then taken from the blocks before it): each step's prompt opens with
+    the text of the blocks it shares with an earlier step, a subagent's with its parent's tools
+    blocks, and its length is the scaled trace's within the tokenizer's joins."""
+    from stackbook.config.protocol import SyntheticWorkload
+    from stackbook.loadgen.workload import synthetic_prompts
+
+    trace = scaled(agentx(), 0.5)
+    reqs = trace.requests
+    prompts = synthetic_prompts(SyntheticWorkload(prompt_tokens=64, output_tokens=8), tokenizer, len(reqs), seed=0,
+                                lengths=[(r.prompt_tokens, r.output_tokens) for r in reqs],
+                                blocks=(32, [r.hash_ids for r in reqs]))
+    ids = [tokenizer.encode(p.messages[-1]["content"], add_special_tokens=False).ids for p in prompts]
+    for i, a in enumerate(reqs):
+        for j, b in enumerate(reqs[:i]):
+            shared = 0
+            while shared < min(len(a.hash_ids), len(b.hash_ids)) - 2 and a.hash_ids[shared] == b.hash_ids[shared]:
+                shared += 1  # whole leading blocks in common, short of the two the instruction may shorten
+            if shared:
+                common = next((k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y), min(len(ids[i]), len(ids[j])))
+                # a block's text can end inside a word that the next block's text re-joins: a token a boundary
+                assert common >= shared * 32 - shared - 1, (i, j, shared, common)
+    assert any(r.depth == 1 and r.hash_ids[:3] == reqs[0].hash_ids[:3] for r in reqs)  # tools blocks shared
+    assert all(abs(len(x) - r.prompt_tokens) <= 0.02 * r.prompt_tokens + 8 for x, r in zip(ids, reqs))
