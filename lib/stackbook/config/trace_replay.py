@@ -57,7 +57,7 @@ class TraceReplay(ArrivalPattern):
         steps = self.session_steps() or []
         rows = self.trace().requests[:prompts]
         return SessionPlan(schedule, cooldown, tuple(s or "" for s, _ in steps[:prompts]), self.think_s,
-                           gaps=tuple(r.gap_s for r in rows), spawned_by=tuple(r.spawned_by for r in rows),
+                           gaps=tuple(None if r.gap_s is None else r.gap_s / self.speedup for r in rows), spawned_by=tuple(r.spawned_by for r in rows),
                            waits_for=tuple(r.waits_for for r in rows))
 
     def load_words(self) -> str:

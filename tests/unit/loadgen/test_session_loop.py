@@ -92,3 +92,25 @@ def test_subagent_order_violations_are_counted_from_the_records():
     recs = [rec(0, 0.0, 1.0), rec(1, 0.9, 2.0), rec(2, 1.5, 2.5)]
     order = session_order(recs, steps, links)
     assert (order["before_spawning_reply"], order["before_subagent_end"]) == (1, 1)
+
+
+def test_the_agentx_example_replays_with_its_subagents_in_order(server):
+    """The committed AgentX example as a campaign plans it (scaled 0.5, 20 times as fast), sent to
+    the paced server: every step answered, no order violated, within sessions or across subagents."""
+    from stackbook.config.protocol import Protocol
+    from stackbook.locations import REPO_ROOT
+
+    p = Protocol.model_validate({
+        "arrival": {"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-agentx.jsonl"), "format": "weka",
+                    "length_scale": 0.5, "order": "session", "speedup": 20},
+        "workload": {"kind": "synthetic", "prompt_tokens": 64, "output_tokens": 8}, "context_length": 2048})
+    a = p.arrival
+    plan = a.point_plan(a.load_levels()[0], 20, 0, 0)
+    t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 8})
+    recs = run_plan(plan, t, prompts(20), TOK, warmup=0, writer=None,
+                    base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 0})
+    assert len(recs) == 20 and all(r.ok for r in recs)
+    order = session_order(recs, a.session_steps(), a.session_links())
+    assert order == {"sessions": 6, "steps": 20, "out_of_order": 0, "before_previous_reply": 0,
+                     "before_previous_reply_ms_max": 0.0, "subagents": 4, "before_spawning_reply": 0,
+                     "before_subagent_end": 0}
