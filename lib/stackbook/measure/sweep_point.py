@@ -169,6 +169,10 @@ def point_figures(protocol, level: dict, repetition: int, records: list, *, read
         s.update(readings.server_side)
     if implied and isinstance(s.get("prefix_cache"), dict):  # beside the engine's realized hit rate
         s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
+        if len(implied.get("by_depth") or {}) > 1:  # an agent trace's subagents: the rate at each depth
+            s["prefix_cache"] |= {"implied_mean_hit_rate": implied["mean_hit_rate"], "implied_by_depth": {
+                str(d): {k: x[k] for k in ("requests", "hit_rate", "mean_hit_rate")}
+                for d, x in implied["by_depth"].items()}}
     s.update(sent)
     s["output_tokens_server_mean"] = realized_output_tokens(records)
     if trace_lengths is not None:

@@ -51,3 +51,20 @@ def test_what_a_campaign_states_of_a_trace_is_checked(arrival, says):
     with pytest.raises((ValidationError, ValueError)) as err:
         protocol({"kind": "trace", "path": AGENTX, **arrival}, context_length=4096)
     assert says in str(err.value), str(err.value)
+
+
+def test_a_point_of_an_agent_trace_records_the_implied_rate_per_depth():
+    from stackbook.measure.sweep_point import point_figures
+    from tests.support.records import request_record
+
+    p = protocol({"kind": "trace", "path": AGENTX, "format": "weka", "length_scale": 0.5, "order": "session"},
+                 context_length=2048)
+    level = p.arrival.load_levels()[0]
+    records = [request_record(request_index=i, sent_s=i, end_s=i + 0.5) for i in range(20)]
+    implied = p.arrival.implied_reuse()
+    s = point_figures(p, level, 0, records, readings=None, earlier={"prefix_cache": {"policy": "x"}}, sentinels=[],
+                      sent={}, trace_lengths=None, implied=implied)
+    pc = s["prefix_cache"]
+    assert pc["implied_hit_rate"] == implied["hit_rate"] and pc["implied_mean_hit_rate"] == implied["mean_hit_rate"]
+    assert pc["implied_by_depth"]["1"] == {k: implied["by_depth"][1][k] for k in ("requests", "hit_rate", "mean_hit_rate")}
+    assert s["session_order"]["subagents"] == 4
