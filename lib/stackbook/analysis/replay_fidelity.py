@@ -19,6 +19,10 @@ def replay_table(arms: dict) -> pd.DataFrame | None:
             if order:
                 row |= {"sessions": order["sessions"], "steps": order["steps"], "out of order": order["out_of_order"],
                         "before the reply": order["before_previous_reply"]}
+                if "subagents" in order:
+                    row |= {"subagents": order["subagents"],
+                            "before its spawn": order["before_spawning_reply"],
+                            "before its subagents": order["before_subagent_end"]}
             if lengths:
                 row |= {"trace median": lengths["trace_median"], "realized median": lengths["realized_median"],
                         "KS D": lengths["ks_statistic"], "KS p": lengths["p_value"]}
@@ -38,6 +42,11 @@ def finding(lengths: dict | None, order: dict | None) -> str:
                         "than the log's think time)")
         else:
             said.append(f"every session in order, each step after its reply ({order['steps']} steps)")
+        if order.get("before_spawning_reply") or order.get("before_subagent_end"):
+            said.append(f"{order['before_spawning_reply']} subagents started before the reply that spawns them, "
+                        f"{order['before_subagent_end']} steps sent before the subagents they wait for had answered")
+        elif order.get("subagents"):
+            said.append(f"{order['subagents']} subagents each started after the reply that spawns it, every step after the subagents it waits for")
     if lengths:
         words = "match" if lengths["matches"] else "differ from"
         said.append(f"input lengths {words} the trace's (KS p = {lengths['p_value']:.2f}, "

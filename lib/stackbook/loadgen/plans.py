@@ -49,17 +49,26 @@ class TracePlan(OpenPlan):
 class SessionPlan(TracePlan):
     """A recorded trace replayed closed loop by session: a session's first step leaves at its
     recorded time; each later step waits for the reply to the step before it, then `think_s`
-    (None: until its own recorded time, never sooner). `sessions` names each prompt's session."""
+    (None: after the recorded idle time in `gaps` where the trace records it, else at its own
+    recorded time, never sooner). `sessions` names each prompt's session. An agent trace's
+    subagents are sessions too: a session whose first step has `spawned_by` (session, turn) starts
+    once that step's reply has ended; a step with `waits_for` leaves only once each of those
+    sessions' last reply has."""
     sessions: tuple[str, ...] = ()
     think_s: float | None = None
+    gaps: tuple[float | None, ...] = ()
+    spawned_by: tuple[tuple[str, int] | None, ...] = ()
+    waits_for: tuple[tuple[str, ...], ...] = ()
 
     def client_weights(self, processes: int) -> list[int]:
         """One process: a session's steps wait on each other's replies, so they cannot be dealt apart."""
         return [1]
 
     def share(self, positions: list[int], clients: int) -> SessionPlan:
-        return dataclasses.replace(self, schedule=[self.schedule[i] for i in positions],
-                                   sessions=tuple(self.sessions[i] for i in positions))
+        def pick(values: tuple) -> tuple:
+            return tuple(values[i] for i in positions) if values else ()
+        return dataclasses.replace(self, schedule=[self.schedule[i] for i in positions], sessions=pick(self.sessions),
+                                   gaps=pick(self.gaps), spawned_by=pick(self.spawned_by), waits_for=pick(self.waits_for))
 
 
 @dataclass(frozen=True)

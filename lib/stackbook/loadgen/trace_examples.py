@@ -132,3 +132,77 @@ def write_examples(directory: Path = EXAMPLES_DIR) -> list[Path]:
         (directory / name).write_text(make())
         written.append(directory / name)
     return written
+
+
+def _agent_trace(seed: int, trace_id: str) -> dict:
+    """One agent session as WEKA/AgentX record it, times absolute: a main agent of five steps
+    over a shared system-and-tools prefix (6 blocks of 64 tokens), each step re-sending its context
+    and adding to it; after its second step a subagent it waits for (three steps sharing the tools
+    blocks, its result then read by the main agent's next step), after its third a subagent launched
+    in the background (two steps, never waited for). Each step's server time is recorded
+    (api_time), and a tool's time separates a reply from the next step."""
+    rng, next_id = random.Random(seed), [7]
+
+    def new(n: int) -> list[int]:
+        ids = list(range(next_id[0], next_id[0] + n))
+        next_id[0] += n
+        return ids
+
+    def step(t: float, context: list[int], model: str) -> dict:
+        tail = rng.randint(8, 63)  # the partial last block: its own id, not the full block it grows into
+        return {"t": round(t, 3), "type": rng.choice("ns"), "model": model, "in": len(context) * 64 + tail,
+                "out": rng.randint(20, 60), "hash_ids": context + new(1), "api_time": round(rng.uniform(1.0, 2.5), 3)}
+
+    def agent(t: float, context: list[int], steps: int, model: str, grow: int) -> tuple[list[dict], float]:
+        out = []
+        for _ in range(steps):
+            context = context + new(grow)
+            out.append(step(t, context, model))
+            t += out[-1]["api_time"] + round(rng.uniform(0.2, 1.0), 3)
+        return out, out[-1]["t"] + out[-1]["api_time"]
+
+    main, context, t, requests = "main-model", list(range(1, 7)), 0.0, []
+    for k in range(5):
+        context = context + new(rng.randint(6, 9))
+        requests.append(step(t, context, main))
+        t = requests[-1]["t"] + requests[-1]["api_time"] + round(rng.uniform(0.3, 1.5), 3)
+        if k in (1, 2):
+            spawn = round(t - 0.2, 3)
+            inner, end = agent(spawn + 0.1, [1, 2, 3], 3 if k == 1 else 2, "sub-model", 3)
+            waited = k == 1
+            requests.append({"t": spawn, "type": "subagent", "agent_id": f"agent_{k}", "subagent_type": "Explore",
+                             "status": "completed" if waited else "async_launched",
+                             "duration_ms": round((end - spawn) * 1000) if waited else None, "requests": inner,
+                             "models": ["sub-model"], "tool_tokens": 192, "system_tokens": 0})
+            if waited:  # the main agent reads the subagent's result after it ends
+                t = end + round(rng.uniform(0.3, 0.8), 3)
+    return {"id": trace_id, "models": [main, "sub-model"], "block_size": 64, "hash_id_scope": "local",
+            "tool_tokens": 192, "system_tokens": 192, "requests": requests}
+
+
+def _relative(entries: list[dict], base: float = 0.0) -> list[dict]:
+    """Subagent step times made relative to their spawn, as raw WEKA traces record them."""
+    out = []
+    for e in entries:
+        e = dict(e, t=round(e["t"] - base, 3))
+        if e["type"] == "subagent":
+            e["requests"] = _relative(e["requests"], base + e["t"])
+        out.append(e)
+    return out
+
+
+def weka() -> str:
+    """A raw WEKA kv-cache-tester trace: one session object, subagent times from their spawn."""
+    trace = _agent_trace(SEED + 5, "session-0")
+    return json.dumps(dict(trace, requests=_relative(trace["requests"])), indent=1) + "\n"
+
+
+def agentx() -> str:
+    """Two sessions as AgentX records them, one a line, subagent times from the session's start
+    (the first is the WEKA example's session); each trace's hash ids are its own (local scope)."""
+    return "".join(json.dumps(_agent_trace(SEED + 5 + k, f"session-{k}")) + "\n" for k in range(2))
+
+
+EXAMPLES |= {"example-weka.json": weka, "example-agentx.jsonl": agentx}
+FORMAT_OF |= {"example-weka.json": "weka", "example-agentx.jsonl": "weka"}
+OPTIONS_OF = {"example-weka.json": {"subagent_time": "relative"}}  # what the campaign states of the file

@@ -8,7 +8,10 @@ and field. Formats:
   azure      Azure LLM inference trace CSV: TIMESTAMP (date and time), ContextTokens, GeneratedTokens
   burstgpt   BurstGPT CSV: Timestamp (s), Request tokens, Response tokens (rows with no response,
              failed in the trace, are left out and counted)
-  mooncake   Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)
+  mooncake   Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks
+             unless the campaign states another size), optionally session_id
+  weka       agent traces as recorded (WEKA kv-cache-tester, AgentX): one object a session, with its
+             subagents (loadgen.trace_weka)
   openai     logged chat-completion requests with their content (loadgen.trace_logs)
   sharegpt   ShareGPT conversations, one request per answered human turn, untimed (loadgen.trace_logs)
 """
@@ -27,6 +30,8 @@ from pydantic import Field, ValidationError, field_validator
 from stackbook.evidence.files import while_unchanged
 from stackbook.loadgen.trace_logs import CONTENT_BLOCK_TOKENS, OpenAIRequestRow, ShareGPTRow, split_sharegpt
 from stackbook.loadgen.trace_records import Trace, TraceFormat, TraceRequest, TraceRow
+from stackbook.loadgen.trace_reuse import implied_reuse  # noqa: F401  (where callers have found it)
+from stackbook.loadgen.trace_weka import WEKA_BLOCK_TOKENS, read_weka
 
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -75,18 +80,22 @@ class MooncakeRow(TraceRow):
     input_length: int = Field(ge=1)
     output_length: int = Field(ge=1)
     hash_ids: list[int]
+    session_id: str | int | None = None  # multi-turn Mooncake-style lines name their session
 
     @field_validator("hash_ids")
     @classmethod
     def _one_id_a_block(cls, v: list[int], info):
-        n = info.data.get("input_length")
-        if n is not None and len(v) != math.ceil(n / MOONCAKE_BLOCK_TOKENS):
-            raise ValueError(f"{len(v)} block ids for {n} prompt tokens; {MOONCAKE_BLOCK_TOKENS}-token blocks "
-                             f"need {math.ceil(n / MOONCAKE_BLOCK_TOKENS)}")
+        n, size = info.data.get("input_length"), (info.context or {}).get("block_tokens") or MOONCAKE_BLOCK_TOKENS
+        if n is not None and len(v) != math.ceil(n / size):
+            raise ValueError(f"{len(v)} block ids for {n} prompt tokens; {size}-token blocks need "
+                             f"{math.ceil(n / size)} (if the trace's blocks are of another size, state it: "
+                             "arrival.block_tokens)")
         return v
 
     def request(self) -> TraceRequest:
-        return TraceRequest(self.timestamp / 1000, self.input_length, self.output_length, tuple(self.hash_ids))
+        session = None if self.session_id is None else str(self.session_id)
+        return TraceRequest(self.timestamp / 1000, self.input_length, self.output_length, tuple(self.hash_ids),
+                            session=session)
 
 
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
@@ -96,6 +105,7 @@ FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
     TraceFormat("mooncake", MooncakeRow, False, MOONCAKE_BLOCK_TOKENS),
     TraceFormat("openai", OpenAIRequestRow, False, CONTENT_BLOCK_TOKENS),
     TraceFormat("sharegpt", ShareGPTRow, False, CONTENT_BLOCK_TOKENS, timed=False, json_array=True),
+    TraceFormat("weka", TraceRow, False, WEKA_BLOCK_TOKENS, reader=read_weka),
 )}
 
 
@@ -138,18 +148,22 @@ def _refusal(path: Path, line: int, err: ValidationError, fmt: TraceFormat) -> V
 _read: dict = {}
 
 
-def read_trace_file(path: str | Path, format: str = "stackbook") -> Trace:
+def read_trace_file(path: str | Path, format: str = "stackbook", **options) -> Trace:
     """The trace at `path` in the named format, its requests in arrival order with timestamps
     made relative to the first; read once while the file is unchanged (a replay asks for its
-    rows, lengths, schedule and blocks in turn)."""
+    rows, lengths, schedule and blocks in turn). `options` are what the campaign states of the
+    file that the file does not say itself: `block_tokens` (mooncake), `subagent_time` (weka)."""
     if format not in FORMATS:
         raise ValueError(f"trace format {format!r} is not known; known formats: {sorted(FORMATS)}")
     if not Path(path).exists():
         raise FileNotFoundError(f"trace file {path} does not exist")
-    return while_unchanged(_read.setdefault(format, {}), path, lambda p: _parse(p, format))
+    options = {k: v for k, v in options.items() if v is not None}
+    fmt = FORMATS[format]
+    build = (lambda p: fmt.reader(p, **options)) if fmt.reader else (lambda p: _parse(p, format, **options))
+    return while_unchanged(_read.setdefault((format, tuple(sorted(options.items()))), {}), path, build)
 
 
-def _parse(p: Path, format: str) -> Trace:
+def _parse(p: Path, format: str, block_tokens: int | None = None) -> Trace:
     path, fmt = p, FORMATS[format]
     as_csv = fmt.csv if fmt.csv is not None else p.suffix == ".csv"
     out: list[TraceRequest] = []
@@ -158,7 +172,7 @@ def _parse(p: Path, format: str) -> Trace:
         if not isinstance(raw, dict):
             raise ValueError(f"{path} line {line}: a row is a JSON object (format {fmt.name!r})")
         try:
-            reqs = fmt.row.model_validate(raw).requests()
+            reqs = fmt.row.model_validate(raw, context={"block_tokens": block_tokens}).requests()
         except ValidationError as err:
             raise _refusal(p, line, err, fmt) from None
         if not reqs:
@@ -179,27 +193,4 @@ def _parse(p: Path, format: str) -> Trace:
             if r.session is not None:
                 out[i] = dataclasses.replace(r, turn=seen.get(r.session, 0))
                 seen[r.session] = seen.get(r.session, 0) + 1
-    return Trace(format, out, fmt.block_tokens, left_out)
-
-
-def implied_reuse(trace: Trace) -> dict | None:
-    """The prefix reuse the trace implies: with an infinite cache at block granularity, the share
-    of prompt tokens a request finds cached because an earlier request held the same leading
-    blocks (a block counts only while every block before it matched too: a prefix cache reuses
-    prefixes). None where the trace records no blocks."""
-    if not trace.block_tokens or not any(r.hash_ids for r in trace.requests):
-        return None
-    size, seen, cached, total = trace.block_tokens, set(), 0, 0
-    for r in trace.requests:
-        total += r.prompt_tokens
-        prefix = True
-        for i, h in enumerate(r.hash_ids):
-            tokens = min(size, r.prompt_tokens - i * size)
-            if prefix and h in seen:
-                cached += tokens
-            else:
-                prefix = False
-            seen.add(h)
-    return {"hit_rate": cached / total if total else 0.0, "cached_tokens": cached, "prompt_tokens": total,
-            "blocks": sum(len(r.hash_ids) for r in trace.requests), "distinct_blocks": len(seen),
-            "block_tokens": size}
+    return Trace(format, out, block_tokens or fmt.block_tokens, left_out)

@@ -18,6 +18,17 @@ class TraceRequest:
     messages: tuple[dict, ...] | None = None
     session: str | None = None  # the conversation or agent session it belongs to, where recorded
     turn: int = 0  # its place in that session, from 0
+    # An agent trace's structure (loadgen.trace_weka): the root session a subagent's session belongs
+    # to (fitting keeps or drops a root with all its subagents), how deep it is (0: the root), the
+    # (session, turn) whose reply starts it (its first step only), the sessions whose last reply
+    # this step waits for, the recorded server time of this step, and the recorded idle time
+    # (tool time) between what it waits on ending and it leaving (None: not recorded).
+    family: str | None = None
+    depth: int = 0
+    spawned_by: tuple[str, int] | None = None
+    waits_for: tuple[str, ...] = ()
+    api_time_s: float | None = None
+    gap_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,3 +66,6 @@ class TraceFormat:
     block_tokens: int | None = None
     timed: bool = True  # False: the format records no arrival times (a replay gives a rate)
     json_array: bool = False  # the file may also be one JSON array of rows (ShareGPT's own files)
+    # A format whose file is not one row a request (an agent trace: one object a session tree)
+    # reads it whole: reader(path, **options) -> Trace.
+    reader: object = None

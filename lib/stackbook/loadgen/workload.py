@@ -123,13 +123,21 @@ def block_text(tokenizer, block_id: int, n_tokens: int) -> str:
 
 
 def blocks_text(tokenizer, block_ids: tuple[int, ...], block_tokens: int, n_prompt: int, overhead: int) -> str:
-    """A prompt of n_prompt tokens made of its blocks, the instruction's tokens taken from the last."""
+    """A prompt of n_prompt tokens made of its blocks, the instruction's tokens taken from the last;
+    where the last is too short (small blocks: an agent trace's 64, or a scaled trace's), from the
+    blocks before it too. A shortened block is the first tokens of its full text, so a later prompt
+    that re-sends it whole still shares its prefix up to there."""
     sizes = [min(block_tokens, n_prompt - i * block_tokens) for i in range(len(block_ids))]
-    if not sizes or sizes[-1] <= overhead:
-        raise ValueError(f"a trace prompt of {n_prompt} tokens ends in a block of {sizes[-1] if sizes else 0} tokens, "
-                         f"too small for the {overhead}-token instruction the synthetic workload adds")
-    sizes[-1] -= overhead
-    return " ".join(block_text(tokenizer, h, n) for h, n in zip(block_ids, sizes))
+    if sum(sizes) <= overhead:
+        raise ValueError(f"a trace prompt of {n_prompt} tokens is too small for the {overhead}-token instruction the "
+                         "synthetic workload adds")
+    take, k = overhead, len(sizes) - 1
+    while take:
+        cut = min(take, sizes[k] - (1 if k == len(sizes) - 1 else 0))
+        sizes[k] -= cut
+        take -= cut
+        k -= 1
+    return " ".join(block_text(tokenizer, h, n) for h, n in zip(block_ids, sizes) if n > 0)
 
 
 def synthetic_prompts(workload, tokenizer, count: int, seed: int, lengths: list[tuple[int, int]] | None = None,

@@ -169,10 +169,14 @@ def point_figures(protocol, level: dict, repetition: int, records: list, *, read
         s.update(readings.server_side)
     if implied and isinstance(s.get("prefix_cache"), dict):  # beside the engine's realized hit rate
         s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
+        if len(implied.get("by_depth") or {}) > 1:  # an agent trace's subagents: the rate at each depth
+            s["prefix_cache"] |= {"implied_mean_hit_rate": implied["mean_hit_rate"], "implied_by_depth": {
+                str(d): {k: x[k] for k in ("requests", "hit_rate", "mean_hit_rate")}
+                for d, x in implied["by_depth"].items()}}
     s.update(sent)
     s["output_tokens_server_mean"] = realized_output_tokens(records)
     if trace_lengths is not None:
         s["input_lengths"] = input_length_match(trace_lengths, records)
     if steps := protocol.arrival.session_steps():  # a replayed log's sessions, checked from the records
-        s["session_order"] = session_order(records, steps)
+        s["session_order"] = session_order(records, steps, protocol.arrival.session_links())
     return s

@@ -37,3 +37,14 @@ def test_a_trace_replays_loads_are_named_by_their_replay_speed_not_as_concurrenc
     assert load_unit([None, None], [1.0, 1.0]) == "trace speed"
     assert load_unit([2.0], [None]) == "offered rate" and load_unit([None], []) == "concurrency"
     assert load_axis(pd.DataFrame({"load": [1.0], "rate": [None], "speedup": [1.0]})).startswith("trace replay speed")
+
+
+def test_subagent_order_is_said_in_words():
+    from stackbook.analysis.replay_fidelity import finding
+
+    base = {"sessions": 3, "steps": 6, "out_of_order": 0, "before_previous_reply": 0, "before_previous_reply_ms_max": 0}
+    kept = finding(None, base | {"subagents": 2, "before_spawning_reply": 0, "before_subagent_end": 0})
+    assert kept.endswith("2 subagents each started after the reply that spawns it, every step after the subagents "
+                         "it waits for")
+    broken = finding(None, base | {"subagents": 2, "before_spawning_reply": 1, "before_subagent_end": 3})
+    assert "1 subagents started before the reply that spawns them, 3 steps sent before the subagents" in broken

@@ -85,7 +85,7 @@ def test_an_unknown_trace_format_is_refused_naming_the_known_ones():
     from pydantic import ValidationError
     from stackbook.locations import REPO_ROOT
 
-    with pytest.raises(ValidationError, match="'stackbook', 'azure', 'burstgpt', 'mooncake', 'openai' or 'sharegpt'"):
+    with pytest.raises(ValidationError, match="'stackbook', 'azure', 'burstgpt', 'mooncake', 'openai', 'sharegpt' or 'weka'"):
         protocol({"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"), "format": "csv"})
 
 
