@@ -120,7 +120,8 @@ class Chromium:
     def __enter__(self) -> Chromium:
         import websocket
 
-        self._profile = tempfile.TemporaryDirectory(prefix="stackbook-chromium-", ignore_cleanup_errors=True)  # its helpers may still write as it exits
+        self._profile = tempfile.TemporaryDirectory(prefix="stackbook-chromium-",
+                                                    ignore_cleanup_errors=True)  # its helpers may still write as it exits
         self._proc = subprocess.Popen(
             [self.executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
              "--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--remote-debugging-port=0",

@@ -141,7 +141,8 @@ def made_box(nb, name: str, page_dir: Path) -> str:
     return (f'<details class="stackbook-made"><summary>How this was made{mark}</summary>'
             f"<p><code>notebooks/{html.escape(name)}.py</code> executed by papermill"
             f"{' at ' + html.escape(when) + ' UTC' if when else ''} with these parameters:</p>"
-            f"<pre>{html.escape(lines)}</pre><p>Made again with: <code>{html.escape(remake_command(name, params, page_dir))}"
+            f"<pre>{html.escape(lines)}</pre><p>Made again with: "
+            f"<code>{html.escape(remake_command(name, params, page_dir))}"
             f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p>"
             f"{measured}</details>")
 

@@ -109,7 +109,8 @@ def _grouped(outcomes: list[tuple[float, tuple[str, ...], str]], unit: str) -> l
         if len({w for _, w in items}) == 1:
             at = f"{load_words(unit, items[0][0]) if len(items) == 1 else f'{unit} ' + _listed(loads) + (' req/s' if unit == 'offered rate' else '')} ({items[0][1]})"
         else:
-            at = " and ".join(f"{load_words(unit, load) if i == 0 else loads[i]} ({w})" for i, (load, w) in enumerate(items))
+            at = " and ".join(f"{load_words(unit, load) if i == 0 else loads[i]} ({w})"
+                              for i, (load, w) in enumerate(items))
         clauses.append(f"{' or '.join(top)} at {at}")
     return clauses
 
@@ -133,7 +134,8 @@ def not_ranked(analysis: dict) -> list[str]:
 def leads(analysis: dict) -> str | None:
     """Which arm to run at each load on the primary figure, as clauses; None when nothing was compared."""
     primary = primary_of(analysis)
-    mine = [d for d in analysis.get("decisions") or [] if d.get("metric") == primary and d.get("metric") in COMPARED_BY_NAME]
+    mine = [d for d in analysis.get("decisions") or [] if d.get("metric") == primary
+            and d.get("metric") in COMPARED_BY_NAME]
     if not mine:
         return None
     loads = list(dict.fromkeys(d["load"] for d in mine))

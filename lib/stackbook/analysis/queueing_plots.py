@@ -53,7 +53,8 @@ def measured_demand_bars(maps: dict, out_dir: Path | None = None, name: str = "m
         ax.barh([r.centre for r in rows], [r.adjusted_ms for r in rows],
                 color=["tab:red" if r.centre == d.bottleneck else "tab:blue" for r in rows])
         for i, r in enumerate(rows):
-            ax.text(r.adjusted_ms, i, f" {r.adjusted_ms:,.0f} ms" if r.adjusted_ms >= 100 else f" {r.adjusted_ms:.3g} ms", va="center", fontsize=8)
+            ax.text(r.adjusted_ms, i, f" {r.adjusted_ms:,.0f} ms" if r.adjusted_ms >= 100
+                    else f" {r.adjusted_ms:.3g} ms", va="center", fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel("D/m (ms per request)")
         ax.set_title(f"{d.arm} at {d.point}: bound {d.bound_rps:.3g} req/s, measured "

@@ -90,7 +90,8 @@ class EngineSpec(BaseModel):
         for i, arg in enumerate(v):
             flag = arg.split("=", 1)[0]
             if flag in cls.managed_flags and not (overridden.get(flag) or "").strip():
-                raise ValueError(f"entry {i} ({flag!r}) is a flag the adapter sets itself, from {cls.managed_flags[flag]}; "
+                raise ValueError(f"entry {i} ({flag!r}) is a flag the adapter sets itself, from "
+                                 f"{cls.managed_flags[flag]}; "
                                  f"set that field instead and remove {flag} (and its value) from extra_args (to "
                                  f"override it on purpose, say why in overrides_managed: {{'{flag}': '<reason>'}})")
         return v

@@ -59,5 +59,6 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
         run.manifest.save()
     else:
         record["stopped"] = (f"after {plan.most} repetitions: " +
-                             ("fixed by the protocol (min = max)" if plan.min == plan.most else "repetitions.max reached"))
+                             ("fixed by the protocol (min = max)" if plan.min == plan.most
+                              else "repetitions.max reached"))
     run.manifest.save()

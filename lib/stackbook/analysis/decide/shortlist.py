@@ -156,7 +156,8 @@ def what_each_answer_changes(a: Answers, arithmetic: Arithmetic | None = None) -
          if a.images else "text only"),
         ("thinking mode", a.thinking,
          "long generations: decode dominates, the context must hold the thinking, and every arm runs the same "
-         "preset, since thinking moves throughput on its own" if a.thinking else "the instruct preset: shorter replies"),
+         "preset, since thinking moves throughput on its own" if a.thinking
+         else "the instruct preset: shorter replies"),
         ("ops", f"{a.ops_engineers:g} engineers" + (", on call" if a.on_call else ""),
          "someone to upgrade drivers and watch p99" if a.ops_engineers >= 1 or a.on_call
          else "nobody to run a stack: weigh the managed endpoint's bill against owned cards"),
