@@ -55,7 +55,8 @@ def test_every_figure_is_drawn_in_the_report(fresh_report):
     page = inspect_page(fresh_report.report)
     saved = sorted(p.name for p in fresh_report.figures.glob("*.png"))
     assert saved == ["e2e_ms_vs_load.png", "e2e_p50_vs_load.png", "headline.png", "interactivity.png",
-                     "output_throughput_vs_load.png", "pareto.png", "pareto_intervals.png", "queueing_fit.png", "sizing.png",
+                     "output_throughput_vs_load.png", "pareto.png", "pareto_intervals.png", "queueing_fit.png",
+                     "sizing.png",
                      "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png", "ttft_cdf.png",
                      "ttft_ms_vs_load.png", "ttft_p50_vs_load.png"]
     assert len(page.images) == len(saved)
@@ -152,7 +153,8 @@ def test_a_missing_figure_and_a_missing_file_are_caught(tmp_path):
 def test_committed_reports_draw_their_figures(report):
     """Every committed report (a run's analysis or a comparison) draws one image per figure saved
     beside it, and a run with a sweep has figures."""
-    notebook = next(report.parent / n for n in ("40_analysis.ipynb", "60_compare.ipynb") if (report.parent / n).exists())
+    notebook = next(report.parent / n for n in ("40_analysis.ipynb", "60_compare.ipynb")
+                    if (report.parent / n).exists())
     nb = nbformat.read(notebook, as_version=4)
     with Chromium(width=1400, height=900) as browser:
         browser.open(report)

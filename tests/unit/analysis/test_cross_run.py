@@ -129,7 +129,8 @@ def test_index_lists_each_run_with_campaign_model_arms_host_harness_status_and_t
         "host": "Intel Xeon, 2 CPUs", "verdict": lines[0], "report": None, "model": "smollm2-135m-instruct",
         "isa": "-", "harness": entry.harness, "status": "complete",
         "arms": {"llama-cpp": "accepted", "vllm-cpu": "accepted"}, "verdict_lines": lines,
-        "load_unit": "concurrency", "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
+        "load_unit": "concurrency",
+        "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
     assert entry.harness.startswith("stackbook 0.1.0 (")
     page = write_index(tmp_path).read_text()
     assert "<td>quickstart</td><td>quickstart/other-host<br><small>" in page

@@ -35,7 +35,8 @@ def point(load, client, api, core, throughput, e2e, *, discarded=False, batch=No
             "cpu_seconds": {"client": client, "engine": {"api_server": api, "engine_core": core}},
             "requests_in_cpu_window": 12, "work_tokens": {"prompt_tokens": 1536, "generated_tokens": 768,
                                                           "source": "engine counters"},
-            "batch_size_mean": batch, "engine_in_flight_mean": float(load), "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
+            "batch_size_mean": batch, "engine_in_flight_mean": float(load),
+            "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
                                                          "inference": 3020.0, "source": "engine histograms"}}
 
 

@@ -207,4 +207,5 @@ def test_a_committed_run_reads_as_its_host_type_even_without_recorded_flags():
     kinds = {"llama-cpp": "llama_cpp", "vllm-cpu": "vllm_cpu"}
     # avx2-host predates the host's flags in engine.json: llama-server's own system_info line says AVX2
     assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/avx2-host"), kinds)) == "AVX2"
-    assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/reference"), kinds)) == "AVX-512 (BF16)"
+    assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/reference"),
+                                             kinds)) == "AVX-512 (BF16)"

@@ -31,7 +31,8 @@ def test_the_chat_examples_hold_the_same_requests_in_every_format():
 
 
 @pytest.mark.parametrize("fmt, text, line, where", [
-    ("stackbook", '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1, "prompt_tokens": 10}\n',
+    ("stackbook",
+     '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1, "prompt_tokens": 10}\n',
      2, "field output_tokens: Field required"),
     ("stackbook", '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1,\n', 2, "not JSON"),
     ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n2026-12-01 09:00:00.1,12,3\n2026-12-01 09:00:01.2,twelve,3\n",
@@ -46,7 +47,8 @@ def test_the_chat_examples_hold_the_same_requests_in_every_format():
     ("openai", '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}]}}\n', 1,
      "no reply length: give body.max_tokens"),
     ("sharegpt", '[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},'
-                 ' {"id": "b", "conversations": [{"from": "human"}]}]', 2, "field conversations.0.value: Field required"),
+                 ' {"id": "b", "conversations": [{"from": "human"}]}]', 2,
+     "field conversations.0.value: Field required"),
 ])
 def test_a_malformed_row_is_refused_with_its_line_and_field(tmp_path, fmt, text, line, where):
     path = tmp_path / ("t.csv" if fmt in ("azure", "burstgpt") else "t.json" if fmt == "sharegpt" else "t.jsonl")
@@ -113,7 +115,8 @@ def test_prompts_from_a_block_hashed_trace_share_text_where_they_share_leading_b
             while shared < min(len(a.hash_ids), len(b.hash_ids)) - 1 and a.hash_ids[shared] == b.hash_ids[shared]:
                 shared += 1  # full leading blocks in common (a last block is partial, its own)
             if shared:
-                common = next((k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y), min(len(ids[i]), len(ids[j])))
+                common = next((k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y),
+                              min(len(ids[i]), len(ids[j])))
                 assert common >= shared * 512 - 1, (i, j, shared, common)
     assert all(abs(count_tokens(tokenizer, t) - r.prompt_tokens) <= 0.02 * r.prompt_tokens + 8
                for t, r in zip(texts, reqs))
