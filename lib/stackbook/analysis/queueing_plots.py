@@ -126,12 +126,3 @@ def waits_vs_arrival_variance(points: pd.DataFrame, out_dir: Path | None = None)
     at = f" at {', '.join(rates)} req/s" if rates else ""
     return _finish(fig, ax, out_dir, "waits_vs_arrival_variance", f"Mean queue wait against arrival variance{at}",
                    "measured C_a² (squared CV of inter-arrival times)", "mean queue wait (ms)")
-
-
-def mva_throughput(curve: pd.DataFrame, bound_rps: float, out_dir: Path | None = None):
-    """Closed-network throughput against the number of clients, with the bottleneck's bound."""
-    fig, ax = _figure()
-    ax.plot(curve["n"], curve["throughput"], "-o", ms=3, label="throughput (req/s)")
-    ax.axhline(bound_rps, ls="--", color="gray", label="bound 1/D_max")
-    return _finish(fig, ax, out_dir, "mva", "Mean Value Analysis: throughput as clients are added", "clients N",
-                   "throughput (requests / s)")
