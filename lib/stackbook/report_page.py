@@ -202,8 +202,8 @@ def page_notebook(nb, name: str, page_dir: Path):
     return stable_ids(nb)
 
 
-TABLE = re.compile(r"(<table\b[^>]*>\s*(?:<caption\b.*?</caption>\s*)?)<thead>(.*?)</thead>\s*<tbody>(.*?)</tbody>(\s*</table>)",
-                   re.S)
+TABLE = re.compile(r"(<table\b[^>]*>\s*(?:<caption\b.*?</caption>\s*)?)"
+                   r"<thead>(.*?)</thead>\s*<tbody>(.*?)</tbody>(\s*</table>)", re.S)
 ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.S)
 CELL = re.compile(r"<(t[hd])\b([^>]*)>(.*?)</\1>", re.S)
 WIDEST = 14  # data columns a 1,400 px page shows with headers that wrap only between words

@@ -107,7 +107,9 @@ def _grouped(outcomes: list[tuple[float, tuple[str, ...], str]], unit: str) -> l
     for top, items in groups:
         loads = [f"{load:g}" if isinstance(load, (int, float)) else str(load) for load, _ in items]
         if len({w for _, w in items}) == 1:
-            at = f"{load_words(unit, items[0][0]) if len(items) == 1 else f'{unit} ' + _listed(loads) + (' req/s' if unit == 'offered rate' else '')} ({items[0][1]})"
+            where = (load_words(unit, items[0][0]) if len(items) == 1
+                     else f"{unit} " + _listed(loads) + (" req/s" if unit == "offered rate" else ""))
+            at = f"{where} ({items[0][1]})"
         else:
             at = " and ".join(f"{load_words(unit, load) if i == 0 else loads[i]} ({w})"
                               for i, (load, w) in enumerate(items))
@@ -252,7 +254,8 @@ def how_sure(facts: RunFacts) -> str:
         advice.setdefault(more_rounds_words(d, min_effect, per_round), []).append(
             f"{COMPARED_BY_NAME[d['metric']].label} at {load_words(unit, d['load'])}{who}")
     named = [f"{_listed(names)}: {words}" for words, names in advice.items()]
-    more = f"; {len(undecided) - SHOWN_UNDECIDED} more in the decision table" if len(undecided) > SHOWN_UNDECIDED else ""
+    more = (f"; {len(undecided) - SHOWN_UNDECIDED} more in the decision table" if len(undecided) > SHOWN_UNDECIDED
+            else "")
     return (f"{head}{rest}; {len(undecided)} of {len(decisions)} comparisons undecided, and what would decide them "
             f"at this estimate: {'; '.join(named)}{more}.")
 
