@@ -161,7 +161,8 @@ def test_committed_reports_draw_their_figures(report):
         page = browser.inspect()
         answers_json = browser.evaluate(ANSWER_LINES)
     assert not page.broken_images and not page.broken_links
-    if notebook.stem == "40_analysis":  # the first-screen rule: the answer inside 900 px (a page from before it: the decisions)
+    # the first-screen rule: the answer inside 900 px (a page from before it: the decisions)
+    if notebook.stem == "40_analysis":
         if answers := json.loads(answers_json):
             assert len(answers) == 5 and max(a["bottom"] for a in answers) <= 900, answers
         else:
@@ -177,7 +178,8 @@ def test_committed_reports_draw_their_figures(report):
 def test_no_committed_page_scrolls_sideways_on_a_1400_px_screen():
     """Every committed report and every arm's sweep page (the widest tables: points, client against
     engine, host cost) fits 1,400 px: no table wider than its box or the window."""
-    pages = sorted(Path("outputs").glob("*/*/report.html")) + sorted(Path("outputs").glob("*/*/arms/*/30_load_sweep.html"))
+    pages = (sorted(Path("outputs").glob("*/*/report.html"))
+             + sorted(Path("outputs").glob("*/*/arms/*/30_load_sweep.html")))
     wide = {}
     with Chromium(width=1400) as browser:
         for page in pages:

@@ -53,7 +53,8 @@ def test_how_sure_gives_rounds_their_minutes_and_the_rounds_that_would_decide_th
                            "the protocol (min = max)); the output throughput decisions rest on 3 degrees of freedom "
                            "(95% intervals); 1 of 8 comparisons undecided")
     more = int(said.split("TPOT p50 at concurrency 2: about ")[1].split()[0])
-    assert f"about {more} more rounds, about {round(more * 7.2)} min" in said  # one more round costs the later round's 7.2 min
+    # one more round costs the later round's 7.2 min
+    assert f"about {more} more rounds, about {round(more * 7.2)} min" in said
     # the decision's own words, built by the rule from the same interval, name the same count
     d = next(d for d in facts("capacity/reference").analysis["decisions"]
              if d["metric"] == "tpot_p50" and d["load"] == 2)

@@ -72,7 +72,8 @@ def test_verdict_never_ranks_hold_and_decides_each_figure_with_its_interval():
     assert "(3 and 3 repetitions, 30 and 30 requests, 95% intervals)" in at4
     assert "held" not in at4
     tp = next(d for d in found if d.load == 4 and d.metric == "output_throughput")
-    assert tp.decision == "ahead" and tp.leader == "fast-tail" and 1.05 < tp.lo < tp.ratio < tp.hi and abs(tp.ratio - 1.2) < 1e-9
+    assert (tp.decision == "ahead" and tp.leader == "fast-tail" and 1.05 < tp.lo < tp.ratio < tp.hi
+            and abs(tp.ratio - 1.2) < 1e-9)
     assert not any(d.metric == "e2e_p99" for d in found)  # 10 requests per repetition cannot support a p99
     assert lines[-1].startswith("Not compared: E2E p99 (needs at least 100 requests per repetition)")
 

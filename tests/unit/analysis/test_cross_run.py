@@ -40,8 +40,8 @@ def _copy_of_avx2(copy_committed_run, cold, name="other-host", llama_speedup=1.0
             point["output_throughput_tok_s"] *= factor
         if repetitions == 2:
             for name_, point in list(points.items()):
-                points[name_.replace("-r0", "-r1")] = {**point, "repetition": 1,
-                                                       "output_throughput_tok_s": point["output_throughput_tok_s"] * 1.02}
+                points[name_.replace("-r0", "-r1")] = {
+                    **point, "repetition": 1, "output_throughput_tok_s": point["output_throughput_tok_s"] * 1.02}
         run.arm(arm).results.write_text(json.dumps(results))
         passport = json.loads(run.arm(arm).passport_json.read_text())
         passport["identity"]["host"]["cpu"] = cpu

@@ -245,7 +245,8 @@ def test_an_open_loop_arm_is_judged_at_its_offered_rate_not_as_a_count():
     d = reference_map("burstiness/constant")
     assert d.status == "measured" and d.offered_load == "offered 1.7 req/s (its seeded schedule 1.53)"
     assert "busy 57% of the point's CPU window, idle 43%" in d.why_not_closer
-    assert "0.57 requests were in flight on average" in d.why_not_closer and "1.7 were in flight" not in d.why_not_closer
+    assert ("0.57 requests were in flight on average" in d.why_not_closer
+            and "1.7 were in flight" not in d.why_not_closer)
     assert d.load_model == "an open network at the 1.53 req/s its schedule offered"
     assert d.own_point_e2e_ms == pytest.approx(338.0 / (1 - 1.53 * 0.338) + 7.875 / (1 - 1.53 * 0.007875),
                                                rel=1e-4)

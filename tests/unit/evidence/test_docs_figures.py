@@ -116,7 +116,8 @@ def test_the_four_engines_findings_in_campaigns_md_are_the_runs():
 
 def test_the_canary_seconds_in_setup_md_are_the_runs():
     def seconds(run: str, arm: str) -> tuple[float, float]:
-        results = json.loads(Path(f"outputs/{run}/reference/arms/{arm}/results.json").read_text())["canaries"]["results"]
+        results = json.loads(Path(f"outputs/{run}/reference/arms/{arm}/results.json").read_text())
+        results = results["canaries"]["results"]
         return next(r["seconds"] for r in results if r["kind"] == "needle"), sum(r["seconds"] for r in results)
 
     doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())

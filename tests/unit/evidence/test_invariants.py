@@ -59,7 +59,8 @@ def test_what_an_offending_run_did_not_break_holds():
 def test_a_run_marked_as_recorded_from_uncommitted_code_passes_that_invariant():
     facts = _facts("capacity")
     for passport in facts.passports.values():
-        passport["protocol"]["harness"] = "stackbook 0.1.0 (74b2c2f23e87), recorded from uncommitted code (diff sha256 4a47)"
+        passport["protocol"]["harness"] = ("stackbook 0.1.0 (74b2c2f23e87), "
+                                           "recorded from uncommitted code (diff sha256 4a47)")
     assert INVARIANTS["recorded from committed code, or marked"](facts) == []
 
 

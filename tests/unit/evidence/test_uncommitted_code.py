@@ -72,7 +72,8 @@ def test_allowed_modified_code_is_marked_with_its_diff_digest(repo, monkeypatch)
     (repo / "lib/a.py").write_text("changed\n")
     revision = starting_revision(allow_modified=True)
     digest = revision["diff_sha256"]
-    assert len(digest) == 64 and revision["changed_files"] == ["lib/a.py"] and revision["allowed_by"] == "--allow-modified"
+    assert (len(digest) == 64 and revision["changed_files"] == ["lib/a.py"]
+            and revision["allowed_by"] == "--allow-modified")
     assert revision["note"] == f"recorded from uncommitted code (diff sha256 {digest[:16]})"
     assert describe(revision) == f"stackbook {revision['version']} ({revision['commit']}), {revision['note']}"
     monkeypatch.setenv(ALLOW_ENV, "1")

@@ -40,7 +40,8 @@ def run_with(plan: Repetitions, decided_after: int | None = None):
 def test_abba_reverses_the_order_every_round():
     slots, looks, rec = run_with(Repetitions(min=3, max=3))
     assert slots == [("a", 0), ("b", 0), ("c", 0), ("c", 1), ("b", 1), ("a", 1), ("a", 2), ("b", 2), ("c", 2)]
-    assert looks == [] and rec["ran"] == 3 and rec["stopped"] == "after 3 repetitions: fixed by the protocol (min = max)"
+    assert (looks == [] and rec["ran"] == 3
+            and rec["stopped"] == "after 3 repetitions: fixed by the protocol (min = max)")
     assert [r["order"] for r in rec["rounds"]] == [["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"]]
 
 

@@ -14,7 +14,8 @@ EXAMPLES = REPO_ROOT / "campaigns" / "traces"
 @pytest.mark.parametrize("name", sorted(trace_examples.EXAMPLES))
 def test_each_committed_example_reads_and_is_made_again_byte_for_byte(name, tmp_path):
     made = {p.name: p.read_bytes() for p in trace_examples.write_examples(tmp_path)}
-    assert (EXAMPLES / name).read_bytes() == made[name], "regenerate: python -c 'from stackbook.loadgen.trace_examples import write_examples; write_examples()'"
+    assert (EXAMPLES / name).read_bytes() == made[name], (
+        "regenerate: python -c 'from stackbook.loadgen.trace_examples import write_examples; write_examples()'")
     trace = read_trace_file(EXAMPLES / name, trace_examples.FORMAT_OF[name])
     assert trace.requests[0].timestamp_s == 0
     assert [r.timestamp_s for r in trace.requests] == sorted(r.timestamp_s for r in trace.requests)

@@ -91,7 +91,7 @@ smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38202",outcome="success"} 
 smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38201",outcome="success"} 3
 smg_router_requests_total{router_type="http",backend_type="regular",connection_mode="http",model="m",endpoint="chat",streaming="true"} 5
 smg_router_upstream_responses_total{router_type="http",status_code="200",error_code=""} 5
-"""
+"""  # noqa: E501 - the exposition lines as the router served them
 ROUTER_AFTER = """
 smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38202",outcome="success"} 2
 smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38201",outcome="success"} 7
@@ -105,7 +105,7 @@ smg_worker_cb_state{worker="http://127.0.0.1:38201"} 0
 smg_worker_cb_state{worker="http://127.0.0.1:38202"} 1
 smg_router_request_duration_seconds_sum{router_type="http",backend_type="regular",connection_mode="http",model="m",endpoint="chat"} 0.2
 smg_router_request_duration_seconds_count{router_type="http",backend_type="regular",connection_mode="http",model="m",endpoint="chat"} 4
-"""
+"""  # noqa: E501 - the exposition lines as the router served them
 
 
 def test_sglang_router_counts_read_per_replica():
