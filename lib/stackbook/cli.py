@@ -144,8 +144,8 @@ def engines(write_docs: bool = typer.Option(False, "--write-docs", help="also re
 @app.command("setup-model")
 def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)"),
                 precision: list[str] = typer.Option([], "--precision", help="a GGUF in this precision (bf16, fp16, "
-                                                    "fp32; repeatable); default: the quickstart's here, and "
-                                                    "bf16")) -> None:
+                                                    "fp32; repeatable); default: "
+                                                    "the quickstart's here, and bf16")) -> None:
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
     import time
 

@@ -93,20 +93,20 @@ def _usage_error_json(err: UsageError) -> None:
 
 
 def size(model: str = typer.Option(...,
-                                   help="a catalog name (e.g. qwen3.8-27b) or a path to config.json, a model directory "
-                                        "or a .gguf"),
+                                   help="a catalog name (e.g. qwen3.8-27b) or a path to "
+                                        "config.json, a model directory or a .gguf"),
          hardware: str = typer.Option("this-cpu", help="an accelerator from the catalog (e.g. a100-80gb), or this-cpu"),
          context: int = typer.Option(8192, help="tokens per sequence"),
          weights: Optional[str] = typer.Option(None,
                                                help="weight precision: bf16, fp8, int8, int4, q4_k_m, q8_0, ...; "
                                                     "default: the checkpoint's own (quantization_config), else bf16"),
          artifact_bytes: Optional[int] = typer.Option(None,
-                                                      help="exact size of the weights artifact (beats bits-per-weight "
-                                                           "rules)"),
+                                                      help="exact size of the weights "
+                                                           "artifact (beats bits-per-weight rules)"),
          kv_dtype: str = typer.Option("bf16", help="KV cache precision"),
          state_dtype: Optional[str] = typer.Option(None,
-                                                   help="recurrent state precision (fp32, bf16); default: the model's "
-                                                        "config"),
+                                                   help="recurrent state precision (fp32, "
+                                                        "bf16); default: the model's config"),
          pool_gib: Optional[float] = typer.Option(None, help="the cache pool in GiB, when known; else derived"),
          workspace_gib: float = typer.Option(0.5, help="workspace (when the pool is derived)"),
          activations_gib: float = typer.Option(0.5, help="activation peak (when the pool is derived)"),

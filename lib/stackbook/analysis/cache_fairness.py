@@ -121,8 +121,8 @@ def cache_remedy(v: dict, protocol) -> str:
         return ("set protocol.cache_salt: true (each arm's points then open with their own salt, so no request is "
                 "served what another arm or point sent, apart from the template's head)")
     if v["configured"] == "cold":
-        return ("set protocol.prefix_cache: warm (the workload's own prompts share content a cache serves within a "
-                "point)")
+        return ("set protocol.prefix_cache: warm (the workload's own prompts share content "
+                "a cache serves within a point)")
     return "set protocol.prefix_cache: cold, or turn the engine's prefix cache on"
 
 

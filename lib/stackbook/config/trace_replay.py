@@ -165,5 +165,5 @@ class TraceReplay(ArrivalPattern):
         session, row, tokens = over[0]
         return (f"the trace's {session} (row {row}) needs {tokens} tokens, prompt and reply, but context_length is "
                 f"{context_length}" + (f", and {len(over) - 1} more request(s) do too" if len(over) > 1 else "") +
-                "; raise context_length, or set arrival.fit: drop to leave such sessions out whole (the passport "
-                "counts them)")
+                "; raise context_length, or set arrival.fit: drop to leave such sessions out "
+                "whole (the passport counts them)")

@@ -242,8 +242,8 @@ class PointSummary(Open):
     steady_state: dict | None = Field(None, description="TTFT and requests in flight over time slices of the "
                                       "window, their Theil-Sen trends, and the verdict (measure.steady_state)")
     queue_grew: bool | None = Field(None, description="an open loop's queue grew over the window: over-saturated, "
-                                    "outside the SLO whatever its percentiles (None: a closed loop, or too few "
-                                    "requests)")
+                                    "outside the SLO whatever its percentiles (None: a "
+                                    "closed loop, or too few requests)")
     requests_sent: int | None = None
     bodies_sha256: str | None = Field(None, description="sha256 of the exact bodies sent (requests_sent.jsonl.gz)")
     prompts_sha256: str | None = Field(None, description="sha256 of the prompts alone, the engine's dialect left out")

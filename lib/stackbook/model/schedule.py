@@ -80,8 +80,7 @@ def _moe_ffns(cfg: dict, layers: int, where: str) -> list:
     dense_only = {v for v in only if isinstance(v, int)} if isinstance(only, list) else set()
     if not all(isinstance(v, int) and v >= 0 for v in (first_dense, step, freq)) or not step or not freq:
         raise ScheduleError(f"{where}: first_k_dense_replace, decoder_sparse_step and moe_layer_freq must be whole "
-                            f"numbers "
-                            f"(the last two at least 1); they are {first_dense!r}, {step!r}, {freq!r}")
+                            f"numbers (the last two at least 1); they are {first_dense!r}, {step!r}, {freq!r}")
     return [MOE if i >= first_dense and (i + 1) % step == 0 and i % freq == 0 and i not in dense_only else DENSE
             for i in range(layers)]
 

@@ -115,8 +115,7 @@ class RouterKind:
         self.stop()
         raise RouterStartError(f"router {self.kind} did not route to all {len(self.replica_urls)} replicas within "
                                f"{self.spec.startup_timeout_s:g} s (raise router.startup_timeout_s if it is just "
-                               f"slow). "
-                               f"Last log lines:\n{self.process.log_tail()}")
+                               f"slow). Last log lines:\n{self.process.log_tail()}")
 
     def is_alive(self) -> bool:
         return self.process.is_alive() if self.runs_process else True
