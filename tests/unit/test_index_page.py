@@ -30,8 +30,7 @@ def test_each_runs_line_opens_on_the_reports_first_two_answers():
 
     entry = run_entry(OUTPUTS_DIR / "capacity/reference")
     assert entry.answer[0].startswith("Which arm? On output throughput, the preregistered primary figure: run "
-                                      "llama-cpp "
-                                      "at concurrency 1 (29% higher than vllm-cpu, 21% to 37%)")
+                                      "llama-cpp at concurrency 1 (29% higher than vllm-cpu, 21% to 37%)")
     assert entry.answer[1].startswith("How sure? 2 rounds of every arm (each took 8.1 and 7.2 min;")
     row = _row(entry)
     assert row.index("<b>Which arm?</b>") < row.index("<b>How sure?</b>") < row.index("<details>")

@@ -116,8 +116,8 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     llama, vllm = out.estimates
     per_request = 0.2 + 16 * 0.05  # the quickstart's 16-token replies at the measured TTFT and TPOT
     assert llama.seconds == pytest.approx(3 * sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4)) + 20)
-    assert ("TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's own where it ran) "
-            "as measured in" in llama.basis)
+    assert ("TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's "
+            "own where it ran) as measured in" in llama.basis)
     assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
 
 

@@ -11,8 +11,8 @@ VLLM_CPU_LOG = ("(EngineCore pid=5005) INFO 11-30 05:14:13 [kv_cache_utils.py:23
                 "Maximum concurrency for 2,048 tokens per request: 22.75x\n")
 # Two-line format of vLLM 0.8 to 0.27 (vllm-project/vllm PR #13596), verbatim.
 VLLM_GPU_LOG = ("INFO 02-19 23:56:55 kv_cache_utils.py:524] GPU KV cache size: 2,042,016 tokens\n"
-                "INFO 02-19 23:56:55 kv_cache_utils.py:527] Maximum concurrency for 2,048 tokens per request: "
-                "997.08x\n")
+                "INFO 02-19 23:56:55 kv_cache_utils.py:527] Maximum concurrency for "
+                "2,048 tokens per request: 997.08x\n")
 # 'GPU + host' pool label of v0.33.0, rendered from its format string.
 VLLM_HOST_POOL = ("(EngineCore pid=4242) INFO 11-30 04:45:00 [kv_cache_utils.py:1146] GPU + host KV cache size: "
                   "4,455,808 tokens, Maximum concurrency for 8,192 tokens per request: 543.92x\n")
@@ -35,8 +35,8 @@ SGLANG_KTRANSFORMERS = """\
 """  # noqa: E501 - the log lines as the engine printed them
 # v0.5.23 format strings (rendered): an MLA pool with its dtype, and a hybrid model's state slots.
 SGLANG_RENDERED = ("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1912896, KV size: 14.37 GB\n"
-                   "Mamba Cache is allocated. max_mamba_cache_size: 43, conv_state size: 0.10GB, ssm_state size: "
-                   "3.17GB\n")
+                   "Mamba Cache is allocated. max_mamba_cache_size: 43, conv_state size: "
+                   "0.10GB, ssm_state size: 3.17GB\n")
 # The resizer's line is deliberately not a pool line (the research notes' negative case).
 SGLANG_RESIZER = ("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 4096, KV size: 1.00 GB, "
                   "avail mem=2.00 GB\n")

@@ -56,8 +56,8 @@ def test_modified_code_is_refused_naming_the_files_and_both_fixes(repo):
         starting_revision()
     message = str(refused.value)
     assert message.startswith("the work tree has uncommitted changes to 7 tracked file(s) under lib/, notebooks/ "
-                              "or campaigns/: campaigns/q.yaml, campaigns/r.yaml, lib/a.py, lib/b.py, lib/c.py and 2 "
-                              "more.")
+                              "or campaigns/: campaigns/q.yaml, campaigns/r.yaml, lib/a.py, "
+                              "lib/b.py, lib/c.py and 2 more.")
     assert "Commit them and run again, or pass --allow-modified (or set STACKBOOK_ALLOW_MODIFIED=1)" in message
 
 
