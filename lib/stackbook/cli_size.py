@@ -139,8 +139,7 @@ def size(model: str = typer.Option(...,
         out["hardware"] = hw.name
         if engine is not None:
             out["engine"] = _engine_accounting(engine, engine_field, g, out, hw, context, precision, kv_dtype,
-                                               state_dtype,
-                                               artifact, pool_gib, activations_gib)
+                                               state_dtype, artifact, pool_gib, activations_gib)
             if "max_concurrency" in out["engine"]:
                 out["max_concurrency"] = out["engine"]["max_concurrency"]
     except (KeyError, FileNotFoundError, ValueError, OverflowError) as err:

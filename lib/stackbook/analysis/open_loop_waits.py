@@ -364,8 +364,9 @@ def conclusions(frame: pd.DataFrame) -> list[str]:
         lo, hi = g.iloc[0], g.iloc[-1]
         rho = g["utilization"].dropna()
         at = f", ρ {rho.min():.2f}–{rho.max():.2f}" if not rho.empty else ""
-        lines.append(f"At {rate:g} req/s{at}: measured mean wait {lo['wait_ms_mean']:.0f} ms at C_a² = {lo['ca2']:.2f} "
-                     f"({lo['arrival']}) and {hi['wait_ms_mean']:.0f} ms at C_a² = {hi['ca2']:.2f} ({hi['arrival']}): "
+        lines.append(f"At {rate:g} req/s{at}: measured mean wait {lo['wait_ms_mean']:.0f} ms "
+                     f"at C_a² = {lo['ca2']:.2f} ({lo['arrival']}) and {hi['wait_ms_mean']:.0f} ms "
+                     f"at C_a² = {hi['ca2']:.2f} ({hi['arrival']}): "
                      + ("more arrival variance, longer waits at the same average load."
                         if hi["wait_ms_mean"] > lo["wait_ms_mean"] else
                         "the waits did not grow with arrival variance here."))

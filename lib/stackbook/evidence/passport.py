@@ -252,8 +252,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "workload": protocol.workload.model_dump(),
         "harness": (describe_revision(manifest["harness"]) if manifest.get("harness") else
                     # a run recorded before the manifest held the revision: keep what its passport said
-                    ((read_json(arm_dir.passport_json, {}) or {}).get("protocol") or {}).get("harness",
-                                                                                             "not recorded")),
+                    ((read_json(arm_dir.passport_json, {}) or {}).get("protocol") or {})
+                    .get("harness", "not recorded")),
         "decoding": protocol.decoding.describe(),
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
