@@ -266,7 +266,8 @@ def slo_words(slo: dict | None) -> str:
     """The SLO's bounds and attainment target as the campaign set them."""
     if not slo:
         return "no SLO set in the campaign"
-    bounds = [f"{name} ≤ {slo[key]:g} ms" for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+    bounds = [f"{name} ≤ {slo[key]:g} ms"
+              for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
               if slo.get(key) is not None]
     target = slo.get("attainment") or Slo.model_fields["attainment"].default  # a campaign written before it was set
     share = f"{target:.1%}".replace(".0%", "%")
