@@ -146,8 +146,8 @@ def main() -> None:
         s, lad, early = p["search"], p["ladder"], p["ladder_early_exit"]
         print(f"{name}: search hit {s['hit_rate']:.0%}, {s['probes_mean']} probes, {s['time_s_mean']} s | "
               f"ladder hit {lad['hit_rate']:.0%}, {lad['probes_mean']} probes, {lad['time_s_mean']} s | "
-              f"early-exit ladder hit {early['hit_rate']:.0%}, {early['probes_mean']} probes, {early['time_s_mean']} s | "
-              f"search/ladder probes {p['search_over_ladder']['probes']}, time {p['search_over_ladder']['time']}")
+              f"early-exit ladder hit {early['hit_rate']:.0%}, {early['probes_mean']} probes, {early['time_s_mean']} s "
+              f"| search/ladder probes {p['search_over_ladder']['probes']}, time {p['search_over_ladder']['time']}")
     print(f"truths {result['truths']}, {result['elapsed_s']} s")
     if a.json:  # one line per run, so the file reads (and diffs) run by run
         runs_text = ",\n".join("  " + json.dumps(r) for r in result.pop("runs"))

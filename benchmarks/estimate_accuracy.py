@@ -60,8 +60,12 @@ def main() -> None:
     rows = [r for r in (run_accuracy(p.resolve()) for p in found) if r]
     RESULTS.write_text(json.dumps({"runs": rows}, indent=2) + "\n")
     for r in rows:
-        print(f"{r['run']}: actual {r['actual_s'] / 60:.1f} min; plan {r['plan_error_pct']:+.0f}%; after the first slot "
-              f"{r['after_first_slot_error_pct']:+.0f}%" if r["after_first_slot_error_pct"] is not None else "")
+        print(
+            f"{r['run']}: actual {r['actual_s'] / 60:.1f} min; plan {r['plan_error_pct']:+.0f}%; after the first slot "
+            f"{r['after_first_slot_error_pct']:+.0f}%"
+            if r["after_first_slot_error_pct"] is not None
+            else ""
+        )
     print(f"wrote {RESULTS.relative_to(REPO_ROOT)}: {len(rows)} run(s) with estimates")
 
 

@@ -87,11 +87,13 @@ def vllm_bench(workdir: Path, url: str, model: str, tokenizer_dir: str, n: int, 
     launcher = workdir / "vllm_bench_launcher.py"
     launcher.write_text(LAUNCHER)
     result = workdir / f"vb-{rate}-{n}{tag}.json"
-    cmd = [str(VllmCpuAdapter.installed_executable()), str(launcher), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
+    cmd = [str(VllmCpuAdapter.installed_executable()), str(launcher), "bench", "serve", "--backend", "openai-chat",
+           "--base-url", url,
            "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", tokenizer_dir,
            *(["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(output_len),
                "--disable-shuffle"] if dataset else
-             ["--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len", str(output_len)]),
+             ["--dataset-name", "random", "--random-input-len", str(input_len), "--random-output-len",
+              str(output_len)]),
            "--num-prompts", str(n), "--request-rate", str(rate), "--burstiness", "1000000", "--ignore-eos",
            "--seed", "0", "--disable-tqdm", "--save-result", "--result-dir", str(workdir),
            "--result-filename", result.name, "--percentile-metrics", "ttft,tpot,itl,e2el",
@@ -120,7 +122,8 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
             row = {"rate_rps": rate, "requests": n}
             arrivals(url)
             recs = run_open_loop(t, prompts(n), tok, schedule=constant_schedule(rate, n), warmup=0, writer=None,
-                                 base={"run_id": "fidelity", "arm": "calibration", "point": f"rate{rate}", "concurrency": 0})
+                                 base={"run_id": "fidelity", "arm": "calibration", "point": f"rate{rate}",
+                                       "concurrency": 0})
             lag = server_lag_ms(arrivals(url), rate)
             row["stackbook_server_lag_p99_ms"] = round(float(np.percentile(lag, 99)), 2)
             row["stackbook_client_lag_p99_ms"] = round(float(np.percentile([schedule_lag_ms(r) for r in recs], 99)), 2)
@@ -142,7 +145,8 @@ def calibration_part(workdir: Path, hf_dir: str) -> dict:
                                 base={"run_id": "fidelity", "arm": "calibration", "point": "floor", "concurrency": 1})
         sb = [request_metrics(r)["ttft_ms"] for r in floor if r.phase == "measure"]
         vb = vllm_bench(workdir, url, "calibration", hf_dir, 100, "inf", 32, 16, max_concurrency=1)
-        out["ttft_floor_ms_p50"] = {"stackbook": round(statistics.median(sb), 3), "vllm bench serve": round(vb["median_ttft_ms"], 3)}
+        out["ttft_floor_ms_p50"] = {"stackbook": round(statistics.median(sb), 3),
+                                    "vllm bench serve": round(vb["median_ttft_ms"], 3)}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)
@@ -167,7 +171,8 @@ def engine_part(workdir: Path) -> dict:
                                    for p in prompts]))
     sb_rows, vb_runs, engine, flushes = [], [], {"stackbook": [], "vllm bench serve": []}, []
     with adapter:
-        target = Target(adapter.base_url, adapter.served_name, adapter.sampling_fields(campaign.protocol.decoding.resolved()),
+        target = Target(adapter.base_url, adapter.served_name,
+                        adapter.sampling_fields(campaign.protocol.decoding.resolved()),
                         adapter.output_length_fields(out_len), timeout_s=120)
         warm = synthetic_prompts(workload, tok, 2, seed=99)
         run_closed_loop(target, warm, tok, concurrency=1, warmup=0, writer=None,
@@ -177,7 +182,8 @@ def engine_part(workdir: Path) -> dict:
             flushes.append(adapter.reset_prefix_cache(httpx.Client(timeout=10)))
             before = scrape_metrics(adapter.base_url)
             recs = run_closed_loop(target, prompts, tok, concurrency=conc, warmup=0, writer=None,
-                                   base={"run_id": "fidelity", "arm": "vllm-cpu", "point": f"c{conc}-{rnd}", "concurrency": conc})
+                                   base={"run_id": "fidelity", "arm": "vllm-cpu", "point": f"c{conc}-{rnd}",
+                                         "concurrency": conc})
             sb_rows += [request_metrics(r) for r in recs if r.ok]
             engine["stackbook"].append(metrics_delta(before, scrape_metrics(adapter.base_url)))
             flushes.append(adapter.reset_prefix_cache(httpx.Client(timeout=10)))
@@ -196,7 +202,8 @@ def engine_part(workdir: Path) -> dict:
     vb_mean_ttft = statistics.mean(x for vb in vb_runs for x in vb["ttfts"]) * 1000
     return {
         "workload": {"requests_per_round": n, "rounds": rounds, "concurrency": conc, "prompt_tokens": in_len,
-                     "output_tokens": out_len, "prompts": "the same synthetic prompts for both tools, in the same order",
+                     "output_tokens": out_len,
+                     "prompts": "the same synthetic prompts for both tools, in the same order",
                      "prefix_cache_before_each_run": flushes},
         "median_ttft_ms": {"stackbook": round(sb_ttft, 1), "vllm bench serve": round(vb_ttft, 1)},
         "median_tpot_ms": {"stackbook": round(sb_tpot, 2), "vllm bench serve": round(vb_tpot, 2)},
@@ -237,10 +244,14 @@ def summarize(cal: dict | None, eng: dict | None) -> dict:
     if eng:
         ttft, tpot = eng["mean_ttft_ms"], eng["mean_tpot_ms"]
         out.update({
-            "engine_median_ttft_ratio": ratio(eng["median_ttft_ms"]["stackbook"], eng["median_ttft_ms"]["vllm bench serve"]),
-            "engine_median_tpot_ratio": ratio(eng["median_tpot_ms"]["stackbook"], eng["median_tpot_ms"]["vllm bench serve"]),
-            "stackbook_vs_engine_histogram_ttft_ratio": ratio(ttft["stackbook"], ttft["engine histogram during stackbook"]),
-            "stackbook_vs_engine_histogram_tpot_ratio": ratio(tpot["stackbook"], tpot["engine histogram (ITL) during stackbook"]),
+            "engine_median_ttft_ratio": ratio(eng["median_ttft_ms"]["stackbook"],
+                                              eng["median_ttft_ms"]["vllm bench serve"]),
+            "engine_median_tpot_ratio": ratio(eng["median_tpot_ms"]["stackbook"],
+                                              eng["median_tpot_ms"]["vllm bench serve"]),
+            "stackbook_vs_engine_histogram_ttft_ratio": ratio(ttft["stackbook"],
+                                                              ttft["engine histogram during stackbook"]),
+            "stackbook_vs_engine_histogram_tpot_ratio": ratio(tpot["stackbook"],
+                                                              tpot["engine histogram (ITL) during stackbook"]),
             "vllm_bench_vs_engine_histogram_ttft_ratio": ratio(ttft["vllm bench serve"],
                                                                ttft["engine histogram during vllm bench serve"]),
             "vllm_bench_vs_engine_histogram_tpot_ratio": ratio(tpot["vllm bench serve"],
@@ -263,7 +274,8 @@ def vllm_bench_streams(workdir: Path, url: str, hf_dir: str, streams: int) -> di
     ttft = [x * 1000 for x in vb["ttfts"] if x]
     tpot = _tpots([vb])
     itl = [g * 1000 for gaps in vb["itls"] for g in gaps]
-    return {"streams": streams, "requests": int(vb.get("completed", 0)), "errors": streams * ROUNDS - int(vb.get("completed", 0)),
+    return {"streams": streams, "requests": int(vb.get("completed", 0)),
+            "errors": streams * ROUNDS - int(vb.get("completed", 0)),
             "client": {**percentiles(ttft, "ttft_ms"), **percentiles(tpot, "tpot_ms"), **percentiles(itl, "itl_ms")},
             "truth": truth_summary(log), "load_average_1m": [round(load0, 2), round(os.getloadavg()[0], 2)]}
 

@@ -124,7 +124,8 @@ def measure(kind: str, precision: str, prompts: list[str], output_tokens: int, l
     ttft = [r["ttft_ms"] for r in reqs]
     decode = [r["decode_tok_s"] for r in reqs if r["decode_tok_s"]]
     return {"kind": kind, "precision": precision, "ready_s": round(ready_s, 1),
-            "ttft_ms_median": round(statistics.median(ttft), 1), "decode_tok_s_median": round(statistics.median(decode), 2),
+            "ttft_ms_median": round(statistics.median(ttft), 1),
+            "decode_tok_s_median": round(statistics.median(decode), 2),
             "ttft_ms": [round(x, 1) for x in ttft], "decode_tok_s": [round(x, 2) for x in decode],
             "seconds": round(time.perf_counter() - began, 1)}
 

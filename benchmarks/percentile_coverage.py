@@ -152,7 +152,8 @@ def notes(results: dict) -> list[str]:
     worst = max(abs(row["observed"] - row["exact_coverage"]) / max(row["mc_standard_error"], 1e-4) for row in order)
     return [
         "Order-statistic intervals are exact and distribution-free, and conservative: ranks are whole numbers, so "
-        f"each tail is held to at most 2.5% and the exact coverage lands at or above 95% ({_span(r['exact_coverage'] for r in order)} "
+        f"each tail is held to at most 2.5% and the exact coverage lands at or above 95% "
+        f"({_span(r['exact_coverage'] for r in order)} "
         f"here; {_span(r['exact_coverage'] for r in two_sided)} for the two-sided ones). Simulated: "
         f"{_span(r['observed'] for r in order)}, {sum(r['observed_in_93_97'] for r in order)} of {len(order)} cells in "
         f"93-97%. The simulation matches the exact binomial coverage for both distributions (largest gap "

@@ -76,7 +76,8 @@ def one_run(n: int, rate: float, url: str, workdir: Path) -> dict:
     wall = time.monotonic() - t
     run_dir = REPO_ROOT / "outputs" / "request-cost" / run_id
     if r.returncode != 0:
-        raise SystemExit(f"stackbook run failed ({r.returncode}); kept {run_dir}:\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+        raise SystemExit(f"stackbook run failed ({r.returncode}); kept "
+                         f"{run_dir}:\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
         sweep = json.loads((run_dir / "arms" / "cal" / "results.json").read_text())["sweep"]

@@ -125,7 +125,8 @@ def main() -> None:
                 rows.append({"noise_sd_log": noise, "true_ratio": ratio, "plan": name, "min": plan[0], "max": plan[1],
                              "what": "power (right arm ahead)" if ratio < 1 else "false alarm (any arm ahead)",
                              "rate": round((right if ratio < 1 else ahead) / n, 4),
-                             "interval_held_truth": round(held / n, 4), "mean_rounds": round(rounds_run / args.sims, 2)})
+                             "interval_held_truth": round(held / n, 4),
+                             "mean_rounds": round(rounds_run / args.sims, 2)})
                 r = rows[-1]
                 print(f"noise {noise:.2f}  ratio {ratio:.2f}  {name:>18}: {r['what'][:11]} {r['rate']:.3f}  "
                       f"held {r['interval_held_truth']:.3f}  rounds {r['mean_rounds']:.2f}")
@@ -138,7 +139,8 @@ def main() -> None:
         "rows": rows,
         "seconds": round(time.perf_counter() - t0, 1),
         "command": "python benchmarks/sequential_power.py --sims %d" % args.sims + (
-            f" --from-run {args.from_run} --pair {' '.join(args.pair)} --figure {args.figure}" if args.from_run else ""),
+            f" --from-run {args.from_run} --pair {' '.join(args.pair)} --figure {args.figure}" if args.from_run
+            else ""),
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "isa_flags": isa_flags(),
                  "python": platform.python_version(), "numpy": np.__version__},

@@ -112,7 +112,8 @@ def cell(queue_index: int, servers: int, cv: float, measured: int, utilisation: 
         verdicts.append(steady_state(records).verdict)
         before += previous_rule(records)
     flagged = sum(v == GREW for v in verdicts)
-    return {"flagged": _share(flagged, points), "too_few_to_tell": round(sum(v == TOO_FEW for v in verdicts) / points, 4),
+    return {"flagged": _share(flagged, points),
+            "too_few_to_tell": round(sum(v == TOO_FEW for v in verdicts) / points, 4),
             "previous_rule_flagged": _share(before, points)}
 
 
@@ -170,7 +171,8 @@ def main() -> None:
         "settings": {"points_per_cell": args.points, "measured_requests": list(SIZES), "warmup": WARMUP,
                      "cooldown": COOLDOWN, "utilisations_below_capacity": list(STABLE),
                      "utilisations_near_capacity": list(NEAR), "utilisations_past_capacity": list(PAST),
-                     "queues": {k: {"servers": s, "service_cv": cv, "mean_service_s": 1.0} for k, (s, cv) in QUEUES.items()},
+                     "queues": {k: {"servers": s, "service_cv": cv, "mean_service_s": 1.0}
+                                for k, (s, cv) in QUEUES.items()},
                      "first_token_after": f"{PREFILL_SHARE:g} of the service time",
                      "seeds": "numpy default_rng([20260201, queue index, measured requests, utilisation x 100])"},
         "results": results,

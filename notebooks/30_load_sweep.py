@@ -247,7 +247,8 @@ plots.throughput_over_time(records, session.arm_dir.figures, session.arm.name)
 
 # %%
 (plots.engine_resources_over_time(session.arm_dir.engine_samples, records, session.arm_dir.figures, session.arm.name)
- or Absent("no engine samples over time: the engine is a remote endpoint, or the run predates them (only its peak RSS was kept then)"))
+ or Absent("no engine samples over time: the engine is a remote endpoint, or the run predates them "
+           "(only its peak RSS was kept then)"))
 
 # %% [markdown]
 # ## The passport

@@ -88,8 +88,10 @@ _PAGE_STATE = """JSON.stringify({
 # is wider than its parent's content box, a table when its content is wider than its own box (it
 # scrolls inside itself) or it reaches past the window.
 _LAYOUT = """JSON.stringify({
-  decision_top: (t => t ? t.getBoundingClientRect().top + window.scrollY : null)(document.getElementById('decision-table')),
-  visible_code_cells: Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputArea, .jp-CodeCell .highlight, pre code.language-python'))
+  decision_top: (t => t ? t.getBoundingClientRect().top + window.scrollY : null)(
+      document.getElementById('decision-table')),
+  visible_code_cells: Array.from(document.querySelectorAll(
+                           '.jp-CodeCell .jp-InputArea, .jp-CodeCell .highlight, pre code.language-python'))
                            .filter(e => e.offsetHeight > 0 && getComputedStyle(e).visibility !== 'hidden').length,
   overflowing_images: Array.from(document.images).filter(i => {
       const box = i.parentElement.getBoundingClientRect(), r = i.getBoundingClientRect();
@@ -120,7 +122,8 @@ class Chromium:
     def __enter__(self) -> Chromium:
         import websocket
 
-        self._profile = tempfile.TemporaryDirectory(prefix="stackbook-chromium-", ignore_cleanup_errors=True)  # its helpers may still write as it exits
+        # its helpers may still write as it exits
+        self._profile = tempfile.TemporaryDirectory(prefix="stackbook-chromium-", ignore_cleanup_errors=True)
         self._proc = subprocess.Popen(
             [self.executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
              "--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--remote-debugging-port=0",

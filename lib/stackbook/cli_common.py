@@ -21,6 +21,7 @@ def name_values(items: list[str], option: str, example: str) -> dict:
         try:
             values[name.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as err:
-            raise ValueError(f"{option} {item!r}: the value is not valid YAML ({getattr(err, 'problem', None) or err}); "
+            raise ValueError(f"{option} {item!r}: the value is not valid YAML "
+                             f"({getattr(err, 'problem', None) or err}); "
                              f"quote it, e.g. {option} '{name.strip()}=\"...\"'") from None
     return values

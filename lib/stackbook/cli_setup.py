@@ -18,14 +18,15 @@ def setup_engine(kinds: Optional[list[str]] = typer.Argument(None, help=f"engine
                  target: Optional[str] = typer.Option(None, "--target", help="every kind this make target needs, "
                                                       "installed in parallel (quickstart, setup-gpu)"),
                  needs_compiler: bool = typer.Option(False, "--needs-compiler", help="install nothing; exit 0 when a "
-                                                     "kind still to install builds from source, 1 when none does")) -> None:
+                                                     "kind still to install "
+                                                     "builds from source, 1 when none does")) -> None:
     """Install engine kinds into $STACKBOOK_CACHE/engines; an installed one is skipped."""
     from stackbook.engines.install import InstallContext, InstallFailed, install_in_parallel, log, require_gpu, together
     from stackbook.engines.registry import adapter_class
 
     if bool(kinds) == bool(target):
-        _fail(f"name engine kinds or give --target, not both, e.g. `stackbook setup-engine {INSTALLABLE.split()[0]}` or "
-              "`stackbook setup-engine --target quickstart`")
+        _fail(f"name engine kinds or give --target, not both, e.g. `stackbook setup-engine {INSTALLABLE.split()[0]}` "
+              "or `stackbook setup-engine --target quickstart`")
     if target:
         selected = [a for a in ADAPTERS.values() if a.bootstrap_step and a.setup_target == target]
         if not selected:

@@ -42,7 +42,8 @@ def _engine_accounting(kind: str, fields: list[str], g, verdict: dict, hw, conte
         protocol = Protocol(precision=Precision(weights=weights, kv_cache=kv_dtype, state=state_dtype or "none"),
                             context_length=context, stages=["sizing"])
     except ValidationError as err:
-        raise ValueError(f"--engine {kind} with --engine-field: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from None
+        raise ValueError(f"--engine {kind} with --engine-field: {err.errors()[0]['loc']}: "
+                         f"{err.errors()[0]['msg']}") from None
     basis = CapacityBasis(geometry=g, protocol=protocol, device_memory_bytes=hw.memory_bytes,
                           activations_bytes=activations_gib * sizing.GiB, artifact_bytes=artifact_bytes,
                           pool_bytes=pool_gib * sizing.GiB if pool_gib else None)
@@ -91,19 +92,30 @@ def _usage_error_json(err: UsageError) -> None:
     raise typer.Exit(2)
 
 
-def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) or a path to config.json, a model directory or a .gguf"),
+def size(model: str = typer.Option(...,
+                                   help="a catalog name (e.g. qwen3.8-27b) or a path to "
+                                        "config.json, a model directory or a .gguf"),
          hardware: str = typer.Option("this-cpu", help="an accelerator from the catalog (e.g. a100-80gb), or this-cpu"),
          context: int = typer.Option(8192, help="tokens per sequence"),
-         weights: Optional[str] = typer.Option(None, help="weight precision: bf16, fp8, int8, int4, q4_k_m, q8_0, ...; default: the checkpoint's own (quantization_config), else bf16"),
-         artifact_bytes: Optional[int] = typer.Option(None, help="exact size of the weights artifact (beats bits-per-weight rules)"),
+         weights: Optional[str] = typer.Option(None,
+                                               help="weight precision: bf16, fp8, int8, int4, q4_k_m, q8_0, ...; "
+                                                    "default: the checkpoint's own (quantization_config), else bf16"),
+         artifact_bytes: Optional[int] = typer.Option(None,
+                                                      help="exact size of the weights "
+                                                           "artifact (beats bits-per-weight rules)"),
          kv_dtype: str = typer.Option("bf16", help="KV cache precision"),
-         state_dtype: Optional[str] = typer.Option(None, help="recurrent state precision (fp32, bf16); default: the model's config"),
+         state_dtype: Optional[str] = typer.Option(None,
+                                                   help="recurrent state precision (fp32, "
+                                                        "bf16); default: the model's config"),
          pool_gib: Optional[float] = typer.Option(None, help="the cache pool in GiB, when known; else derived"),
          workspace_gib: float = typer.Option(0.5, help="workspace (when the pool is derived)"),
          activations_gib: float = typer.Option(0.5, help="activation peak (when the pool is derived)"),
          tp: int = typer.Option(1, help="tensor-parallel ranks"),
-         engine: Optional[str] = typer.Option(None, help=f"add an engine kind's own accounting of the pool ({SIZED_KINDS})"),
-         engine_field: list[str] = typer.Option([], help="a field of that engine's campaign mapping, NAME=VALUE (repeat), e.g. gpu_memory_utilization=0.85"),
+         engine: Optional[str] = typer.Option(None,
+                                              help=f"add an engine kind's own accounting of the pool ({SIZED_KINDS})"),
+         engine_field: list[str] = typer.Option([],
+                                                help="a field of that engine's campaign mapping, NAME=VALUE (repeat), "
+                                                     "e.g. gpu_memory_utilization=0.85"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """Memory arithmetic for one model on one device: parameters, weights, KV, state, pool, live
     sequences. Exit 0 when it fits, 3 when it does not (with the shortfall), 2 for input refused."""
@@ -126,8 +138,8 @@ def size(model: str = typer.Option(..., help="a catalog name (e.g. qwen3.8-27b) 
         out["weights_precision_source"] = precision_source
         out["hardware"] = hw.name
         if engine is not None:
-            out["engine"] = _engine_accounting(engine, engine_field, g, out, hw, context, precision, kv_dtype, state_dtype,
-                                               artifact, pool_gib, activations_gib)
+            out["engine"] = _engine_accounting(engine, engine_field, g, out, hw, context, precision, kv_dtype,
+                                               state_dtype, artifact, pool_gib, activations_gib)
             if "max_concurrency" in out["engine"]:
                 out["max_concurrency"] = out["engine"]["max_concurrency"]
     except (KeyError, FileNotFoundError, ValueError, OverflowError) as err:

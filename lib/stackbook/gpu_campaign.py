@@ -137,7 +137,8 @@ def memory_against_sizing(results: dict, point_rows: list[dict], on_gpu: bool) -
     predicted = (weights or 0) + (pool or 0)
     if on_gpu:
         peaks = [r["gpu_memory_gib_peak"] for r in point_rows if "gpu_memory_gib_peak" in r]
-        realized, what = (max(peaks) * 2**30 if peaks else None), "the GPU's memory in use at its peak (NVML, whole device)"
+        realized, what = (max(peaks) * 2**30 if peaks
+                          else None), "the GPU's memory in use at its peak (NVML, whole device)"
     else:
         rss = (results.get("sweep") or {}).get("peak_engine_rss_gib")
         realized, what = (rss * 2**30 if rss else None), "the engine's resident memory at its peak (the CPU rehearsal)"
@@ -192,7 +193,8 @@ def run_gpu_campaign(device: str = "cuda", python: str | None = None, tokenizer:
     (folder / "canaries.yaml").write_text(yaml.safe_dump(RANDOM_WEIGHTS_SUITE, sort_keys=False))
     campaign_file = folder / "campaign.yaml"
     campaign_file.write_text(yaml.safe_dump(campaign_for(folder / "model", device, accelerator,
-                                                                  None if engine_python == own else engine_python), sort_keys=False))
+                                                                  None if engine_python == own else engine_python),
+                                            sort_keys=False))
     done = RunDir(REPO_ROOT / run_campaign(str(campaign_file.relative_to(REPO_ROOT)), run_id=folder.name, log=log).path)
     manifest = json.loads(done.manifest.read_text())
     summary = {"device": device, "cuda": seen, "accelerator": accelerator, "model": model,

@@ -61,7 +61,8 @@ def _host(run: Path) -> tuple[str, str]:
             cpus = f", {h['logical_cpus']} CPUs" if h.get("logical_cpus") else ""
             sized = (ident.get("host") or {}).get("sized_for")
             where = f" (sized for {sized})" if sized else ""
-            return f"{h['cpu']}{cpus}{where}", isa_summary(h.get("isa_flags") or h.get("instruction_sets") or h.get("isa"))
+            return f"{h['cpu']}{cpus}{where}", isa_summary(h.get("isa_flags") or h.get("instruction_sets")
+                                                           or h.get("isa"))
     return "-", "-"
 
 

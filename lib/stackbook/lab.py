@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 from urllib.parse import quote
 
 from stackbook.locations import REPO_ROOT

@@ -141,7 +141,8 @@ def made_box(nb, name: str, page_dir: Path) -> str:
     return (f'<details class="stackbook-made"><summary>How this was made{mark}</summary>'
             f"<p><code>notebooks/{html.escape(name)}.py</code> executed by papermill"
             f"{' at ' + html.escape(when) + ' UTC' if when else ''} with these parameters:</p>"
-            f"<pre>{html.escape(lines)}</pre><p>Made again with: <code>{html.escape(remake_command(name, params, page_dir))}"
+            f"<pre>{html.escape(lines)}</pre><p>Made again with: "
+            f"<code>{html.escape(remake_command(name, params, page_dir))}"
             f"</code> (the code of every cell is in <code>{html.escape(name)}.ipynb</code> beside this page).</p>"
             f"{measured}</details>")
 
@@ -201,8 +202,8 @@ def page_notebook(nb, name: str, page_dir: Path):
     return stable_ids(nb)
 
 
-TABLE = re.compile(r"(<table\b[^>]*>\s*(?:<caption\b.*?</caption>\s*)?)<thead>(.*?)</thead>\s*<tbody>(.*?)</tbody>(\s*</table>)",
-                   re.S)
+TABLE = re.compile(r"(<table\b[^>]*>\s*(?:<caption\b.*?</caption>\s*)?)"
+                   r"<thead>(.*?)</thead>\s*<tbody>(.*?)</tbody>(\s*</table>)", re.S)
 ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.S)
 CELL = re.compile(r"<(t[hd])\b([^>]*)>(.*?)</\1>", re.S)
 WIDEST = 14  # data columns a 1,400 px page shows with headers that wrap only between words

@@ -52,7 +52,8 @@ def open_run(campaign_file: str, run_id: str | None, resume: str | None) -> tupl
     campaign = load_campaign(campaign_file)
     unheld = load_refusals(campaign)
     if unheld:
-        raise CampaignError(f"{campaign_file}: the campaign cannot hold its load:\n" + "\n".join(f"  - {r}" for r in unheld))
+        raise CampaignError(f"{campaign_file}: the campaign cannot hold its load:\n"
+                            + "\n".join(f"  - {r}" for r in unheld))
     run = RunDir.new(campaign.name, run_id)
     refuse_if_held(run)
     if run.manifest.exists():

@@ -22,7 +22,8 @@ from stackbook.loadgen.records import read_records
 
 pytestmark = pytest.mark.engine
 
-_spec = importlib.util.spec_from_file_location("fault_helpers", Path(__file__).parents[1] / "engines" / "test_faults.py")
+_spec = importlib.util.spec_from_file_location("fault_helpers",
+                                               Path(__file__).parents[1] / "engines" / "test_faults.py")
 faults = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(faults)
 cleanup = faults.cleanup  # the fixture that removes the runs a test made
@@ -272,7 +273,8 @@ def test_the_engine_frozen_past_the_request_timeout(real_engines, chaos_run):
     # A 5 s timeout on a loaded 2-core host can cut a slow request of the resumed points too.
     m = resume_completes(run_dir, concurrency=(1, 2), answered=0.8)
     latest = read_records(arm.requests, latest_attempt=True)
-    assert {r.attempt for r in latest if r.point == "c2-r0"} == {1} and {r.attempt for r in latest if r.point == "c1-r0"} == {0}
+    assert {r.attempt for r in latest if r.point == "c2-r0"} == {1} and {r.attempt for r in latest
+                                                                         if r.point == "c1-r0"} == {0}
     assert m["arms"]["only"]["engine_starts"] == 2
 
 
@@ -287,5 +289,6 @@ def test_a_read_only_output_directory_is_refused_at_start(tmp_path, mounted):
     assert "output directory:" in r.stderr and "cannot be written (Read-only file system)" in r.stderr
     assert not (outputs / "ro").exists()                   # nothing written, nothing started
     started = [p for p in psutil.process_iter(["pid", "name", "cwd"]) if p.pid not in before
-               and p.info["name"] == "llama-server" and p.info["cwd"] == str(REPO_ROOT)]  # this checkout's, not another's
+               and p.info["name"] == "llama-server"
+               and p.info["cwd"] == str(REPO_ROOT)]  # this checkout's, not another's
     assert started == []

@@ -65,7 +65,8 @@ def test_hold_label_reaches_passport_and_report(run):
 
 def test_template_difference_makes_the_arm_not_comparable(run):
     engines = {a: json.loads(run.arm(a).engine_json.read_text()) for a in ("good", "broken-template")}
-    assert engines["good"]["identity"]["chat_template_sha256"] != engines["broken-template"]["identity"]["chat_template_sha256"]
+    assert (engines["good"]["identity"]["chat_template_sha256"]
+            != engines["broken-template"]["identity"]["chat_template_sha256"])
     nb = nbformat.read(run.analysis_notebook, as_version=4)
     text = "\n".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
     assert "Not comparable (protocol differs): broken-template" in text

@@ -72,10 +72,12 @@ def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):
 def test_the_verdict_never_ranks_identical_arms(run):
     analysis = json.loads(run.analysis.read_text())
     decisions = [d for d in analysis["decisions"] if {d["arm_a"], d["arm_b"]} == {"first", "second"}]
-    assert {(d["load"], d["metric"]) for d in decisions} == {(1, m) for m in ("output_throughput", "tpot_p50", "e2e_p50")}
+    assert {(d["load"], d["metric"]) for d in decisions} == {(1, m)
+                                                             for m in ("output_throughput", "tpot_p50", "e2e_p50")}
     assert all(d["decision"] in ("no difference", "undecided") and d["leader"] is None for d in decisions)
     assert all(d["repetitions_a"] == d["repetitions_b"] == 2 and d["requests_a"] == 24 for d in decisions)
-    assert any(line.startswith("A/A control second (a replica of first): nothing ranked") for line in analysis["verdict"])
+    assert any(line.startswith("A/A control second (a replica of first): nothing ranked")
+               for line in analysis["verdict"])
 
 
 def test_the_known_effect_arm_is_relayed_checked_and_never_ranked_ahead(run):

@@ -75,7 +75,8 @@ def test_a_replica_killed_mid_point_is_failed_over_and_no_record_is_lost(real_en
     try:
         arm = run_dir.arm("two")
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not (arm.requests.exists() and len(arm.requests.read_text().splitlines()) >= 5):
+        while time.monotonic() < deadline and not (arm.requests.exists()
+                                                   and len(arm.requests.read_text().splitlines()) >= 5):
             time.sleep(0.2)
         victim = json.loads(arm.engine_json.read_text())["deployment"]["replicas"][1]
         os.kill(victim["pid"], signal.SIGKILL)

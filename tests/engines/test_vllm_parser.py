@@ -77,7 +77,8 @@ def parsed(real_engines, tmp_path_factory):
     done = subprocess.run([python, "-c", PARSE], input=json.dumps([cmd[3:] for cmd in commands.values()]),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {key: (cmd, result) for (key, cmd), result in zip(commands.items(), json.loads(done.stdout.splitlines()[-1]))}
+    return {key: (cmd, result)
+            for (key, cmd), result in zip(commands.items(), json.loads(done.stdout.splitlines()[-1]))}
 
 
 def _pairs(args: list[str]) -> list[tuple[str, str | None]]:

@@ -15,8 +15,10 @@ def test_demand_map_attached_to_a_run_reads_its_records_and_is_hashed(tmp_path):
     shutil.rmtree(run.parent, ignore_errors=True)
     shutil.copytree(REPO_ROOT / "outputs/quickstart/avx2-host", run)
     try:
-        r = subprocess.run([sys.executable, "-m", "stackbook.cli", "attach", "outputs/attach-test/avx2", "50_demand_map",
-                            "-p", "improvement=0.5", "--note", "the test's"], cwd=REPO_ROOT, capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "stackbook.cli", "attach", "outputs/attach-test/avx2",
+                            "50_demand_map",
+                            "-p", "improvement=0.5", "--note", "the test's"], cwd=REPO_ROOT, capture_output=True,
+                           text=True)
         assert r.returncode == 0, r.stderr
         notebook = run / "50_demand_map.ipynb"
         manifest = json.loads((run / "manifest.json").read_text())
@@ -33,7 +35,8 @@ def test_demand_map_attached_to_a_run_reads_its_records_and_is_hashed(tmp_path):
         assert "Making **runtime** 50% faster" in text
         assert "not measured: its results.json predates the per-point runtime evidence" in text  # the run's own records
         assert str(REPO_ROOT) not in text
-        bad = subprocess.run([sys.executable, "-m", "stackbook.cli", "attach", "outputs/attach-test/avx2", "45_nothing"],
+        bad = subprocess.run([sys.executable, "-m", "stackbook.cli", "attach", "outputs/attach-test/avx2",
+                              "45_nothing"],
                              cwd=REPO_ROOT, capture_output=True, text=True)
         assert bad.returncode == 2 and "attachable notebooks: 00_decide, 50_demand_map" in bad.stderr
     finally:

@@ -38,7 +38,8 @@ arms:
     engine: {engine}
 """)
     run_id = f"t-{tmp_path.name}-{salt}"
-    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(campaign), "--run-id", run_id, "--no-progress"],
+    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(campaign), "--run-id", run_id,
+                        "--no-progress"],
                        capture_output=True, text=True, timeout=300)
     run_dir = RunDir.new("endpoint-cache-test", run_id)
     assert run_dir.analysis.exists(), r.stderr[-3000:]

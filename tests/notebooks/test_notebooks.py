@@ -249,7 +249,8 @@ def test_sweep_notebook_runs_against_the_calibration_server(tmp_path, processes,
     alts = [o["metadata"]["image/png"]["alt"] for o in images]
     assert any(a.startswith("Per-request timeline · cal (") for a in alts)
     resources = next(c for c in nb.cells if "engine_resources_over_time" in c.source).outputs[0]
-    assert resources["data"]["text/markdown"].startswith("*no engine samples over time: the engine is a remote endpoint")
+    assert resources["data"]["text/markdown"].startswith("*no engine samples over time: "
+                                                         "the engine is a remote endpoint")
     stats = next(c for c in nb.cells if "request_stats_by_load" in c.source).outputs[0].data["text/plain"]
     header, count = stats.splitlines()[0].split(), stats.splitlines()[1].split()
     assert header == ["load", "level", "rate5", "rate20"]

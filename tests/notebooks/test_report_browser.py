@@ -55,7 +55,8 @@ def test_every_figure_is_drawn_in_the_report(fresh_report):
     page = inspect_page(fresh_report.report)
     saved = sorted(p.name for p in fresh_report.figures.glob("*.png"))
     assert saved == ["e2e_ms_vs_load.png", "e2e_p50_vs_load.png", "headline.png", "interactivity.png",
-                     "output_throughput_vs_load.png", "pareto.png", "pareto_intervals.png", "queueing_fit.png", "sizing.png",
+                     "output_throughput_vs_load.png", "pareto.png", "pareto_intervals.png", "queueing_fit.png",
+                     "sizing.png",
                      "throughput_vs_concurrency.png", "tpot_itl_cdf.png", "tpot_ms_vs_load.png", "ttft_cdf.png",
                      "ttft_ms_vs_load.png", "ttft_p50_vs_load.png"]
     assert len(page.images) == len(saved)
@@ -152,14 +153,16 @@ def test_a_missing_figure_and_a_missing_file_are_caught(tmp_path):
 def test_committed_reports_draw_their_figures(report):
     """Every committed report (a run's analysis or a comparison) draws one image per figure saved
     beside it, and a run with a sweep has figures."""
-    notebook = next(report.parent / n for n in ("40_analysis.ipynb", "60_compare.ipynb") if (report.parent / n).exists())
+    notebook = next(report.parent / n for n in ("40_analysis.ipynb", "60_compare.ipynb")
+                    if (report.parent / n).exists())
     nb = nbformat.read(notebook, as_version=4)
     with Chromium(width=1400, height=900) as browser:
         browser.open(report)
         page = browser.inspect()
         answers_json = browser.evaluate(ANSWER_LINES)
     assert not page.broken_images and not page.broken_links
-    if notebook.stem == "40_analysis":  # the first-screen rule: the answer inside 900 px (a page from before it: the decisions)
+    # the first-screen rule: the answer inside 900 px (a page from before it: the decisions)
+    if notebook.stem == "40_analysis":
         if answers := json.loads(answers_json):
             assert len(answers) == 5 and max(a["bottom"] for a in answers) <= 900, answers
         else:
@@ -175,7 +178,8 @@ def test_committed_reports_draw_their_figures(report):
 def test_no_committed_page_scrolls_sideways_on_a_1400_px_screen():
     """Every committed report and every arm's sweep page (the widest tables: points, client against
     engine, host cost) fits 1,400 px: no table wider than its box or the window."""
-    pages = sorted(Path("outputs").glob("*/*/report.html")) + sorted(Path("outputs").glob("*/*/arms/*/30_load_sweep.html"))
+    pages = (sorted(Path("outputs").glob("*/*/report.html"))
+             + sorted(Path("outputs").glob("*/*/arms/*/30_load_sweep.html")))
     wide = {}
     with Chromium(width=1400) as browser:
         for page in pages:

@@ -36,7 +36,8 @@ arms:
 """)
     run_id = f"t-{tmp_path.name}"
     env = {**os.environ, "PLANTED_KEY": KEY}
-    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(campaign), "--run-id", run_id, "--no-progress"],
+    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(campaign), "--run-id", run_id,
+                        "--no-progress"],
                        capture_output=True, text=True, env=env, timeout=300)
     run_dir = RunDir.new("secrets-test", run_id)
     try:

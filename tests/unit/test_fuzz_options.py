@@ -43,7 +43,8 @@ def opts(**options) -> st.SearchStrategy[list[str]]:
 
 
 INVOCATIONS = st.one_of(
-    st.tuples(st.just(["run", "--check"]), st.one_of(NOT_A_RUN, st.just("campaigns/quickstart.yaml")).map(lambda p: [p]),
+    st.tuples(st.just(["run", "--check"]),
+              st.one_of(NOT_A_RUN, st.just("campaigns/quickstart.yaml")).map(lambda p: [p]),
               opts(**{"--run-id": NAME, "--arm": NAME, "--executor": st.one_of(NAME, st.just("ray")),
                       "--ray-address": NAME, "--resume": NOT_A_RUN})),
     st.tuples(st.just(["run"]), st.just([]), opts(**{"--resume": NOT_A_RUN, "--run-id": NAME})),
@@ -69,7 +70,8 @@ INVOCATIONS = st.one_of(
 
 def named(output: str, args: list[str]) -> bool:
     """The refusal names what it refuses: an option or argument of the command, or a value given."""
-    if re.search(r"--[a-z][a-z-]+|'-p'|\b[A-Z_]{3,}\b|No such command|Missing (argument|option)|Got unexpected", output):
+    if re.search(r"--[a-z][a-z-]+|'-p'|\b[A-Z_]{3,}\b|No such command|Missing (argument|option)|Got unexpected",
+                 output):
         return True
     if re.match(r"\S+: ", output):  # led by the path as the command read it ('' reads as '.')
         return True

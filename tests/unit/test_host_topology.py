@@ -52,7 +52,8 @@ def test_fake_tree_two_sockets_hyperthreads_and_three_nodes(tmp_path):
     assert (t["sockets"], t["physical_cores"], t["logical_cpus"]) == (2, 4, 6)
     assert t["numa_nodes"] == [{"node": 0, "cpus": "0-1,4-5", "memory_gib": 16.0},
                                {"node": 1, "cpus": "2-3", "memory_gib": 8.0},
-                               {"node": 10, "cpus": "none (memory only)", "memory_gib": 1.0}]       # numeric order, not 0, 10, 1
+                               {"node": 10, "cpus": "none (memory only)",
+                                "memory_gib": 1.0}]       # numeric order, not 0, 10, 1
     assert t["accelerator_links"] == "no accelerator: nvidia-smi is not on PATH"
     assert topology_line(t) == ("2 socket(s), 4 physical cores, 6 logical CPUs; NUMA node 0: CPUs 0-1,4-5, 16.0 GiB; "
                                 "NUMA node 1: CPUs 2-3, 8.0 GiB; NUMA node 10: CPUs none (memory only), 1.0 GiB; "

@@ -7,7 +7,8 @@ from stackbook.index_page import decision_lines, run_entry
 from stackbook.locations import OUTPUTS_DIR
 
 
-@pytest.mark.parametrize("run, unit", [("quickstart/reference", "concurrency"), ("workloads/reference", "offered rate")])
+@pytest.mark.parametrize("run, unit",
+                         [("quickstart/reference", "concurrency"), ("workloads/reference", "offered rate")])
 def test_each_line_names_its_load_and_pair_and_the_summary_counts_them_all(run, unit):
     entry = run_entry(OUTPUTS_DIR / run)
     decisions = json.loads((OUTPUTS_DIR / run / "analysis.json").read_text())["decisions"]
@@ -28,8 +29,8 @@ def test_each_runs_line_opens_on_the_reports_first_two_answers():
     from stackbook.index_page import _row
 
     entry = run_entry(OUTPUTS_DIR / "capacity/reference")
-    assert entry.answer[0].startswith("Which arm? On output throughput, the preregistered primary figure: run llama-cpp "
-                                      "at concurrency 1 (29% higher than vllm-cpu, 21% to 37%)")
+    assert entry.answer[0].startswith("Which arm? On output throughput, the preregistered primary figure: run "
+                                      "llama-cpp at concurrency 1 (29% higher than vllm-cpu, 21% to 37%)")
     assert entry.answer[1].startswith("How sure? 2 rounds of every arm (each took 8.1 and 7.2 min;")
     row = _row(entry)
     assert row.index("<b>Which arm?</b>") < row.index("<b>How sure?</b>") < row.index("<details>")

@@ -107,9 +107,12 @@ def _grouped(outcomes: list[tuple[float, tuple[str, ...], str]], unit: str) -> l
     for top, items in groups:
         loads = [f"{load:g}" if isinstance(load, (int, float)) else str(load) for load, _ in items]
         if len({w for _, w in items}) == 1:
-            at = f"{load_words(unit, items[0][0]) if len(items) == 1 else f'{unit} ' + _listed(loads) + (' req/s' if unit == 'offered rate' else '')} ({items[0][1]})"
+            where = (load_words(unit, items[0][0]) if len(items) == 1
+                     else f"{unit} " + _listed(loads) + (" req/s" if unit == "offered rate" else ""))
+            at = f"{where} ({items[0][1]})"
         else:
-            at = " and ".join(f"{load_words(unit, load) if i == 0 else loads[i]} ({w})" for i, (load, w) in enumerate(items))
+            at = " and ".join(f"{load_words(unit, load) if i == 0 else loads[i]} ({w})"
+                              for i, (load, w) in enumerate(items))
         clauses.append(f"{' or '.join(top)} at {at}")
     return clauses
 
@@ -133,7 +136,8 @@ def not_ranked(analysis: dict) -> list[str]:
 def leads(analysis: dict) -> str | None:
     """Which arm to run at each load on the primary figure, as clauses; None when nothing was compared."""
     primary = primary_of(analysis)
-    mine = [d for d in analysis.get("decisions") or [] if d.get("metric") == primary and d.get("metric") in COMPARED_BY_NAME]
+    mine = [d for d in analysis.get("decisions") or [] if d.get("metric") == primary
+            and d.get("metric") in COMPARED_BY_NAME]
     if not mine:
         return None
     loads = list(dict.fromkeys(d["load"] for d in mine))
@@ -250,7 +254,8 @@ def how_sure(facts: RunFacts) -> str:
         advice.setdefault(more_rounds_words(d, min_effect, per_round), []).append(
             f"{COMPARED_BY_NAME[d['metric']].label} at {load_words(unit, d['load'])}{who}")
     named = [f"{_listed(names)}: {words}" for words, names in advice.items()]
-    more = f"; {len(undecided) - SHOWN_UNDECIDED} more in the decision table" if len(undecided) > SHOWN_UNDECIDED else ""
+    more = (f"; {len(undecided) - SHOWN_UNDECIDED} more in the decision table" if len(undecided) > SHOWN_UNDECIDED
+            else "")
     return (f"{head}{rest}; {len(undecided)} of {len(decisions)} comparisons undecided, and what would decide them "
             f"at this estimate: {'; '.join(named)}{more}.")
 
@@ -261,7 +266,8 @@ def slo_words(slo: dict | None) -> str:
     """The SLO's bounds and attainment target as the campaign set them."""
     if not slo:
         return "no SLO set in the campaign"
-    bounds = [f"{name} ≤ {slo[key]:g} ms" for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+    bounds = [f"{name} ≤ {slo[key]:g} ms"
+              for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
               if slo.get(key) is not None]
     target = slo.get("attainment") or Slo.model_fields["attainment"].default  # a campaign written before it was set
     share = f"{target:.1%}".replace(".0%", "%")

@@ -121,7 +121,8 @@ def cache_remedy(v: dict, protocol) -> str:
         return ("set protocol.cache_salt: true (each arm's points then open with their own salt, so no request is "
                 "served what another arm or point sent, apart from the template's head)")
     if v["configured"] == "cold":
-        return "set protocol.prefix_cache: warm (the workload's own prompts share content a cache serves within a point)"
+        return ("set protocol.prefix_cache: warm (the workload's own prompts share content "
+                "a cache serves within a point)")
     return "set protocol.prefix_cache: cold, or turn the engine's prefix cache on"
 
 
@@ -144,4 +145,5 @@ def cache_cell(v: dict) -> str:
 
 def alike_note(arms: int, configured: str) -> str:
     """Said in the cell of an arm that departs from the protocol alike with the others."""
-    return f"; departs from the protocol alike in {arms} arms: comparable with each other, not with a {configured} cache"
+    return (f"; departs from the protocol alike in {arms} arms: comparable with each other, "
+            f"not with a {configured} cache")

@@ -117,7 +117,8 @@ def _mva_fit_prediction(sweep: dict, slo: dict, bound_ms: float | None, most: in
             f"one-load MVA: the throughput was highest at the lightest load swept ({heavy['point']}, "
             f"{heavy['throughput_rps']:.3g} req/s; the heavier loads reached at most {others:.3g}), so the light-load "
             f"response ({light['point']}) and the saturation throughput both come from concurrency "
-            f"{light['concurrency']}, as if the engine were saturated there; nothing else in the sweep tests it: {test}")
+            f"{light['concurrency']}, as if the engine were saturated there; nothing "
+            f"else in the sweep tests it: {test}")
     return "MVA fitted on two loads", n, (
         f"two-centre MVA, light-load response from {light['point']} and saturation throughput from "
         f"{heavy['point']} (the highest measured): {test}")

@@ -78,7 +78,8 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     Percentiles here are of that point's own requests (`completed` says how many)."""
     if df.empty:
         return df
-    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate", "speedup",
+    cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate",
+            "speedup",
             "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99",
             "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(2).reset_index(drop=True)
@@ -251,10 +252,12 @@ def campaign_summary(campaign, arms: dict) -> str:
     if remote:
         lines.append(f"**Remote endpoints:** {', '.join(remote)}: their latencies include the network path.")
     def links(d: ArmDir) -> str:
-        evidence = [("sizing", d.notebook(STAGE_NOTEBOOK["sizing"])), ("canaries", d.notebook(STAGE_NOTEBOOK["canaries"])),
+        evidence = [("sizing", d.notebook(STAGE_NOTEBOOK["sizing"])),
+                    ("canaries", d.notebook(STAGE_NOTEBOOK["canaries"])),
                     ("sweep", d.notebook(STAGE_NOTEBOOK["sweep"])), ("raw requests", d.requests),
                     ("engine log", d.engine_log), ("passport", d.passport_md)]
-        return ", ".join(f"[{what}]({d.link(path)})" for what, path in evidence if path.exists())  # a stage not run has no file
+        return ", ".join(f"[{what}]({d.link(path)})" for what, path in evidence
+                         if path.exists())  # a stage not run has no file
     lines.append("Evidence per arm: " + "; ".join(f"`{n}`: {links(a['dir'])}" for n, a in arms.items()))
     return "\n\n".join(lines)
 

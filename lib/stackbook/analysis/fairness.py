@@ -161,7 +161,8 @@ def _decoding_as_configured(v: list, protocol) -> bool:
     fields left out, so an endpoint that cannot take them still decodes the same way)."""
     from stackbook.loadgen.sent import decoding_sent
 
-    return all(decoding_sent(d) == decoding_sent(protocol.decoding.resolved()) for d in v)  # older records kept every field
+    return all(decoding_sent(d) == decoding_sent(protocol.decoding.resolved())
+               for d in v)  # older records kept every field
 
 
 def _window_as_configured(v: dict, protocol) -> bool:

@@ -51,7 +51,8 @@ def _register_inline_png() -> None:
     ip = get_ipython()
     if ip is not None:
         ip.display_formatter.formatters["image/png"].for_type(
-            Figure, lambda fig: (getattr(fig, SAVED_PNG, None) or print_figure(fig, "png", bbox_inches="tight", dpi=DPI),
+            Figure,
+            lambda fig: (getattr(fig, SAVED_PNG, None) or print_figure(fig, "png", bbox_inches="tight", dpi=DPI),
                                  {"alt": alt_text(fig)}))
 
 

@@ -27,7 +27,8 @@ def _footnote(fig, table: pd.DataFrame) -> None:
     if left.empty and partial.empty:
         return
     text = "; ".join(
-        (["hollow: not ranked: " + "; ".join(f"{r['arm']} at {r['load']:g} ({r['status']})" for _, r in left.iterrows())]
+        (["hollow: not ranked: " + "; ".join(f"{r['arm']} at {r['load']:g} ({r['status']})"
+                                             for _, r in left.iterrows())]
          if not left.empty else []) +
         [f"{r['arm']} at {r['load']:g} ranked on the repetitions kept (left out: {r['left_out']})"
          for _, r in partial.iterrows()])

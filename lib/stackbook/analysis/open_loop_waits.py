@@ -261,7 +261,8 @@ def analyse_point(arm: str, point: str, status: str, arrivals: ArrivalLaw, serve
         outcome=outcome)
 
 
-def light_load_ttft_ms(records_by_point: dict[str, list[RequestRecord]], summaries: dict[str, dict]) -> tuple[str, float] | None:
+def light_load_ttft_ms(records_by_point: dict[str, list[RequestRecord]],
+                       summaries: dict[str, dict]) -> tuple[str, float] | None:
     """The arm's unqueued TTFT: the median TTFT of the measured requests at its lowest offered
     rate (at light load few requests queue, and the median ignores the ones that did)."""
     rated = [p for p in records_by_point if summaries.get(p, {}).get("rate") is not None]
@@ -332,7 +333,8 @@ def absent_because(campaign, arms: dict) -> str:
 
 DISPLAY_COLUMNS = {
     "arm": "arm", "point": "point", "status": "status", "arrival": "arrival", "arrival_cv": "C_a (measured)",
-    "service_cv": "C_s (measured)", "arrival_rate_rps": "λ (req/s)", "utilization": "ρ (λ·S)", "service_ms_mean": "service_ms_mean",
+    "service_cv": "C_s (measured)", "arrival_rate_rps": "λ (req/s)", "utilization": "ρ (λ·S)",
+    "service_ms_mean": "service_ms_mean",
     "wait_ms_mean": "wait_ms_mean", "wait_ms_ci95": "wait_ms_ci95", "kingman_ms": "Kingman (ms)",
     "pk_ms": "P-K (ms)", "kingman_error_pct": "Kingman error (%)", "pk_error_pct": "P-K error (%)",
     "outcome": "outcome",
@@ -362,8 +364,9 @@ def conclusions(frame: pd.DataFrame) -> list[str]:
         lo, hi = g.iloc[0], g.iloc[-1]
         rho = g["utilization"].dropna()
         at = f", ρ {rho.min():.2f}–{rho.max():.2f}" if not rho.empty else ""
-        lines.append(f"At {rate:g} req/s{at}: measured mean wait {lo['wait_ms_mean']:.0f} ms at C_a² = {lo['ca2']:.2f} "
-                     f"({lo['arrival']}) and {hi['wait_ms_mean']:.0f} ms at C_a² = {hi['ca2']:.2f} ({hi['arrival']}): "
+        lines.append(f"At {rate:g} req/s{at}: measured mean wait {lo['wait_ms_mean']:.0f} ms "
+                     f"at C_a² = {lo['ca2']:.2f} ({lo['arrival']}) and {hi['wait_ms_mean']:.0f} ms "
+                     f"at C_a² = {hi['ca2']:.2f} ({hi['arrival']}): "
                      + ("more arrival variance, longer waits at the same average load."
                         if hi["wait_ms_mean"] > lo["wait_ms_mean"] else
                         "the waits did not grow with arrival variance here."))

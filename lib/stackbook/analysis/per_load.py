@@ -140,6 +140,7 @@ def display_table(table: pd.DataFrame, confidence: float) -> pd.DataFrame:
     for column, name, unit in SHOWN:
         out[f"{name} {unit} [{ci} CI]"] = [
             "-" if pd.isna(r[column]) else (f"{r[column]:.3f}" + ("" if pd.isna(r[f"{column}_lo"]) else
-                                                                 f" [{r[f'{column}_lo']:.3f}, {r[f'{column}_hi']:.3f}]"))
+                                                                 f" [{r[f'{column}_lo']:.3f}, "
+                                                                 f"{r[f'{column}_hi']:.3f}]"))
             for _, r in table.iterrows()]
     return out.sort_values(["load", "arm"]).reset_index(drop=True)

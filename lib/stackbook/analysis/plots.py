@@ -12,7 +12,7 @@ from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and a
     _figure, _finish, _label, _mark_unranked, _per_arm, _save, alt_text, integer_load_ticks, load_axis, point_status,
     scale_axis, tail_name)
 from stackbook.analysis.queueing_plots import (  # noqa: F401 - the notebooks call every figure through plots
-    demand_bars, kingman_curves, measured_demand_bars, mva_centres_check, mva_throughput, predicted_vs_measured,
+    demand_bars, kingman_curves, measured_demand_bars, mva_centres_check, predicted_vs_measured,
     waits_vs_arrival_variance)
 from stackbook.analysis.timeline_plots import (  # noqa: F401
     engine_resources_over_time, request_timeline, throughput_over_time)

@@ -148,7 +148,8 @@ def held_out_error(loads: list[dict]) -> list[dict]:
                      "predicted_response_s": pred["response_s"],
                      "response_error_pct": 100 * (pred["response_s"] - p["response_s"]) / p["response_s"],
                      "measured_throughput_rps": p["throughput_rps"], "predicted_throughput_rps": pred["throughput_rps"],
-                     "throughput_error_pct": 100 * (pred["throughput_rps"] - p["throughput_rps"]) / p["throughput_rps"]})
+                     "throughput_error_pct":
+                         100 * (pred["throughput_rps"] - p["throughput_rps"]) / p["throughput_rps"]})
     return rows
 
 

@@ -53,7 +53,8 @@ def measured_demand_bars(maps: dict, out_dir: Path | None = None, name: str = "m
         ax.barh([r.centre for r in rows], [r.adjusted_ms for r in rows],
                 color=["tab:red" if r.centre == d.bottleneck else "tab:blue" for r in rows])
         for i, r in enumerate(rows):
-            ax.text(r.adjusted_ms, i, f" {r.adjusted_ms:,.0f} ms" if r.adjusted_ms >= 100 else f" {r.adjusted_ms:.3g} ms", va="center", fontsize=8)
+            ax.text(r.adjusted_ms, i, f" {r.adjusted_ms:,.0f} ms" if r.adjusted_ms >= 100
+                    else f" {r.adjusted_ms:.3g} ms", va="center", fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel("D/m (ms per request)")
         ax.set_title(f"{d.arm} at {d.point}: bound {d.bound_rps:.3g} req/s, measured "
@@ -125,12 +126,3 @@ def waits_vs_arrival_variance(points: pd.DataFrame, out_dir: Path | None = None)
     at = f" at {', '.join(rates)} req/s" if rates else ""
     return _finish(fig, ax, out_dir, "waits_vs_arrival_variance", f"Mean queue wait against arrival variance{at}",
                    "measured C_a² (squared CV of inter-arrival times)", "mean queue wait (ms)")
-
-
-def mva_throughput(curve: pd.DataFrame, bound_rps: float, out_dir: Path | None = None):
-    """Closed-network throughput against the number of clients, with the bottleneck's bound."""
-    fig, ax = _figure()
-    ax.plot(curve["n"], curve["throughput"], "-o", ms=3, label="throughput (req/s)")
-    ax.axhline(bound_rps, ls="--", color="gray", label="bound 1/D_max")
-    return _finish(fig, ax, out_dir, "mva", "Mean Value Analysis: throughput as clients are added", "clients N",
-                   "throughput (requests / s)")

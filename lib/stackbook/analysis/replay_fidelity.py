@@ -46,7 +46,8 @@ def finding(lengths: dict | None, order: dict | None) -> str:
             said.append(f"{order['before_spawning_reply']} subagents started before the reply that spawns them, "
                         f"{order['before_subagent_end']} steps sent before the subagents they wait for had answered")
         elif order.get("subagents"):
-            said.append(f"{order['subagents']} subagents each started after the reply that spawns it, every step after the subagents it waits for")
+            said.append(f"{order['subagents']} subagents each started after the reply that spawns it, "
+                        "every step after the subagents it waits for")
     if lengths:
         words = "match" if lengths["matches"] else "differ from"
         said.append(f"input lengths {words} the trace's (KS p = {lengths['p_value']:.2f}, "

@@ -51,4 +51,5 @@ def undecided_words(lo: float, hi: float, min_effect: float, confidence: float, 
     if more is None:
         return degrees, (f"add repetitions (at this estimate even {MOST_ROUNDS} more rounds would not decide it: "
                          "the ratio sits near the margin's edge)")
-    return degrees, f"add repetitions: about {more} more round{'' if more == 1 else 's'} would decide it at this estimate"
+    return degrees, (f"add repetitions: about {more} more round{'' if more == 1 else 's'} would decide it at this "
+                     "estimate")

@@ -47,7 +47,8 @@ def question(campaign, arms: dict) -> str:
     else:
         load = protocol.arrival.load_words()
     measured = sorted({protocol.arrival.measured_at(lv, protocol) for lv in levels})
-    return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on <b>{html.escape(hardware(campaign, arms))}"
+    return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on "
+            f"<b>{html.escape(hardware(campaign, arms))}"
             f"</b> under {html.escape(load)}, {', '.join(map(str, measured))} measured requests per point?")
 
 
@@ -80,7 +81,8 @@ def decision_frame(decisions: list[dict]) -> pd.DataFrame:
                      "arms (a vs b)": f"{d.get('arm_a')} vs {d.get('arm_b')}",
                      "decision": d.get("decision"), "what the rule says": says,
                      f"ratio a/b [{confidence_text(d.get('confidence') or 0.95)} interval]": interval,
-                     "from this load alone": (f"[{format_number(d['this_load_lo'])}, {format_number(d['this_load_hi'])}]"
+                     "from this load alone": (f"[{format_number(d['this_load_lo'])}, "
+                                              f"{format_number(d['this_load_hi'])}]"
                                               if d.get("this_load_lo") is not None else "–"),
                      "how the interval was built": d.get("method", "–"),
                      "repetitions, requests": f"{d.get('repetitions_a')}+{d.get('repetitions_b')} reps, "

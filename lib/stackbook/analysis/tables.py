@@ -99,7 +99,8 @@ class Table:
         shown = self.text.copy()
         for col in shown.columns:  # the whole value on hover, where the cell shows less
             full = hover[col]
-            shown[col] = [f'<span title="{html.escape(f)}">{html.escape(t)}</span>' if isinstance(f, str) else html.escape(t)
+            shown[col] = [f'<span title="{html.escape(f)}">{html.escape(t)}</span>' if isinstance(f, str)
+                          else html.escape(t)
                           for t, f in zip(shown[col], full)]
         styler = shown.style.map(
             lambda v: f"text-align: {'right' if NUMERIC_TEXT.fullmatch(str(v)) else 'left'}")

@@ -295,8 +295,8 @@ def aa_control_lines(found: list[PairDecision], replicas: dict[str, str]) -> lis
                          + "; ".join(f"at load {d.load:g}: {d.text}" for d in ranked)
                          + "): the intervals understate this machine's noise; add repetitions or widen min_effect.")
         else:
-            lines.append(f"A/A control {replica} (a replica of {original}): nothing ranked between the two; no difference "
-                         f"in {same} of {len(pair)} comparison(s), the rest undecided.")
+            lines.append(f"A/A control {replica} (a replica of {original}): nothing ranked between the two; no "
+                         f"difference in {same} of {len(pair)} comparison(s), the rest undecided.")
     return lines
 
 

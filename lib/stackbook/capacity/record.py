@@ -46,7 +46,8 @@ def search_round(interval: CapacityInterval, figures: dict[str, dict]) -> Search
     names = list(figures)
     probes = [ProbeRecord(point=name, load=v.load, verdict=v.verdict, reason=v.reason, requests=v.requests,
                           met=v.met, duration_s=round(v.duration_s, 3),
-                          **{k: x for k, x in figures[name].items() if k not in ("verdict", "reason", "requests", "met")})
+                          **{k: x for k, x in figures[name].items()
+                             if k not in ("verdict", "reason", "requests", "met")})
               for name, v in zip(names, interval.probes)]
     return SearchRound(lower=interval.lower, upper=interval.upper, resolved=interval.resolved,
                        stop_reason=interval.stop_reason, undecided=list(interval.undecided),

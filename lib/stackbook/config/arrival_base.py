@@ -3,13 +3,18 @@ of its own prompts (lengths, blocks, sessions) where it fixes them. The patterns
 config.arrival_patterns and config.trace_replay."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict
+from typing import ClassVar, NamedTuple, Protocol, TypedDict
 
 from stackbook.config.strict import Strict
 from stackbook.loadgen.plans import OpenPlan, PointPlan
 
-if TYPE_CHECKING:
-    from stackbook.config.protocol import Protocol
+
+class PointCounts(Protocol):
+    """What a pattern reads of the campaign's protocol (config.protocol.Protocol): the requests a
+    point measures and the warm-up before them. Named here so that the patterns, below the
+    protocol, do not import it."""
+    requests_per_point: int
+    warmup_requests: int
 
 class LoadLevel(TypedDict, total=False):
     """One point of the sweep, as its records carry it: `level` names it; the other keys say
@@ -99,7 +104,7 @@ class ArrivalPattern(Strict):
         """One entry per load level, in sweep order."""
         raise NotImplementedError
 
-    def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
+    def cooldown_requests(self, level: LoadLevel, protocol: PointCounts) -> int:
         """Requests sent after the measured ones so the last measured request still runs under
         the configured load."""
         return 0
@@ -114,12 +119,12 @@ class ArrivalPattern(Strict):
         most of the tolerance, so chance decides whether the point is kept."""
         return []
 
-    def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
+    def prompts_at(self, level: LoadLevel, protocol: PointCounts) -> int:
         """Prompts sent at this level (conversations, in a multi-turn workload): warm-up,
         measured and cool-down."""
         return protocol.warmup_requests + protocol.requests_per_point + self.cooldown_requests(level, protocol)
 
-    def measured_at(self, level: LoadLevel, protocol: Protocol) -> int:
+    def measured_at(self, level: LoadLevel, protocol: PointCounts) -> int:
         """Prompts measured at this level (a trace measures its own rows)."""
         return protocol.requests_per_point
 

@@ -4,19 +4,17 @@ follow, and the plan a point is sent by (loadgen.plans); the schedule arithmetic
 loadgen.arrivals."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from stackbook.config.arrival_base import ArrivalLaw, ArrivalPattern, LoadLevel
+from stackbook.config.arrival_base import ArrivalLaw, ArrivalPattern, LoadLevel, PointCounts
 from stackbook.config.trace_replay import TraceReplay
 from stackbook.loadgen.arrivals import constant_schedule, gamma_schedule, poisson_schedule
 from stackbook.loadgen.plans import ClosedPlan
 from stackbook.measure.validity import (CONCURRENCY_TOLERANCE, expected_in_flight, measured_requests_for,
                                         measured_requests_to_hold)
 
-if TYPE_CHECKING:
-    from stackbook.config.protocol import Protocol
 
 __all__ = ["Arrival", "ArrivalLaw", "ArrivalPattern", "ClosedLoop", "ConstantArrivals", "GammaArrivals", "LoadLevel",
            "OpenLoop", "PoissonArrivals", "TraceReplay"]
@@ -70,7 +68,7 @@ class ClosedLoop(ArrivalPattern):
                 for c in self.concurrency
                 if measured_requests_for(c) <= measured_requests < measured_requests_to_hold(c)]
 
-    def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
+    def cooldown_requests(self, level: LoadLevel, protocol: PointCounts) -> int:
         # A fixed-count closed loop otherwise drains at its end: the last measured requests
         # would run with fewer than `concurrency` in flight.
         return level["concurrency"] - 1
@@ -106,7 +104,7 @@ class OpenLoop(ArrivalPattern):
     def prompt_seed(self, level: LoadLevel, seed: int) -> int:
         return seed * 1000 + int(level["rate"] * 1000)
 
-    def cooldown_requests(self, level: LoadLevel, protocol: Protocol) -> int:
+    def cooldown_requests(self, level: LoadLevel, protocol: PointCounts) -> int:
         # As many as the warm-up, so the measured requests never see the load tail off.
         return protocol.warmup_requests
 

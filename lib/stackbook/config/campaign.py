@@ -83,7 +83,8 @@ class ModelSpec(Strict):
                                  "source: path for weights served here")
             if self.tokenizer_path and not (resolve_symbolic(self.tokenizer_path) / "tokenizer.json").is_file():
                 raise ValueError(f"tokenizer_path {self.tokenizer_path!r} has no tokenizer.json; give the directory "
-                                 "holding the model's tokenizer.json, or leave tokenizer_path unset (approximate sizing)")
+                                 "holding the model's tokenizer.json, or leave "
+                                 "tokenizer_path unset (approximate sizing)")
         elif self.served_name or self.tokenizer_path:
             raise ValueError(f"served_name and tokenizer_path belong to source: remote (this model is "
                              f"source: {self.source}); remove them or set source: remote")
@@ -176,8 +177,8 @@ class Campaign(Strict):
             if isinstance(a, dict) and isinstance(a.get("replicate_of"), str):
                 source = by_name.get(a["replicate_of"])
                 if source is None or source is a:
-                    raise ValueError(f"arms[{i}].replicate_of: {a['replicate_of']!r} names no other arm of the campaign; "
-                                     f"name one of {[n for n in by_name if n != a.get('name')]}")
+                    raise ValueError(f"arms[{i}].replicate_of: {a['replicate_of']!r} names no other arm of the "
+                                     f"campaign; name one of {[n for n in by_name if n != a.get('name')]}")
                 if source.get("replicate_of") is not None:
                     raise ValueError(f"arms[{i}].replicate_of: {a['replicate_of']!r} is itself a replica; replicate "
                                      f"the original arm {source['replicate_of']!r}")
@@ -239,7 +240,8 @@ class Campaign(Strict):
             raise ValueError(f"arms[{i}].protocol_overrides: the arm's protocol is not valid: {line}") from None
         except (KeyError, TypeError, IndexError):
             raise ValueError(f"arms[{i}].protocol_overrides: {sorted(arm.protocol_overrides)} name no protocol field "
-                             "here; write the dotted path of an existing one, e.g. arrival or workload.output_tokens") from None
+                             "here; write the dotted path of an existing one, e.g. arrival or "
+                             "workload.output_tokens") from None
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:

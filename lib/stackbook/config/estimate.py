@@ -97,7 +97,8 @@ def run_precision(run, arm: str) -> str | None:
     """The weights' precision an earlier run's arm served, from its passport."""
     from stackbook.evidence.files import read_json
 
-    return (((read_json(run.arm(arm).passport_json, {}) or {}).get("identity") or {}).get("formats") or {}).get("weights")
+    return (((read_json(run.arm(arm).passport_json, {}) or {}).get("identity") or {}).get("formats")
+            or {}).get("weights")
 
 
 def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None = None) -> dict[str, dict]:
@@ -136,7 +137,8 @@ def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None
             best[arm.name] = (rank, {
                 "ttft_s": speeds[0], "tpot_s": speeds[1], "record_bytes": speeds[2], "by_concurrency": speeds[3],
                 "overhead_s": overhead,
-                "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT) else mpath.parent),
+                "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT)
+                                else mpath.parent),
                 "host": host_words(there, here, served, serves)})
     return {name: found for name, (_, found) in best.items()}
 
@@ -223,5 +225,6 @@ def check_duration(campaign: Campaign, protocols: dict[str, Protocol], out, runs
                      + (f"; {free_bytes / GiB:,.1f} GiB free under outputs/" if free_bytes is not None else ""))
     if free_bytes is not None and need > free_bytes:
         out.warnings.append(f"protocol.requests_per_point: the records would need about {need / 2**30:,.1f} GiB but "
-                            f"only {free_bytes / 2**30:,.1f} GiB is free under outputs/. Fix: lower requests_per_point, "
+                            f"only {free_bytes / 2**30:,.1f} GiB is free under outputs/. Fix: lower "
+                            f"requests_per_point, "
                             "or free disk space")

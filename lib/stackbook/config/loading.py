@@ -39,7 +39,8 @@ def load_campaign(path: str | os.PathLike) -> Campaign:
     try:
         data = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (UnicodeDecodeError, OSError) as err:
-        raise CampaignError(f"{shown}: cannot be read as a UTF-8 text file ({err}); give a YAML campaign file") from None
+        raise CampaignError(f"{shown}: cannot be read as a UTF-8 text file "
+                            f"({err}); give a YAML campaign file") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -36,7 +36,8 @@ class Preflight:
         """The estimate as lines for the terminal."""
         lines = [f"estimated duration: {duration(self.seconds)} "
                  f"({sum(e.requests for e in self.estimates):,} requests)"]
-        lines += [f"  arm {e.arm}: {duration(e.seconds)} for {e.requests:,} requests ({e.basis})" for e in self.estimates]
+        lines += [f"  arm {e.arm}: {duration(e.seconds)} for {e.requests:,} requests ({e.basis})"
+                  for e in self.estimates]
         return lines + self.notes
 
 
@@ -289,5 +290,6 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
     problem = output_problem(run_path)
     if problem:
         out.refusals.append(f"output directory: {problem}")
-    check_duration(campaign, protocols, out, runs_root or (REPO_ROOT / OUTPUTS), None if problem else free_space(run_path))
+    check_duration(campaign, protocols, out, runs_root or (REPO_ROOT / OUTPUTS), None if problem
+                   else free_space(run_path))
     return out

@@ -158,7 +158,8 @@ class Canaries(Strict):
     suite: str = "embedded-smollm2"
     run_sweep_on_hold: bool = False
     sentinel_share: float = Field(1 / 8, ge=0, le=1, description="sentinels (gating canary prompts with known "
-                                  "answers) mixed into each point, per measured request; at least one a point, none at 0")
+                                  "answers) mixed into each point, per measured request; "
+                                  "at least one a point, none at 0")
     out_of_scope: dict[str, str] = Field(
         default_factory=dict,
         description="capability -> why the campaign does not need it; its checks run but do not gate")

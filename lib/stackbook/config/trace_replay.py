@@ -3,18 +3,16 @@ prompts' blocks and its sessions' structure (agent sessions and their subagents)
 campaign's context by a declared rule (whole sessions left out, or every length scaled) or refused."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from stackbook.config.arrival_base import ArrivalLaw, ArrivalPattern, LoadLevel
+from stackbook.config.arrival_base import ArrivalLaw, ArrivalPattern, LoadLevel, PointCounts
 from stackbook.loadgen.plans import PointPlan, SessionPlan, TracePlan
 from stackbook.loadgen.trace_fit import fitted, fitting_scale, scaled, too_long
 from stackbook.loadgen.trace_formats import FORMATS, implied_reuse, read_trace_file
 from stackbook.locations import resolve_symbolic
 
-if TYPE_CHECKING:
-    from stackbook.config.protocol import Protocol
 
 
 class TraceReplay(ArrivalPattern):
@@ -56,9 +54,15 @@ class TraceReplay(ArrivalPattern):
             return TracePlan(schedule, cooldown)
         steps = self.session_steps() or []
         rows = self.trace().requests[:prompts]
-        return SessionPlan(schedule, cooldown, tuple(s or "" for s, _ in steps[:prompts]), self.think_s,
-                           gaps=tuple(None if r.gap_s is None else r.gap_s / self.speedup for r in rows), spawned_by=tuple(r.spawned_by for r in rows),
-                           waits_for=tuple(r.waits_for for r in rows))
+        return SessionPlan(
+            schedule,
+            cooldown,
+            tuple(s or "" for s, _ in steps[:prompts]),
+            self.think_s,
+            gaps=tuple(None if r.gap_s is None else r.gap_s / self.speedup for r in rows),
+            spawned_by=tuple(r.spawned_by for r in rows),
+            waits_for=tuple(r.waits_for for r in rows),
+        )
 
     def load_words(self) -> str:
         t = self.trace()
@@ -95,7 +99,9 @@ class TraceReplay(ArrivalPattern):
             raise ValueError(f"block_tokens states the block size of Mooncake-style lines; format {self.format!r} "
                              "states its own (or has none): remove block_tokens")
         if self.subagent_time != "absolute" and self.format != "weka":
-            raise ValueError(f"subagent_time reads weka agent traces; format {self.format!r} has no subagents: remove it")
+            raise ValueError(
+                f"subagent_time reads weka agent traces; format {self.format!r} has no subagents: remove it"
+            )
         if self.length_scale is not None and self.format in ("openai", "sharegpt"):
             raise ValueError(f"length_scale scales a trace's recorded lengths; format {self.format!r} replays recorded "
                              "text, which cannot be scaled: remove length_scale (arrival.sessions or fit: drop keep "
@@ -179,10 +185,10 @@ class TraceReplay(ArrivalPattern):
     def load_levels(self) -> list[LoadLevel]:
         return [{"level": "trace", "trace": self.path, "speedup": self.speedup}]
 
-    def prompts_at(self, level: LoadLevel, protocol: Protocol) -> int:
+    def prompts_at(self, level: LoadLevel, protocol: PointCounts) -> int:
         return len(self.requests())
 
-    def measured_at(self, level: LoadLevel, protocol: Protocol) -> int:
+    def measured_at(self, level: LoadLevel, protocol: PointCounts) -> int:
         return len(self.requests())
 
     def prompt_lengths(self, level: LoadLevel) -> list[tuple[int, int]]:
@@ -209,9 +215,11 @@ class TraceReplay(ArrivalPattern):
         if self.format not in ("openai", "sharegpt"):
             raw = self.raw_trace()
             s = fitting_scale(raw, context_length)
+            blocks = (f", {raw.block_tokens}-token blocks becoming {raw.block_tokens * s:g}"
+                      if s and raw.block_tokens and any(r.hash_ids for r in raw.requests) else "")
             fix += (f"set arrival.length_scale: {s:g} (the largest scale that fits: every prompt and reply scaled, "
-                    f"the block structure kept{f', {raw.block_tokens}-token blocks becoming {raw.block_tokens * s:g}' if raw.block_tokens and any(r.hash_ids for r in raw.requests) else ''}), "
-                    if s else "(no length_scale fits: its blocks would fall below 8 tokens), ")
+                    f"the block structure kept{blocks}), " if s
+                    else "(no length_scale fits: its blocks would fall below 8 tokens), ")
         return (f"the trace's {session} (row {row}) needs {tokens} tokens, prompt and reply, but context_length is "
                 f"{context_length}" + (f", and {len(over) - 1} more request(s) do too" if len(over) > 1 else "") +
                 f"{f' at length_scale {self.length_scale:g}' if self.length_scale else ''}; {fix}or set arrival.fit: "

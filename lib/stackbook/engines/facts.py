@@ -69,9 +69,9 @@ class DecisionFacts(BaseModel):
     prefix_cache: str | None = None
 
 
-# Where the decision facts of the kinds come from.
-DECISION_FACTS_SOURCE = ("research notes on the GPU engines (vLLM v0.33.0, SGLang v0.5.23, TensorRT-LLM PyTorch "
-                         "backend, llama.cpp server README): flags and defaults as each release documents them")
+# Where the decision facts of the kinds come from: research notes on the GPU engines (vLLM v0.33.0,
+# SGLang v0.5.23, TensorRT-LLM PyTorch backend, llama.cpp server README), flags and defaults as each
+# release documents them.
 
 
 def local_runner_reason(answers) -> str:

@@ -48,10 +48,12 @@ class LlamaCppEngine(EngineSpec):
     managed_flags: ClassVar[dict[str, str]] = {
         "-m": "model (model.gguf_path)", "--model": "model (model.gguf_path)", "--alias": "model.name",
         "--host": "engine.host (with engine.expose)", "--port": "engine.port",
-        "-c": "protocol.context_length (times engine.parallel)", "--ctx-size": "protocol.context_length (times engine.parallel)",
+        "-c": "protocol.context_length (times engine.parallel)",
+        "--ctx-size": "protocol.context_length (times engine.parallel)",
         "-np": "engine.parallel", "--parallel": "engine.parallel", "-kvu": "engine.parallel (one KV stream per slot)",
         "--kv-unified": "engine.parallel (one KV stream per slot)",
-        "-t": "engine.threads", "--threads": "engine.threads", "-tb": "engine.threads", "--threads-batch": "engine.threads",
+        "-t": "engine.threads", "--threads": "engine.threads", "-tb": "engine.threads",
+        "--threads-batch": "engine.threads",
         "-ctk": "protocol.precision.kv_cache", "--cache-type-k": "protocol.precision.kv_cache",
         "-ctv": "protocol.precision.kv_cache", "--cache-type-v": "protocol.precision.kv_cache"}
     threads: int = Field(1, gt=0)
@@ -280,7 +282,8 @@ class LlamaCppAdapter(EngineAdapter):
         configured = self.spec.configured_capacity(self.protocol)
         return out | smallest_limit({
             "sequence_cap": capacity_limit(out.get("slots"), configured["slots"], "llama-server /props total_slots"),
-            "kv_blocks": capacity_limit(kv_room, configured["total_context_cells"] // configured["context_per_sequence"],
+            "kv_blocks": capacity_limit(kv_room,
+                                        configured["total_context_cells"] // configured["context_per_sequence"],
                                         "llama-server log: KV cells / context per slot"),
             "context": capacity_limit(per_seq, configured["context_per_sequence"], "llama-server log: n_ctx_slot",
                                       unit="tokens per sequence")})
@@ -316,7 +319,8 @@ class LlamaCppAdapter(EngineAdapter):
         src = work / f"llama_cpp_python-{LLAMA_CPP_VERSION}" / "vendor" / "llama.cpp"
         for step, command in (
                 ("cmake", ["cmake", "-S", str(src), "-B", str(work / "build"), *cls.cmake_flags]),
-                ("build", ["cmake", "--build", str(work / "build"), "--target", "llama-server", f"-j{len(os.sched_getaffinity(0))}"])):
+                ("build", ["cmake", "--build", str(work / "build"), "--target", "llama-server",
+                           f"-j{len(os.sched_getaffinity(0))}"])):
             if not run_logged(work / f"{step}.log", command):
                 print(tail(work / f"{step}.log", 30), end="", flush=True)
                 raise InstallFailed("")  # the log's end, just shown, says why

@@ -23,7 +23,8 @@ from stackbook import sizing
 from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
 from stackbook.engines.capacity import capacity_limit, smallest_limit
 from stackbook.engines.facts import DecisionFacts, ProcessRole, local_runner_reason
-from stackbook.engines.install import InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed, pip_logged
+from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
+                                       pip_logged)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"

@@ -25,7 +25,6 @@ from stackbook.locations import resolve_symbolic
 # The decoding fields of the OpenAI chat-completions API; the protocol's others are engine extras.
 OPENAI_DECODING_FIELDS = ("temperature", "top_p", "seed")
 ENGINE_DECODING_EXTRAS = ("top_k", "min_p", "repetition_penalty")
-EXACT_LENGTH_FIELDS = ("ignore_eos", "min_tokens")
 
 
 class OpenAIEndpoint(EngineSpec):

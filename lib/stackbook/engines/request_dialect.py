@@ -53,7 +53,8 @@ class RequestDialect:
         differently from one that does."""
         body = self.sampling_fields(decoding)
         sent = [k for k in decoding if self.decoding_field_names.get(k, k) in body]
-        return {"sent": sorted(sent), "not_sent": {k: self.decoding_field_left_out(k) for k in decoding if k not in sent}}
+        return {"sent": sorted(sent),
+                "not_sent": {k: self.decoding_field_left_out(k) for k in decoding if k not in sent}}
 
     def decoding_field_left_out(self, name: str) -> str:
         """Why this kind does not send a decoding field."""

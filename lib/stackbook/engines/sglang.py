@@ -17,11 +17,14 @@ from stackbook.engines.install import InstallContext, gpu_env, require_gpu
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 SGLANG_VERSION = "0.5.23"
-SGLANG_CAPACITY = (r"max_total_num_tokens=(?P<max_total_num_tokens>\d+)(?:, chunked_prefill_size=(?P<chunked>-?\d+|None))?, "
-                   r"max_prefill_tokens=(?P<max_prefill_tokens>\d+), max_running_requests=(?P<max_running_requests>\d+), "
+SGLANG_CAPACITY = (r"max_total_num_tokens=(?P<max_total_num_tokens>\d+)(?:, "
+                   r"chunked_prefill_size=(?P<chunked>-?\d+|None))?, "
+                   r"max_prefill_tokens=(?P<max_prefill_tokens>\d+), "
+                   r"max_running_requests=(?P<max_running_requests>\d+), "
                    r"context_len=(?P<context_len>\d+)(?:, available_(?:gpu|cpu)_mem=(?P<avail_gb>[\d.]+) GB)?")
 # One line per pool; "Post-capture KV sizing: KV cache allocated." (the resizer) is a different line.
-SGLANG_KV_ALLOCATED = (r"(?:(?P<label>[\w-]+) )?KV Cache is allocated\. (?:dtype: (?P<dtype>\S+), )?#tokens: (?P<tokens>\d+), "
+SGLANG_KV_ALLOCATED = (r"(?:(?P<label>[\w-]+) )?KV Cache is allocated\. (?:dtype: (?P<dtype>\S+), )?#tokens: "
+                       r"(?P<tokens>\d+), "
                        r"(?:K size: (?P<k_gb>[\d.]+) GB, V size: (?P<v_gb>[\d.]+) GB|KV size: (?P<kv_gb>[\d.]+) GB)")
 SGLANG_MAMBA_ALLOCATED = r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<slots>\d+)"
 SGLANG_RANK = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:DP\d+ )?(?:PP\d+ )?TP(?P<tp>\d+)"
@@ -54,7 +57,8 @@ def parse_sglang_capacity(log_text: str) -> dict:
 
 class SglangEngine(PythonEngineSpec):
     kind: Literal["sglang"]
-    speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps")
+    speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-algorithm", "--speculative-draft-model-path",
+                                                    "--speculative-num-steps")
     managed_flags: ClassVar[dict[str, str]] = {
         "--model-path": "model (model.hf_path)", "--served-model-name": "model.name",
         "--host": "engine.host (with engine.expose)", "--port": "engine.port",

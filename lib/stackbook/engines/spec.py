@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
+from typing import Any, ClassVar, get_args
 
 from pydantic import ValidationInfo, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stackbook.sizing.memory import resolve_state_precision
-
-if TYPE_CHECKING:
-    from stackbook.config.protocol import Protocol
-
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -40,7 +36,7 @@ class CapacityBasis:
     """What an engine's capacity rule is applied to: the model's geometry, the arm's protocol,
     the device's memory and the cache pool the sizing arithmetic found (None when unknown)."""
     geometry: Any
-    protocol: "Protocol"
+    protocol: Any  # the arm's config.protocol.Protocol: engines sit below config and do not import it
     device_memory_bytes: float
     activations_bytes: float
     artifact_bytes: int | None
@@ -90,7 +86,8 @@ class EngineSpec(BaseModel):
         for i, arg in enumerate(v):
             flag = arg.split("=", 1)[0]
             if flag in cls.managed_flags and not (overridden.get(flag) or "").strip():
-                raise ValueError(f"entry {i} ({flag!r}) is a flag the adapter sets itself, from {cls.managed_flags[flag]}; "
+                raise ValueError(f"entry {i} ({flag!r}) is a flag the adapter sets itself, from "
+                                 f"{cls.managed_flags[flag]}; "
                                  f"set that field instead and remove {flag} (and its value) from extra_args (to "
                                  f"override it on purpose, say why in overrides_managed: {{'{flag}': '<reason>'}})")
         return v
@@ -116,7 +113,7 @@ class EngineSpec(BaseModel):
         """The `kind:` value that selects this spec in a campaign (its Literal tag)."""
         return get_args(cls.model_fields["kind"].annotation)[0]
 
-    def configured_capacity(self, protocol: "Protocol") -> dict:
+    def configured_capacity(self, protocol: Any) -> dict:
         """The capacity settings as the campaign gives them to the engine."""
         raise NotImplementedError
 

@@ -71,13 +71,15 @@ class TransformersEngine(PythonEngineSpec):
         "--attn-implementation": "engine.attn_implementation", "--cb-num-blocks": "engine.cb_num_blocks",
         "--cb-block-size": "engine.cb_block_size"}
     pool_set_by: ClassVar[tuple[str, ...]] = ("engine.cb_num_blocks", "engine.cb_block_size")
-    device: str = Field("auto", description="--device: auto (a CUDA GPU where torch sees one, else the CPU), cpu, cuda:0")
+    device: str = Field("auto",
+                        description="--device: auto (a CUDA GPU where torch sees one, else the CPU), cpu, cuda:0")
     continuous_batching: bool = Field(True, description="--continuous-batching: a paged KV cache and one batch for "
                                       "every request in flight (False: each request its own generate call)")
     attn_implementation: str | None = Field(None, description="--attn-implementation (None: the library's choice)")
     cb_num_blocks: int | None = Field(None, gt=0, description="--cb-num-blocks: KV blocks of the paged cache "
                                       "(None: sized at start from free memory)")
-    cb_block_size: int | None = Field(None, gt=0, description="--cb-block-size: tokens per KV block (None: the library's)")
+    cb_block_size: int | None = Field(None, gt=0,
+                                      description="--cb-block-size: tokens per KV block (None: the library's)")
 
     def configured_capacity(self, protocol) -> dict:
         return {"continuous_batching": self.continuous_batching,
@@ -170,7 +172,8 @@ class TransformersAdapter(PythonEngineAdapter):
     def generation_config(self, **extra) -> str:
         """The protocol's decoding as the JSON GenerationConfig the server reads whole."""
         d = self.protocol.decoding.resolved()
-        config = {k: d[k] for k in GENERATION_FIELDS if d.get(k) is not None} | {"do_sample": bool(d.get("temperature"))}
+        config = {k: d[k] for k in GENERATION_FIELDS
+                  if d.get(k) is not None} | {"do_sample": bool(d.get("temperature"))}
         return json.dumps(config | extra, sort_keys=True)
 
     def sampling_fields(self, decoding: dict) -> dict:

@@ -26,7 +26,8 @@ TOKENS_PER_BLOCK = 32  # KvCacheConfig.tokens_per_block default
 # Log lines of the C++ KV cache manager (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp).
 TRT_ALLOCATED = r"\[MemUsageChange\] Allocated (?P<gib>[\d.]+) GiB for max tokens in paged KV cache \((?P<tokens>\d+)\)"
 TRT_BLOCKS_PER_SEQ = (r"Max KV cache blocks per sequence: (?P<blocks_per_seq>\d+) \[window size=(?P<window>\d+)\], "
-                      r"tokens per block=(?P<tpb>\d+), primary blocks=(?P<primary>\d+), secondary blocks=(?P<secondary>\d+)"
+                      r"tokens per block=(?P<tpb>\d+), primary blocks=(?P<primary>\d+), secondary "
+                      r"blocks=(?P<secondary>\d+)"
                       r"(?:, max sequence length=(?P<max_seq_len>\d+))?")
 TRT_LEGACY_MAX_TOKENS = r"Max tokens in paged KV cache: (?P<tokens>\d+)\. Allocating (?P<bytes>\d+) bytes"
 TRT_LEGACY_USING_TOKENS = r"Using (?P<tokens>\d+) tokens in paged KV cache"

@@ -96,7 +96,8 @@ def parse_vllm_capacity(log_text: str) -> dict:
 
 class VllmEngine(PythonEngineSpec):
     kind: Literal["vllm"]
-    speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-config", "-sc", "--speculative-model", "--num-speculative-tokens")
+    speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-config", "-sc", "--speculative-model",
+                                                    "--num-speculative-tokens")
     managed_flags: ClassVar[dict[str, str]] = {
         "--model": "model (model.hf_path)", "--served-model-name": "model.name",
         "--host": "engine.host (with engine.expose)", "--port": "engine.port",

@@ -23,7 +23,8 @@ ENGINE_PROBE = ("import torch, importlib.metadata as m; c = torch.cpu; print(tor
                 "int(c._is_avx512_supported()), int(c._is_avx512_bf16_supported()), int(c._is_amx_tile_supported()))")
 
 
-def vllm_cpu_kernels(avx512: bool, avx512_bf16: bool, amx: bool, dtype: str, block_tokens: int = VLLM_CPU_BLOCK_TOKENS) -> dict:
+def vllm_cpu_kernels(avx512: bool, avx512_bf16: bool, amx: bool, dtype: str,
+                     block_tokens: int = VLLM_CPU_BLOCK_TOKENS) -> dict:
     """Which kernel library and attention ISA vLLM-CPU 0.32.0 loads on a CPU with these flags: its
     own rule (platforms/cpu.py import_kernels, v1/attention/backends/cpu_attn.py _get_attn_isa),
     which it does not log."""
@@ -135,7 +136,8 @@ class VllmCpuAdapter(VllmAdapter):
     def identity(self) -> dict:
         out = super().identity()
         torch_version = self.probe()[:2]
-        out.update(engine="vLLM (CPU build)", package=f"vllm-cpu {torch_version[1] if len(torch_version) > 1 else VLLM_CPU_VERSION}",
+        out.update(engine="vLLM (CPU build)",
+                   package=f"vllm-cpu {torch_version[1] if len(torch_version) > 1 else VLLM_CPU_VERSION}",
                    torch=torch_version[0] if torch_version else "unknown",
                    enforce_eager=self.spec.enforce_eager, kv_cache_space_gib=self.spec.kv_cache_gib)
         return out

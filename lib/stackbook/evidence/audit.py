@@ -148,7 +148,8 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
                     audit.one_sided.append(f"{file}: sweep.points.{name}.{key} (counted with the point's sentinels: "
                                            f"stored {_g4(point[key])}, the workload's alone {_g4(again.get(key))})")
                 elif key in POINT_FIGURES or same_load_check:
-                    audit.disagreements.append(Disagreement(file, f"sweep.points.{name}.{key}", point[key], again.get(key)))
+                    audit.disagreements.append(Disagreement(file, f"sweep.points.{name}.{key}", point[key],
+                                                            again.get(key)))
                 else:
                     older_differ += 1
                     audit.one_sided.append(f"{file}: sweep.points.{name}.{key} (counted under the older load check: "

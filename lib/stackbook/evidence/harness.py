@@ -89,10 +89,12 @@ def starting_revision(allow_modified: bool = False) -> dict:
     by = allowed(allow_modified)
     if by is None:
         files = now["changed_files"]
-        named = ", ".join(files[:NAMED_FILES]) + (f" and {len(files) - NAMED_FILES} more" if len(files) > NAMED_FILES else "")
+        named = ", ".join(files[:NAMED_FILES]) + (f" and {len(files) - NAMED_FILES} more" if len(files) > NAMED_FILES
+                                                  else "")
         raise UncommittedCode(
             f"the work tree has uncommitted changes to {len(files)} tracked file(s) under "
-            f"{', '.join(p + '/' for p in CODE_PATHS[:-1])} or {CODE_PATHS[-1]}/: {named}. A run measured with them could be rebuilt from no "
+            f"{', '.join(p + '/' for p in CODE_PATHS[:-1])} or {CODE_PATHS[-1]}/: {named}. A run measured with them "
+            f"could be rebuilt from no "
             "commit. Commit them and run again, or pass --allow-modified (or set "
             f"{ALLOW_ENV}=1) to record anyway: the run is then marked \"{uncommitted(now)}\" in its manifest, "
             "passports and report")

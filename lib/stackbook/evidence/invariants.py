@@ -177,7 +177,8 @@ def committed_code(facts: RunFacts) -> list[str]:
                 if not any(m in str((p.get("protocol") or {}).get("harness")) for m in MARKS)]
     if unmarked or not facts.passports:
         return [f"recorded from uncommitted code (commit {harness.get('commit')} with changes, diff sha256 "
-                f"{harness.get('diff_sha256')}), and not marked so in the passports of {', '.join(unmarked) or 'no arm'}"]
+                f"{harness.get('diff_sha256')}), and not marked so in the passports of "
+                f"{', '.join(unmarked) or 'no arm'}"]
     return []
 
 

@@ -252,7 +252,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "workload": protocol.workload.model_dump(),
         "harness": (describe_revision(manifest["harness"]) if manifest.get("harness") else
                     # a run recorded before the manifest held the revision: keep what its passport said
-                    ((read_json(arm_dir.passport_json, {}) or {}).get("protocol") or {}).get("harness", "not recorded")),
+                    ((read_json(arm_dir.passport_json, {}) or {}).get("protocol") or {})
+                    .get("harness", "not recorded")),
         "decoding": protocol.decoding.describe(),
         "output_budget_tokens": protocol.workload.output_tokens.describe(),
         "prompt_tokens": protocol.workload.prompt_tokens.describe(),
@@ -293,7 +294,8 @@ def build_passport(campaign, arm, arm_dir: ArmDir, engine_died: bool = False) ->
         "reconciliation": arm_reconciliation(sweep["points"]) if sweep else unknown("the sweep did not run"),
         "harness_ceiling": ({k: v for k, v in sweep["harness_ceiling"].items() if k != "ladder"}
                             if sweep and sweep.get("harness_ceiling") else
-                            unknown("no harness ceiling was recorded for this sweep" if sweep else "the sweep did not run")),
+                            unknown("no harness ceiling was recorded for this sweep" if sweep
+                                    else "the sweep did not run")),
         "length_control": (sweep or {}).get("length_control") or unknown("the sweep did not run"),
         "load_validity": (sweep or {}).get("load_validity") or unknown("the sweep did not run"),
         "prefix_cache": (sweep or {}).get("prefix_cache") or unknown("the sweep did not run"),
@@ -358,7 +360,8 @@ def passport_markdown(p: dict) -> str:
         lines += ["", "A tail percentile is shown only where the point has the requests it needs (p95: 20, p99: 100); "
                   "below that the column gives the maximum of its n requests (or, in a record without it, the "
                   "interpolated value, named so).", "",
-                  "| point | completed | TTFT p50 / tail ms | TPOT p50 / tail ms | E2E p50 / p95 / p99 ms | out tok/s | goodput req/s |",
+                  "| point | completed | TTFT p50 / tail ms | TPOT p50 / tail ms | E2E p50 / p95 / p99 ms | out tok/s "
+                  "| goodput req/s |",
                   "|---|---|---|---|---|---|---|"]
         for name, s in res["points"].items():
             n = s.get("completed") or 0

@@ -15,7 +15,8 @@ def phase_times(manifest: dict) -> dict[str, float]:
         log = (a.get("repetition_log") or {}).values()
         starts = [r["engine_ready_s"] for r in log if r.get("engine_ready_s") is not None]
         # A run recorded before each slot's start was kept: its last start, once per start.
-        out["engine starts"] += sum(starts) if starts else (a.get("engine_ready_s") or 0) * (a.get("engine_starts") or 0)
+        out["engine starts"] += (sum(starts) if starts
+                                 else (a.get("engine_ready_s") or 0) * (a.get("engine_starts") or 0))
         books = a.get("notebooks") or {}
         out["sizing"] += (books.get("10_sizing") or {}).get("seconds") or 0
         out["canaries"] += (books.get("20_canaries") or {}).get("seconds") or 0

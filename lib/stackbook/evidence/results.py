@@ -242,7 +242,8 @@ class PointSummary(Open):
     steady_state: dict | None = Field(None, description="TTFT and requests in flight over time slices of the "
                                       "window, their Theil-Sen trends, and the verdict (measure.steady_state)")
     queue_grew: bool | None = Field(None, description="an open loop's queue grew over the window: over-saturated, "
-                                    "outside the SLO whatever its percentiles (None: a closed loop, or too few requests)")
+                                    "outside the SLO whatever its percentiles (None: a "
+                                    "closed loop, or too few requests)")
     requests_sent: int | None = None
     bodies_sha256: str | None = Field(None, description="sha256 of the exact bodies sent (requests_sent.jsonl.gz)")
     prompts_sha256: str | None = Field(None, description="sha256 of the prompts alone, the engine's dialect left out")
@@ -262,7 +263,8 @@ class PointSummary(Open):
     engine_time_ms: EngineTimeMs | None = None
     queue_time_cv: Number | None = Field(None, description="CV of the engine's queue time, from its buckets")
     batch_size_mean: Number | None = Field(None, description="N_batch: mean requests running (engine gauge)")
-    waiting_mean: Number | None = Field(None, description="mean requests waiting for the batch (the engine's queue gauge)")
+    waiting_mean: Number | None = Field(None,
+                                        description="mean requests waiting for the batch (the engine's queue gauge)")
     tokens_per_step_mean: Number | None = Field(None, description="tokens per engine step (from the engine's step "
                                                 "histogram)")
     work_tokens: WorkTokens | None = None

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from stackbook.evidence.rundir import RunDir
 

@@ -74,12 +74,15 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
             t0 = time.monotonic()
             run_slot(by_name[name], [r])
             done.append(SlotTime(name, r, time.monotonic() - t0))
-            later = [(n, r) for n in order[i + 1:]] + [(n, q) for q in range(r + 1, max(plan.min, r + 1)) for n in names]
+            later = [(n, r) for n in order[i + 1 :]] + [
+                (n, q) for q in range(r + 1, max(plan.min, r + 1)) for n in names
+            ]
             report_time_to_go(run, done, later, time.monotonic() - began)
         entry["finished_unix"] = time.time()
         record["ran"] = r + 1
         run.manifest.save()
     else:
         record["stopped"] = (f"after {plan.most} repetitions: " +
-                             ("fixed by the protocol (min = max)" if plan.min == plan.most else "repetitions.max reached"))
+                             ("fixed by the protocol (min = max)" if plan.min == plan.most
+                              else "repetitions.max reached"))
     run.manifest.save()

@@ -184,7 +184,8 @@ class ToolCall(_Check):
                             "error_class": "schema_failure"}
         wrong = {k: v for k, v in self.expect_arguments.items() if str(args.get(k, "")).lower() != str(v).lower()}
         ok = fn.get("name") == name and not wrong
-        return shown | {"passed": ok, "detail": f"called {fn.get('name')}({args})" + (f", expected {wrong}" if wrong else ""),
+        return shown | {"passed": ok,
+                        "detail": f"called {fn.get('name')}({args})" + (f", expected {wrong}" if wrong else ""),
                         "error_class": None if ok else "schema_failure"}
 
 
@@ -258,7 +259,8 @@ class Needle(_Check):
                                "found": text is not None and self.expect.lower() in text.lower(),
                                "output": (text or reply.get("error", ""))[:120]})
         longest = max((t["tokens"] for t in trials), default=0)
-        return refusal(replies) | {"passed": all(t["found"] for t in trials), "output": trials[-1]["output"] if trials else "",
+        return refusal(replies) | {"passed": all(t["found"] for t in trials), "output": trials[-1]["output"] if trials
+                                   else "",
                 "trials": trials, "detail": f"{sum(t['found'] for t in trials)}/{len(trials)} needles found, "
                                             f"longest prompt {longest:,} tokens"}
 
@@ -354,7 +356,8 @@ def run_check(target: Target, check, out_of_scope: str | None = None, tokenizer=
     with counting() as tally:
         outcome = check.run(target, tokenizer=tokenizer, context_length=context_length)
     outcome["detail"] = f"{outcome.get('detail', '')}{tally.note()}"
-    return result | outcome | tally.fields() | {"seconds": round(time.monotonic() - began, 2)}  # where the gate's time goes
+    return result | outcome | tally.fields() | {"seconds": round(time.monotonic() - began,
+                                                                 2)}  # where the gate's time goes
 
 
 def run_suite(target: Target, suite: Suite, out_of_scope: dict[str, str] | None = None, progress=None,

@@ -48,7 +48,8 @@ def probe_endpoint(adapter, target: Target, tokenizer, realized: dict | None = N
         c.headers.update(target.headers)
         if adapter.metrics_path:
             try:
-                out["metrics_path"] = adapter.metrics_path if c.get(base + adapter.metrics_path).status_code == 200 else None
+                out["metrics_path"] = (adapter.metrics_path if c.get(base + adapter.metrics_path).status_code == 200
+                                       else None)
             except httpx.HTTPError:
                 out["metrics_path"] = None
         else:

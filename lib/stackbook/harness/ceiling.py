@@ -41,7 +41,8 @@ def measure_ceiling(processes: int = 1, rates: list[float] | None = None) -> dic
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)
     top = ladder[-1]["held"] if ladder else False
-    return {"max_open_loop_rate_rps": held, "first_rate_not_held": None if top or not ladder else ladder[-1]["rate_rps"],
+    return {"max_open_loop_rate_rps": held, "first_rate_not_held": None if top or not ladder
+            else ladder[-1]["rate_rps"],
             "processes": processes, "host": host_key(), "ladder_top_held": top,
             "note": (f"every rate of the ladder held (up to {held:g} req/s): the ceiling is at least that"
                      if top else f"{ladder[-1]['rate_rps']:g} req/s was not held") if ladder else "no rate measured",
@@ -103,7 +104,8 @@ def ceiling_warnings(campaign) -> list[str]:
             rate = level.get("rate")
             if rate and above_ceiling(rate, ceiling):
                 out.append(f"arm {arm.name}: rate {rate:g} req/s is beyond the harness ceiling last measured on this "
-                           f"host (it did not hold {ceiling['first_rate_not_held']:g} req/s with {ceiling['processes']} "
+                           f"host (it did not hold {ceiling['first_rate_not_held']:g} req/s with "
+                           f"{ceiling['processes']} "
                            f"client process(es)): that point will be invalid; raise protocol.loadgen.processes or "
                            "lower the rate")
     return out

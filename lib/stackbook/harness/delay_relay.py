@@ -249,7 +249,8 @@ class RelayProcess:
         self.url = ""
 
     def start(self) -> "RelayProcess":
-        self.proc = subprocess.Popen([sys.executable, "-m", "stackbook.harness.delay_relay", "--upstream", self.upstream,
+        self.proc = subprocess.Popen([sys.executable, "-m", "stackbook.harness.delay_relay", "--upstream",
+                                      self.upstream,
                                       "--tpot-ms", str(self.tpot_ms)], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()  # "listening http://127.0.0.1:PORT", or nothing if it failed
         if not line.startswith("listening "):

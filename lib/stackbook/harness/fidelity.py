@@ -17,7 +17,8 @@ def server_lag_ms(arrivals: list[float], rate: float) -> list[float]:
     return [(o - origin) * 1000 for o in offsets]
 
 
-def highest_rate_held(ladder: list[dict], lag_key: str, errors_key: str, max_lag_ms: float = MAX_SCHEDULE_LAG_MS) -> float:
+def highest_rate_held(ladder: list[dict], lag_key: str, errors_key: str,
+                      max_lag_ms: float = MAX_SCHEDULE_LAG_MS) -> float:
     """The highest rate of an increasing ladder held at every rung up to it: p99 lag within the
     bound and no failed request. A rung passed after a failed one does not count."""
     held = 0.0

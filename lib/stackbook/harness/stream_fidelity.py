@@ -77,7 +77,8 @@ def truth_of(stream: dict) -> dict:
 
 def truth_summary(streams: list[dict]) -> dict:
     t = [truth_of(s) for s in streams]
-    return {**percentiles((x["ttft_ms"] for x in t), "ttft_ms"), **percentiles((x["tpot_ms"] for x in t if x["tpot_ms"]), "tpot_ms"),
+    return {**percentiles((x["ttft_ms"] for x in t), "ttft_ms"),
+            **percentiles((x["tpot_ms"] for x in t if x["tpot_ms"]), "tpot_ms"),
             **percentiles((g for x in t for g in x["itl_ms"]), "itl_ms"),
             **percentiles((g for x in t for g in x["lateness_ms"]), "server_lateness_ms")}
 
@@ -89,7 +90,8 @@ def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stre
     the client's write: the wire and the server's own wait to read it), in ms."""
     pairs = [(r, log[key(r)]) for r in records if r.phase == Phase.MEASURE and r.ok and key(r) in log]
     m = [request_metrics(r) for r, _ in pairs]
-    client = {**percentiles((x["ttft_ms"] for x in m), "ttft_ms"), **percentiles((x["tpot_ms"] for x in m if x["tpot_ms"]), "tpot_ms"),
+    client = {**percentiles((x["ttft_ms"] for x in m), "ttft_ms"),
+              **percentiles((x["tpot_ms"] for x in m if x["tpot_ms"]), "tpot_ms"),
               **percentiles((g for x in m for g in x["itl_ms"]), "itl_ms")}
     receive = [(start + c - s) * 1000 for r, t in pairs for c, s in zip(r.chunk_times_s, t["sent"])]
     first = [(start + r.chunk_times_s[0] - t["sent"][0]) * 1000 for r, t in pairs if r.chunk_times_s]
@@ -97,10 +99,12 @@ def distortion(records, log: dict[str, dict], start: float, key=lambda r: f"stre
     truth = truth_summary([t for _, t in pairs])
     own = [(x, truth_of(t)) for x, (_, t) in zip(m, pairs)]  # each request against its own truth
     paired = {**percentiles((x["ttft_ms"] - t["ttft_ms"] for x, t in own), "ttft_error_ms"),
-              **percentiles((x["tpot_ms"] - t["tpot_ms"] for x, t in own if x["tpot_ms"] and t["tpot_ms"]), "tpot_error_ms")}
+              **percentiles((x["tpot_ms"] - t["tpot_ms"] for x, t in own if x["tpot_ms"] and t["tpot_ms"]),
+                            "tpot_error_ms")}
     return {"requests": len(pairs), "client": client, "truth": truth,
             "error_ms": {k: _diff(client.get(k), truth.get(k)) for k in client}, "per_request": paired,
-            **percentiles(receive, "receive_delay_ms"), "receive_delay_ms_max": round(max(receive), 3) if receive else None,
+            **percentiles(receive, "receive_delay_ms"), "receive_delay_ms_max": round(max(receive), 3) if receive
+            else None,
             **percentiles(first, "first_receive_delay_ms"), **percentiles(delivery, "delivery_delay_ms")}
 
 

@@ -110,7 +110,8 @@ async def send_chat(client: StreamClient, target: Target, prompt: PromptSpec, *,
     if prompt.sentinel:  # filed apart whatever its position: it adds load, never latency statistics
         base = dict(base, phase=Phase.SENTINEL, sentinel=prompt.sentinel)
     rec = dict(base, request_index=prompt.index, scheduled_s=scheduled_s,
-               prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None else prompt.prompt_tokens_client,
+               prompt_tokens_client=prompt_tokens_client if prompt_tokens_client is not None
+               else prompt.prompt_tokens_client,
                output_tokens_requested=body.get(target.max_tokens_field, 0),
                length_controlled=not prompt.natural_end and target.exact_lengths,
                prefix_group=prompt.group, turn=turn,

@@ -338,7 +338,8 @@ class StreamClient:
                     return fut.result()
                 except ssl.SSLCertVerificationError as err:
                     ex.finish("transport", f"TLS: the server's certificate was not verified ({err.verify_message}); "
-                                           "if it is signed by a private CA, give that CA's PEM file as engine.ca_bundle")
+                                           "if it is signed by a private CA, give that "
+                                           "CA's PEM file as engine.ca_bundle")
                     return fut.result()
                 except OSError as err:
                     ex.finish("transport", f"{type(err).__name__}: {err}")

@@ -17,4 +17,5 @@ class Phase(str, Enum):
     __hash__ = str.__hash__
 
 
-MEASURED_LOAD = (Phase.MEASURE, Phase.SENTINEL)  # the requests of the measurement window: the load the protocol asked for
+MEASURED_LOAD = (Phase.MEASURE,
+                 Phase.SENTINEL)  # the requests of the measurement window: the load the protocol asked for

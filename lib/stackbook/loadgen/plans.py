@@ -67,8 +67,14 @@ class SessionPlan(TracePlan):
     def share(self, positions: list[int], clients: int) -> SessionPlan:
         def pick(values: tuple) -> tuple:
             return tuple(values[i] for i in positions) if values else ()
-        return dataclasses.replace(self, schedule=[self.schedule[i] for i in positions], sessions=pick(self.sessions),
-                                   gaps=pick(self.gaps), spawned_by=pick(self.spawned_by), waits_for=pick(self.waits_for))
+        return dataclasses.replace(
+            self,
+            schedule=[self.schedule[i] for i in positions],
+            sessions=pick(self.sessions),
+            gaps=pick(self.gaps),
+            spawned_by=pick(self.spawned_by),
+            waits_for=pick(self.waits_for),
+        )
 
 
 @dataclass(frozen=True)

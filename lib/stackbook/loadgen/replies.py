@@ -83,7 +83,8 @@ def _parse_events(events: list[tuple[float, bytes]], t0: float, tokenizer) -> di
     error_class, error = "none", None
     for (at, data), event in zip(events, _decoded(events)):
         if type(event) is not dict:
-            what = "invalid JSON in a stream chunk" if isinstance(event, bytes) else "a stream chunk that is not an object"
+            what = "invalid JSON in a stream chunk" if isinstance(event,
+                                                                  bytes) else "a stream chunk that is not an object"
             error_class, error = "malformed_stream", f"{what}: {data[:200]!r}"
             break
         if "error" in event:
@@ -147,7 +148,8 @@ def record_of(s: Sent, tokenizer) -> RequestRecord:
     details = usage.get("prompt_tokens_details") or {}
     chunk_times = parsed["chunk_times"]
     return RequestRecord(
-        **s.rec, sent_s=sent, sent_unix=s.sent_unix, connect_s=reply.connect_s, first_token_s=chunk_times[0] if chunk_times else None,
+        **s.rec, sent_s=sent, sent_unix=s.sent_unix, connect_s=reply.connect_s, first_token_s=chunk_times[0]
+        if chunk_times else None,
         first_event_s=parsed["first_event"], end_s=end, chunk_times_s=chunk_times, chunk_tokens=parsed["chunk_tokens"],
         prompt_tokens_server=usage.get("prompt_tokens"), output_tokens_server=usage.get("completion_tokens"),
         output_tokens_client=count_tokens(tokenizer, parsed["text"]), cached_prompt_tokens=details.get("cached_tokens"),

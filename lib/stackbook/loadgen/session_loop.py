@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from stackbook.loadgen.drivers import Finisher, Target, collector_paused, keep, phases, run_prompt, run_sync, sleep_until
+from stackbook.loadgen.drivers import (Finisher, Target, collector_paused, keep, phases, run_prompt, run_sync,
+                                       sleep_until)
 from stackbook.loadgen.loop_lag import LoopLag
 from stackbook.loadgen.plans import SessionPlan
 from stackbook.loadgen.records import RecordWriter, RequestRecord

@@ -189,7 +189,9 @@ def read_weka(path: str | Path, subagent_time: str = "absolute") -> Trace:
     traces: list[WekaTrace] = []
     for where, doc in _documents(path):
         if not isinstance(doc, dict):
-            raise ValueError(f"{path} {where}: a trace is a JSON object with id, block_size, hash_id_scope and requests")
+            raise ValueError(
+                f"{path} {where}: a trace is a JSON object with id, block_size, hash_id_scope and requests"
+            )
         try:
             traces.append(WekaTrace.model_validate(doc))
         except ValidationError as err:

@@ -63,5 +63,6 @@ def construction_split(records: list, shared_tokens: int = 0, engine_hits: float
 def workload_reuse(point_cache: dict) -> float | None:
     """The most of the workload's own tokens a point's replies or counters say came from cache;
     None where the point was recorded without the split (its figures then hold every cached token)."""
-    split = [point_cache[k] for k in ("workload_hit_rate", "engine_workload_hit_rate") if point_cache.get(k) is not None]
+    split = [point_cache[k] for k in ("workload_hit_rate", "engine_workload_hit_rate")
+             if point_cache.get(k) is not None]
     return max(split) if split else None

@@ -302,5 +302,6 @@ def peer_definitions(records: list[RequestRecord]) -> pd.DataFrame:
     put("AIPerf", "TTFT", ttft, "first non-empty content - start")
     put("AIPerf", "ITL", aiperf_itl, "(E2E - TTFT)/(OSL - 1), OSL = client tokenizer")
     put("AIPerf", "ICL", itl_chunks, "gap between chunks, pooled")
-    frame = pd.DataFrame([{"tool": tool, "label": label, **vals} for tool, d in rows.items() for label, vals in d.items()])
+    frame = pd.DataFrame([{"tool": tool, "label": label, **vals} for tool, d in rows.items()
+                          for label, vals in d.items()])
     return frame.set_index(["tool", "label"])

@@ -318,7 +318,8 @@ def mlperf_discarded_highest(queries: int, percentile: float, confidence: float 
 
 
 def mlperf_percentile_estimate(sorted_latencies: Sequence[float], percentile: float,
-                               confidence: float = MLPERF_CONFIDENCE, tolerance: float = 0.0) -> MlperfPercentileEstimate:
+                               confidence: float = MLPERF_CONFIDENCE,
+                               tolerance: float = 0.0) -> MlperfPercentileEstimate:
     """LoadGen's early-stopping estimate of a percentile from the sorted latencies of a run."""
     n = len(sorted_latencies)
     floor = mlperf_queries_needed(1, percentile, confidence, tolerance)

@@ -146,7 +146,8 @@ def sweep_results(session, levels: list[dict], reps: list[int], readings: dict, 
     sent = point_digests(read_sent(session.arm_dir.requests_sent, latest_attempt=True))
     earlier, earlier_telemetry = earlier_points(session)
     telemetry = {name: r.telemetry for name, r in readings.items()}
-    telemetry |= {name: earlier_telemetry[name] for name in earlier if name not in readings and name in earlier_telemetry}
+    telemetry |= {name: earlier_telemetry[name] for name in earlier if name not in readings
+                  and name in earlier_telemetry}
     # each level's trace lengths, counted once for all its repetitions (a long log is tokenized once)
     trace_lengths = {lv["level"]: trace_input_lengths(protocol.arrival, lv, tokenizer) for lv in levels}
     implied = protocol.arrival.implied_reuse()
@@ -160,7 +161,8 @@ def sweep_results(session, levels: list[dict], reps: list[int], readings: dict, 
             if name in by_point:
                 points[name] = point_figures(protocol, lv, rep, by_point[name], readings=readings.get(name),
                                              earlier=earlier.get(name), sentinels=sentinels,
-                                             sent=sent.get(name, {}), trace_lengths=trace_lengths[lv["level"]], implied=implied)
+                                             sent=sent.get(name, {}), trace_lengths=trace_lengths[lv["level"]],
+                                             implied=implied)
     out = summarize_sweep(points, telemetry, peak_rss_bytes, protocol, harness_ceiling=session.harness_ceiling())
     method = session.adapter.length_control
     out["length_control"]["method"] = method or "none: this engine offers no way to force an exact length"

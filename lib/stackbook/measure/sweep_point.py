@@ -1,5 +1,6 @@
-"""One point of the load sweep: its requests (`point_requests`), then two named steps: `measure_point` sends it and reads the
-engine around it; `point_figures` turns its records and readings into the point's summary.
+"""One point of the load sweep: its requests (`point_requests`), then two named steps: `measure_point`
+sends it and reads the engine around it; `point_figures` turns its records and readings into the
+point's summary.
 The sweep (measure/sweep.py) only orders points, skips finished ones and keeps the books."""
 from __future__ import annotations
 

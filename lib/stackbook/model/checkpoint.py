@@ -25,7 +25,8 @@ def safetensors_totals(directory: Path) -> dict | None:
                 n = int.from_bytes(fh.read(8), "little")
                 header = json.loads(fh.read(n))
         except (OSError, ValueError) as err:
-            raise ValueError(f"{symbolic(f)}: not a readable safetensors file ({err}); remove it or re-download it") from None
+            raise ValueError(f"{symbolic(f)}: not a readable safetensors file "
+                             f"({err}); remove it or re-download it") from None
         for key, t in header.items():
             if key == "__metadata__":
                 continue
@@ -71,7 +72,7 @@ def shipped_precision(cfg: dict, where: str = "config") -> tuple[str | None, str
         prec = "int4" if q.get("load_in_4bit") else "int8"
     else:
         raise ValueError(f"{where}: quantization_config quant_method {method or None!r} (bits {bits!r}) is not one the "
-                         "sizing reads (fp8, mxfp4, awq or gptq with bits 4 or 8, bitsandbytes 4/8-bit); give --weights "
-                         "or --artifact-bytes")
+                         "sizing reads (fp8, mxfp4, awq or gptq with bits 4 or 8, bitsandbytes 4/8-bit); give "
+                         "--weights or --artifact-bytes")
     return prec, (f"quantization_config {method}: every parameter at {prec} (the layers it leaves unquantized make "
                   "the checkpoint somewhat larger; a model directory's safetensors give its exact bytes)")

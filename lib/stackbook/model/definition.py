@@ -72,7 +72,8 @@ def normalized_config(cfg: dict, where: str = "config") -> dict:
     if not isinstance(model_type, str) or not transformers_knows(model_type):
         return cfg
     cfg_json = json.dumps(cfg, sort_keys=True, default=str)
-    return {**cfg, **json.loads(_remembered("config", cfg_json, ("transformers",), lambda: _normalize(cfg_json, where)))}
+    return {**cfg,
+            **json.loads(_remembered("config", cfg_json, ("transformers",), lambda: _normalize(cfg_json, where)))}
 
 
 @lru_cache(maxsize=64)

@@ -1,6 +1,7 @@
 """An estimate of a decoder's parameters from its config.json alone, for an architecture
-transformers does not define (stackbook.model.definition counts the rest exactly). Counted part by part (embeddings tied or not, attention including MLA and
-gated queries, Gated DeltaNet layers, dense and expert MLPs, norms), so each part can be checked."""
+transformers does not define (stackbook.model.definition counts the rest exactly). Counted part by
+part (embeddings tied or not, attention including MLA and gated queries, Gated DeltaNet layers,
+dense and expert MLPs, norms), so each part can be checked."""
 from __future__ import annotations
 
 from stackbook.model.schedule import FULL, LINEAR, SLIDING, schedule_from_config

@@ -79,8 +79,8 @@ def _moe_ffns(cfg: dict, layers: int, where: str) -> list:
     only = cfg.get("mlp_only_layers") or []
     dense_only = {v for v in only if isinstance(v, int)} if isinstance(only, list) else set()
     if not all(isinstance(v, int) and v >= 0 for v in (first_dense, step, freq)) or not step or not freq:
-        raise ScheduleError(f"{where}: first_k_dense_replace, decoder_sparse_step and moe_layer_freq must be whole numbers "
-                            f"(the last two at least 1); they are {first_dense!r}, {step!r}, {freq!r}")
+        raise ScheduleError(f"{where}: first_k_dense_replace, decoder_sparse_step and moe_layer_freq must be whole "
+                            f"numbers (the last two at least 1); they are {first_dense!r}, {step!r}, {freq!r}")
     return [MOE if i >= first_dense and (i + 1) % step == 0 and i % freq == 0 and i not in dense_only else DENSE
             for i in range(layers)]
 
@@ -97,7 +97,8 @@ def _sliding(cfg: dict, model_type: str, layers: int) -> tuple[list, str]:
         return [SLIDING if i % 2 == 0 else FULL for i in range(layers)], "Gemma 2: alternating, even layers sliding"
     if cfg.get("use_sliding_window") and cfg.get("max_window_layers") is not None:  # Qwen 2 style
         start = cfg["max_window_layers"]
-        return [SLIDING if i >= start else FULL for i in range(layers)], f"sliding from layer {start} (max_window_layers)"
+        return [SLIDING if i >= start
+                else FULL for i in range(layers)], f"sliding from layer {start} (max_window_layers)"
     return [SLIDING] * layers, f"sliding_window {window} on every layer"
 
 
@@ -124,7 +125,8 @@ def schedule_from_config(cfg: dict, layers: int, where: str = "config") -> Layer
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
             raise ScheduleError(f"{where}: layer_types must list one kind per layer ({layers} layers, "
-                                f"num_hidden_layers); it has {len(types) if isinstance(types, list) else type(types).__name__}")
+                                f"num_hidden_layers); it has "
+                                f"{len(types) if isinstance(types, list) else type(types).__name__}")
         unknown = sorted({str(t) for t in types} - set(LAYER_TYPE_VALUES))
         if unknown:
             raise ScheduleError(f"{where}: model type {model_type!r}: layer_types has {unknown}, which the layer "

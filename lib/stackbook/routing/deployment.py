@@ -126,7 +126,8 @@ class Deployment:
     def describe(self) -> dict:
         """The deployment as engine.json keeps it: what a notebook needs to reach and read each part."""
         return {"replicas": [{"index": i, "base_url": r.base_url, "pid": r.proc.pid if r.proc else None,
-                              "ready_after_s": r.ready_after_s, "log": symbolic(str(r.log_path)) if r.log_path else None,
+                              "ready_after_s": r.ready_after_s, "log": symbolic(str(r.log_path)) if r.log_path
+                              else None,
                               "launch": r.launch_record()} for i, r in enumerate(self.replicas)],
                 "router": self.router.record(), "router_added_latency": self.added_latency,
                 "threads_per_replica": getattr(self.arm.engine, "threads", None),

@@ -114,8 +114,8 @@ class RouterKind:
                 time.sleep(0.25)
         self.stop()
         raise RouterStartError(f"router {self.kind} did not route to all {len(self.replica_urls)} replicas within "
-                               f"{self.spec.startup_timeout_s:g} s (raise router.startup_timeout_s if it is just slow). "
-                               f"Last log lines:\n{self.process.log_tail()}")
+                               f"{self.spec.startup_timeout_s:g} s (raise router.startup_timeout_s if it is just "
+                               f"slow). Last log lines:\n{self.process.log_tail()}")
 
     def is_alive(self) -> bool:
         return self.process.is_alive() if self.runs_process else True

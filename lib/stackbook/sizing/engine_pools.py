@@ -84,4 +84,5 @@ def balanced_mamba_ratio(g, context_tokens: int, kv_precision: str = "bf16", sta
     """The --mamba-full-memory-ratio at which state slots and KV run out together:
     (S x state bytes) / (context x KV bytes per token)."""
     s = SGLANG_STATE_SLOTS[radix_cache]
-    return s * model_state_bytes_per_sequence(g, state_precision) / (context_tokens * model_kv_bytes_per_token(g, kv_precision))
+    return (s * model_state_bytes_per_sequence(g, state_precision)
+            / (context_tokens * model_kv_bytes_per_token(g, kv_precision)))

@@ -199,7 +199,8 @@ def check_request(g, *, context_tokens, tensor_parallel, pool_bytes=None, worksp
             raise SizingInputError(option, f"{option} {v / GiB:g}: must be zero GiB or more")
     for option, name in (("--kv-dtype", kv_precision), ("--state-dtype", state_precision)):
         if name is not None and name != "none" and name not in BYTES_PER_ELEMENT:
-            raise SizingInputError(option, f"{option} {name!r}: unknown precision; use one of {sorted(BYTES_PER_ELEMENT)}")
+            raise SizingInputError(option,
+                                   f"{option} {name!r}: unknown precision; use one of {sorted(BYTES_PER_ELEMENT)}")
     if weights_precision is not None and weights_precision not in BITS_PER_WEIGHT:
         close = difflib.get_close_matches(weights_precision, BITS_PER_WEIGHT, n=3)
         raise SizingInputError("--weights", f"--weights {weights_precision!r}: unknown weight precision"
@@ -257,7 +258,8 @@ def size_model(g, *, memory_bytes: float, context_tokens: int, weights_precision
         "weights_bytes": int(weights), "kv_bytes_per_token": kv_tok, "kv_bytes_per_sequence": kv_seq,
         "state_bytes_per_sequence": state, "bytes_per_sequence": per_seq,
         "cache_pool_bytes": int(max(pool, 0)), "cache_pool_source": pool_source, "max_live_sequences": live,
-        "fits": fits, "shortfall_bytes": 0 if fits else int(math.ceil(max(per_seq - pool, weights + per_seq - memory_bytes))),
+        "fits": fits, "shortfall_bytes": 0 if fits
+        else int(math.ceil(max(per_seq - pool, weights + per_seq - memory_bytes))),
         "memory_bytes": memory_bytes,
     }
     if pool_bytes is None:
@@ -320,5 +322,6 @@ def weights_by_precision(num_parameters: int, artifacts: dict | None = None,
         b = weight_bytes(num_parameters, prec, art["bytes"] if art else None)
         rows.append({"precision": prec, "bytes": b, "GB": round(b / GB, 2), "GiB": round(b / GiB, 2),
                      "bits per weight": round(8 * b / num_parameters, 2),
-                     "how": f"exact artifact size: {art['source']}" if art else f"{BITS_PER_WEIGHT[prec]} bits/weight rule"})
+                     "how": f"exact artifact size: {art['source']}" if art
+                     else f"{BITS_PER_WEIGHT[prec]} bits/weight rule"})
     return rows

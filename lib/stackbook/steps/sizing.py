@@ -97,7 +97,8 @@ def budget_table(s: dict) -> pd.DataFrame:
     rows = [
         ("device memory", s["memory_bytes"], s["hardware"]["name"]),
         ("weights", s["weights_bytes"], f"{s['geometry']['parameters'] or 0:,} parameters, {s['weights_precision']}"),
-        ("KV per token", s["kv_bytes_per_token"], f"{s['geometry']['full_attention_layers']} full-attention layers, {s['kv_precision']}"),
+        ("KV per token", s["kv_bytes_per_token"],
+         f"{s['geometry']['full_attention_layers']} full-attention layers, {s['kv_precision']}"),
         ("recurrent state per sequence", s["state_bytes_per_sequence"],
          f"{s['geometry']['linear_attention_layers']} linear-attention layers, {s['state_precision']}"),
         (f"one sequence at {s['context']:,} tokens", s["bytes_per_sequence"], "context x KV per token + state"),

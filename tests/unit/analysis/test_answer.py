@@ -41,7 +41,8 @@ def test_cost_states_its_price_formula_utilisation_and_the_campaigns_caveat():
     # the arithmetic the sentence states gives the figures it states
     assert round(0.085 / (28.1195 * 3600) * 1e6, 2) == 0.84 and round(0.085 / (49.5093 * 3600) * 1e6, 2) == 0.48
     assert "(100% utilisation)" in said and "a managed endpoint charges $0.6 per million" in said
-    assert said.endswith("illustrative round figures for a 2-vCPU cloud instance and a small hosted model, not a quote).")
+    assert said.endswith("illustrative round figures for a 2-vCPU cloud instance and a "
+                         "small hosted model, not a quote).")
     assert sentences("quickstart/reference")["At what cost"].startswith("No prices set in the campaign")
 
 
@@ -52,7 +53,8 @@ def test_how_sure_gives_rounds_their_minutes_and_the_rounds_that_would_decide_th
                            "the protocol (min = max)); the output throughput decisions rest on 3 degrees of freedom "
                            "(95% intervals); 1 of 8 comparisons undecided")
     more = int(said.split("TPOT p50 at concurrency 2: about ")[1].split()[0])
-    assert f"about {more} more rounds, about {round(more * 7.2)} min" in said  # one more round costs the later round's 7.2 min
+    # one more round costs the later round's 7.2 min
+    assert f"about {more} more rounds, about {round(more * 7.2)} min" in said
     # the decision's own words, built by the rule from the same interval, name the same count
     d = next(d for d in facts("capacity/reference").analysis["decisions"]
              if d["metric"] == "tpot_p50" and d["load"] == 2)
@@ -82,7 +84,8 @@ def test_four_arms_name_the_one_no_other_beats_and_its_nearest_rival():
 
 def test_arms_no_one_beats_are_named_together_with_what_lies_between_them():
     said = sentences("known-effect/reference")
-    assert said["Which arm"] == ("On TPOT p50, the preregistered primary figure: run fast or fast-again at offered rate "
+    assert said["Which arm"] == ("On TPOT p50, the preregistered primary figure: run fast "
+                                 "or fast-again at offered rate "
                                  "0.4 req/s (between them undecided: -21% to +23%) and 0.8 (between them undecided: "
                                  "-17% to +44%).")
     assert "the stopping rule watched TPOT p50 only" in said["How sure"] and "97.5% intervals" in said["How sure"]
@@ -99,7 +102,8 @@ def test_a_run_of_one_round_decides_nothing_and_names_the_other_host_with_its_ve
     assert said["How sure"].startswith("1 round of every arm (a round's duration is not recorded in the manifest)")
     assert said["Inside which SLO"].startswith(
         "TTFT ≤ 1500 ms and TPOT ≤ 100 ms for at least 99% of requests: llama-cpp: no load proven inside (the sweep "
-        "tested up to 8); proven outside from 2; undecided at 1 (12 of 12 inside; 299 with none outside would prove 99%)")
+        "tested up to 8); proven outside from 2; undecided at 1 (12 of 12 inside; 299 "
+        "with none outside would prove 99%)")
     assert said["On which host"] == (
         "AMD EPYC, 2 CPUs, instruction sets not recorded in its passports; kernels not recorded for llama-cpp, "
         "vllm-cpu. Other runs of this campaign: quickstart/reference on AMD EPYC, 2 CPUs, AVX-512 BF16: llama-cpp at "

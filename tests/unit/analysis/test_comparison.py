@@ -56,11 +56,13 @@ def frame(noise=(0.99, 1.0, 1.01)):
 
 
 def protocol(**decision):
-    return parse_campaign({**BASE, "protocol": {**BASE["protocol"], "decision": decision}} if decision else BASE).protocol
+    return parse_campaign({**BASE, "protocol": {**BASE["protocol"], "decision": decision}} if decision
+                          else BASE).protocol
 
 
 def test_verdict_never_ranks_hold_and_decides_each_figure_with_its_interval():
-    c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}} for n in ("fast-tail", "steady", "held")]})
+    c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}}
+                                         for n in ("fast-tail", "steady", "held")]})
     fair = analysis.fairness_table(c, arms_of(c, ("t", "t", "t")))
     lines, found = analysis.verdict(frame(), fair, c.protocol)
     assert lines[0] == "Not ranked (canaries HOLD): held."
@@ -70,7 +72,8 @@ def test_verdict_never_ranks_hold_and_decides_each_figure_with_its_interval():
     assert "(3 and 3 repetitions, 30 and 30 requests, 95% intervals)" in at4
     assert "held" not in at4
     tp = next(d for d in found if d.load == 4 and d.metric == "output_throughput")
-    assert tp.decision == "ahead" and tp.leader == "fast-tail" and 1.05 < tp.lo < tp.ratio < tp.hi and abs(tp.ratio - 1.2) < 1e-9
+    assert (tp.decision == "ahead" and tp.leader == "fast-tail" and 1.05 < tp.lo < tp.ratio < tp.hi
+            and abs(tp.ratio - 1.2) < 1e-9)
     assert not any(d.metric == "e2e_p99" for d in found)  # 10 requests per repetition cannot support a p99
     assert lines[-1].startswith("Not compared: E2E p99 (needs at least 100 requests per repetition)")
 
@@ -123,7 +126,8 @@ def test_two_arms_with_nothing_recorded_are_comparable():
 def test_verdict_names_each_label_that_keeps_an_arm_out():
     df = frame()
     df.loc[df["arm"] == "steady", "label"] = "engine died"
-    c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}} for n in ("fast-tail", "steady", "held")]})
+    c = parse_campaign({**BASE, "arms": [{"name": n, "engine": {"kind": "llama_cpp"}}
+                                         for n in ("fast-tail", "steady", "held")]})
     lines, _ = analysis.verdict(df, analysis.fairness_table(c, arms_of(c, ("t", "t", "t"))), c.protocol)
     assert lines[:3] == ["Not ranked (canaries HOLD): held.", "Not ranked (the engine died): steady.",
                          "Fewer than two accepted, comparable arms: no ranking."]
@@ -171,14 +175,16 @@ def workloads_reference_arms():
     def sweep(points, discards=()):
         return {"points": {f"rate{r:g}-r0": {"requests": 16, "completed": 16, "rate": r, "load": r,
                                              "output_throughput_tok_s": tp, "e2e_ms_p99": p99,
-                                             "slo_attainment": att, "goodput_rps": gp, "discarded": r == 2 and bool(discards)}
+                                             "slo_attainment": att, "goodput_rps": gp, "discarded": r == 2
+                                             and bool(discards)}
                            for r, tp, p99, att, gp in points},
                 "discards": list(discards)}
     canaries = {"verdict": "PASS", "suite": "s", "suite_sha256": "0", "gating_checks": 8, "passed": 8, "failed": [],
                 "counts": {}}
     return {
         "llama-cpp": {"results": {"canaries": canaries, "sweep": sweep([
-            (0.5, 21.73, 4045.4, 0.9375, 0.510), (1, 31.20, 4363.8, 0.875, 0.964), (2, 43.47, 11635.6, 0.1875, 0.208)])}},
+            (0.5, 21.73, 4045.4, 0.9375, 0.510), (1, 31.20, 4363.8, 0.875, 0.964),
+            (2, 43.47, 11635.6, 0.1875, 0.208)])}},
         "vllm-cpu": {"results": {"canaries": canaries, "sweep": sweep([
             (0.5, 21.59, 2484.4, 1.0, 0.541), (1, 30.50, 2660.5, 1.0, 1.077), (2, 78.69, 5714.7, 1.0, 2.059)],
             [{"point": "rate2-r0", "rule": "on_invalid_load", "detail": "schedule_lag_ms_p99=21.952"}])}}}

@@ -40,8 +40,8 @@ def _copy_of_avx2(copy_committed_run, cold, name="other-host", llama_speedup=1.0
             point["output_throughput_tok_s"] *= factor
         if repetitions == 2:
             for name_, point in list(points.items()):
-                points[name_.replace("-r0", "-r1")] = {**point, "repetition": 1,
-                                                       "output_throughput_tok_s": point["output_throughput_tok_s"] * 1.02}
+                points[name_.replace("-r0", "-r1")] = {
+                    **point, "repetition": 1, "output_throughput_tok_s": point["output_throughput_tok_s"] * 1.02}
         run.arm(arm).results.write_text(json.dumps(results))
         passport = json.loads(run.arm(arm).passport_json.read_text())
         passport["identity"]["host"]["cpu"] = cpu
@@ -129,7 +129,8 @@ def test_index_lists_each_run_with_campaign_model_arms_host_harness_status_and_t
         "host": "Intel Xeon, 2 CPUs", "verdict": lines[0], "report": None, "model": "smollm2-135m-instruct",
         "isa": "-", "harness": entry.harness, "status": "complete",
         "arms": {"llama-cpp": "accepted", "vllm-cpu": "accepted"}, "verdict_lines": lines,
-        "load_unit": "concurrency", "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
+        "load_unit": "concurrency",
+        "pages": {"arms/llama-cpp/30_load_sweep": "quickstart/other-host/arms/llama-cpp/30_load_sweep.html"}}
     assert entry.harness.startswith("stackbook 0.1.0 (")
     page = write_index(tmp_path).read_text()
     assert "<td>quickstart</td><td>quickstart/other-host<br><small>" in page

@@ -168,7 +168,8 @@ def test_a_discarded_repetition_drops_its_round_from_that_pair_at_that_load_only
     found = {d.load: d for d in decisions(pd.DataFrame(rows), protocol, {"a", "b"}) if d.metric == "tpot_p50"}
     assert all(d.method.startswith("paired by round") and d.decision == AHEAD and d.leader == "a"
                for d in found.values()), found
-    assert "over the rounds both kept (1, 2; left out: b's repetition 0, whose partner was discarded)" in found[0.4].method
+    assert ("over the rounds both kept "
+            "(1, 2; left out: b's repetition 0, whose partner was discarded)" in found[0.4].method)
     assert "left out" not in found[0.8].method
     assert (found[0.4].repetitions_a, found[0.4].repetitions_b, found[0.8].repetitions_b) == (2, 2, 3)
     assert found[0.4].requests_b == 80 and found[0.8].requests_b == 120

@@ -17,8 +17,10 @@ def test_the_fairness_table_says_which_decoding_fields_each_arm_sent():
     local = LlamaCppAdapter(LlamaCppEngine(kind="llama_cpp"), None, Protocol(), "m")
     hosted = OpenAIEndpointAdapter(OpenAIEndpoint(kind="openai_endpoint", base_url="https://x.example/v1"), None,
                                    Protocol(), "m")
-    arms = {"local": {"arm": c.arms[0], "engine": {"identity": {}, "decoding_fields": local.honoured_decoding_fields(d)}},
-            "hosted": {"arm": c.arms[1], "engine": {"identity": {}, "decoding_fields": hosted.honoured_decoding_fields(d)}},
+    arms = {"local": {"arm": c.arms[0],
+                      "engine": {"identity": {}, "decoding_fields": local.honoured_decoding_fields(d)}},
+            "hosted": {"arm": c.arms[1],
+                       "engine": {"identity": {}, "decoding_fields": hosted.honoured_decoding_fields(d)}},
             }
     f = analysis.fairness_table(c, arms)
     assert f.loc["local", "decoding_not_sent"] == "none"

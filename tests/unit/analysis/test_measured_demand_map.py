@@ -35,7 +35,8 @@ def point(load, client, api, core, throughput, e2e, *, discarded=False, batch=No
             "cpu_seconds": {"client": client, "engine": {"api_server": api, "engine_core": core}},
             "requests_in_cpu_window": 12, "work_tokens": {"prompt_tokens": 1536, "generated_tokens": 768,
                                                           "source": "engine counters"},
-            "batch_size_mean": batch, "engine_in_flight_mean": float(load), "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
+            "batch_size_mean": batch, "engine_in_flight_mean": float(load),
+            "engine_time_ms": {"queue": 1.0, "prefill": 20.0, "decode": 3000.0,
                                                          "inference": 3020.0, "source": "engine histograms"}}
 
 
@@ -244,7 +245,8 @@ def test_an_open_loop_arm_is_judged_at_its_offered_rate_not_as_a_count():
     d = reference_map("burstiness/constant")
     assert d.status == "measured" and d.offered_load == "offered 1.7 req/s (its seeded schedule 1.53)"
     assert "busy 57% of the point's CPU window, idle 43%" in d.why_not_closer
-    assert "0.57 requests were in flight on average" in d.why_not_closer and "1.7 were in flight" not in d.why_not_closer
+    assert ("0.57 requests were in flight on average" in d.why_not_closer
+            and "1.7 were in flight" not in d.why_not_closer)
     assert d.load_model == "an open network at the 1.53 req/s its schedule offered"
     assert d.own_point_e2e_ms == pytest.approx(338.0 / (1 - 1.53 * 0.338) + 7.875 / (1 - 1.53 * 0.007875),
                                                rel=1e-4)

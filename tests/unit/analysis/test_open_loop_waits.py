@@ -18,7 +18,8 @@ from tests.support.records import request_record
 
 def record(i, sent, end, phase="measure", point="rate1-r0", first=None, ok=True):
     return request_record(run_id="t", point=point, phase=phase, concurrency=0, request_index=i, scheduled_s=sent,
-                          sent_s=sent, end_s=end, sent_unix=1e9 + sent, first_token_s=first if first is not None else end,
+                          sent_s=sent, end_s=end, sent_unix=1e9 + sent, first_token_s=first if first is not None
+                          else end,
                           prompt_tokens_client=8, error_class="none" if ok else "timeout")
 
 
@@ -241,7 +242,8 @@ def test_open_loop_points_reads_each_arm_marks_discards_and_skips_closed_loops(t
 
 def test_conclusions_compare_the_least_and_most_variable_accepted_points():
     import pandas as pd
-    rows = [{"status": "accepted", "arrival": a, "arrival_cv": ca, "wait_ms_mean": w, "utilization": 0.65, "rate_rps": 1.1,
+    rows = [{"status": "accepted", "arrival": a, "arrival_cv": ca, "wait_ms_mean": w, "utilization": 0.65,
+             "rate_rps": 1.1,
              "kingman_error_pct": k, "pk_error_pct": pk, "outcome": "stable"}
             for a, ca, w, k, pk in [("constant", 0.0, 5.0, -40.0, None), ("poisson", 1.0, 300.0, 10.0, 10.0),
                                     ("gamma (C_a² = 4)", 2.0, 1200.0, -20.0, None)]]

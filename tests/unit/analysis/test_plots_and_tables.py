@@ -74,7 +74,8 @@ def test_readable_table_renders_html_and_aligned_text():
     t = readable(pd.DataFrame({"arm": ["a"], "ttft_ms_p50": [12.3456]}))
     html = t._repr_html_()
     assert "<table" in html and ">TTFT p50 (ms)</th>" in html and ">12.3</td>" in html
-    assert "#T_" in html and "_row0_col0 {\n  text-align: left;" in html and "_row0_col1 {\n  text-align: right;" in html
+    assert ("#T_" in html and "_row0_col0 {\n  text-align: left;" in html
+            and "_row0_col1 {\n  text-align: right;" in html)
     assert repr(t).splitlines() == ["arm TTFT p50 (ms)", "  a          12.3"]
 
 

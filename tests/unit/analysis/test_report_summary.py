@@ -39,7 +39,8 @@ def _section_notebook(outputs):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_markdown_cell("## Kept\n\nprose"),
                 nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("stream", name="stdout", text="1\n")]),
-                nbformat.v4.new_markdown_cell("## Empty\n\nlong prose"), nbformat.v4.new_code_cell("y", outputs=outputs),
+                nbformat.v4.new_markdown_cell("## Empty\n\nlong prose"),
+                nbformat.v4.new_code_cell("y", outputs=outputs),
                 nbformat.v4.new_markdown_cell("## Prose only\n\nno code")]
     return nb
 

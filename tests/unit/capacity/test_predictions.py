@@ -51,7 +51,8 @@ def test_the_sentence_says_only_what_the_interval_proves():
     assert "not 3" in s
     assert "may lie higher" in capacity_sentence("a", 16, None, slo, 0.9)
     assert "no load was proven inside" in capacity_sentence("a", None, 1, slo, 0.9)
-    assert ladder_rungs({"start": 1, "tolerance": 1}, 5) == 5 and ladder_rungs({"start": 1, "tolerance": 1}, None) is None
+    assert ladder_rungs({"start": 1, "tolerance": 1}, 5) == 5
+    assert ladder_rungs({"start": 1, "tolerance": 1}, None) is None
 
 
 def _arm(points: dict, slo: dict | None = None) -> dict:

@@ -77,7 +77,8 @@ def test_a_block_hashed_trace_replays_its_timestamps_lengths_and_blocks():
     assert p.arrival.schedule(level, 2, seed=0) == [0.0, 1.158]
     block_tokens, ids = p.arrival.prompt_blocks(level)
     assert block_tokens == 512 and ids[:2] == [(0, 1), (0, 2, 3)]
-    plain = protocol({"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"), "format": "azure"})
+    plain = protocol({"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"),
+                      "format": "azure"})
     assert plain.arrival.prompt_blocks(plain.arrival.load_levels()[0]) is None
 
 
@@ -85,7 +86,9 @@ def test_an_unknown_trace_format_is_refused_naming_the_known_ones():
     from pydantic import ValidationError
     from stackbook.locations import REPO_ROOT
 
-    with pytest.raises(ValidationError, match="'stackbook', 'azure', 'burstgpt', 'mooncake', 'openai', 'sharegpt' or 'weka'"):
+    with pytest.raises(
+        ValidationError, match="'stackbook', 'azure', 'burstgpt', 'mooncake', 'openai', 'sharegpt' or 'weka'"
+    ):
         protocol({"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"), "format": "csv"})
 
 

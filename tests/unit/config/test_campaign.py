@@ -73,7 +73,8 @@ BAD = {
                             ["hardware.accelerator", "unknown accelerator 'h100'", "h100-sxm"]),
     "unknown catalog model": (GOOD.replace("name: t\n", "name: t\nmodel: {source: catalog, catalog: qwen3.8-72b}\n"),
                               ["catalog 'qwen3.8-72b' is not in the model catalog", "qwen3.8-27b"]),
-    "catalog model with a sweep": (GOOD.replace("name: t\n", "name: t\nmodel: {source: catalog, catalog: qwen3.8-27b}\n"),
+    "catalog model with a sweep": (GOOD.replace("name: t\n",
+                                                "name: t\nmodel: {source: catalog, catalog: qwen3.8-27b}\n"),
                                    ["has no weights to serve", "stages: [sizing]"]),
     "repetitions max below min": (GOOD.replace("  arrival:", "  repetitions: {min: 3, max: 2}\n  arrival:"),
                                   ["repetitions.max (2) is below repetitions.min (3)"]),
@@ -110,7 +111,8 @@ BAD = {
                       ["rates must be positive"]),
     "missing trace": (GOOD.replace("{kind: closed_loop, concurrency: [1, 2]}", "{kind: trace, path: no/trace.jsonl}"),
                       ["trace file 'no/trace.jsonl' does not exist"]),
-    "engine option of another engine": (GOOD.replace("engine: {kind: llama_cpp}", "engine: {kind: llama_cpp, kv_cache_gib: 2}"),
+    "engine option of another engine": (GOOD.replace("engine: {kind: llama_cpp}",
+                                                     "engine: {kind: llama_cpp, kv_cache_gib: 2}"),
                                         ["arms[0].engine.kv_cache_gib", "Extra inputs are not permitted"]),
 }
 

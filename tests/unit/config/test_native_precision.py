@@ -55,7 +55,8 @@ def test_a_kind_without_native_kernels_holds_every_arm_to_fp32_and_the_reason_na
                         "holds the bf16 checkpoint exactly")
     assert c.native_by_kind == {"gpu_kind": ["bf16", "fp16", "fp32"], "cpu_kind": ["fp32"]}
     assert c.host_isa == ["avx2", "f16c", "fma"]
-    assert choose_native(kinds, ZEN4).reason == "bf16: every engine runs bf16 natively (gpu_kind: every host, cpu_kind: avx512_bf16)"
+    assert choose_native(kinds, ZEN4).reason == (
+        "bf16: every engine runs bf16 natively (gpu_kind: every host, cpu_kind: avx512_bf16)")
 
 
 def test_a_named_precision_an_engine_emulates_is_kept_with_a_warning():

@@ -79,7 +79,8 @@ def test_a_kv_pool_beyond_the_hosts_memory_is_refused_and_one_beyond_free_memory
     assert len(out.refusals) == 1
     r = out.refusals[0]
     assert r.startswith("arms[1].engine.kv_cache_gib: the engine of arm vllm-cpu would hold 10,000.3 GiB")
-    assert "this host's memory is 24.0 GiB. Fix: lower arms[1].engine.kv_cache_gib so the pool stays under 23.7 GiB" in r
+    assert ("this host's memory is 24.0 GiB. "
+            "Fix: lower arms[1].engine.kv_cache_gib so the pool stays under 23.7 GiB" in r)
     out = check(quickstart(lambda c: c["arms"][1]["engine"].update(kv_cache_gib=21)), tmp_path)
     assert out.refusals == [] and len(out.warnings) == 1
     assert out.warnings[0].startswith("arms[1].engine.kv_cache_gib:") and "20.0 GiB free now" in out.warnings[0]
@@ -115,7 +116,8 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     llama, vllm = out.estimates
     per_request = 0.2 + 16 * 0.05  # the quickstart's 16-token replies at the measured TTFT and TPOT
     assert llama.seconds == pytest.approx(3 * sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4)) + 20)
-    assert "TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's own where it ran) as measured in" in llama.basis
+    assert ("TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's "
+            "own where it ran) as measured in" in llama.basis)
     assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
 
 
@@ -207,4 +209,5 @@ def test_a_committed_run_reads_as_its_host_type_even_without_recorded_flags():
     kinds = {"llama-cpp": "llama_cpp", "vllm-cpu": "vllm_cpu"}
     # avx2-host predates the host's flags in engine.json: llama-server's own system_info line says AVX2
     assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/avx2-host"), kinds)) == "AVX2"
-    assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/reference"), kinds)) == "AVX-512 (BF16)"
+    assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/reference"),
+                                             kinds)) == "AVX-512 (BF16)"

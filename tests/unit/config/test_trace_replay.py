@@ -18,7 +18,9 @@ def test_a_trace_over_the_context_is_refused_naming_the_scale_that_would_fit():
     with pytest.raises(ValidationError) as err:
         protocol({"kind": "trace", "path": AGENTX, "format": "weka"}, context_length=2048)
     text = str(err.value)
-    assert "session-1 (row 13) needs 2313 tokens, prompt and reply, but context_length is 2048, and 3 more" in text, text
+    assert "session-1 (row 13) needs 2313 tokens, prompt and reply, but context_length is 2048, and 3 more" in text, (
+        text
+    )
     assert "set arrival.length_scale: 0.703125 (the largest scale that fits" in text
     assert "64-token blocks becoming 45" in text and "arrival.fit: drop" in text and "never cut short" in text
 
@@ -37,16 +39,29 @@ def test_a_declared_scale_fits_and_is_recorded():
     assert len(links) == 20 and ("session-0", 1) in [p for p, _ in links]
 
 
-@pytest.mark.parametrize("arrival, says", [
-    ({"format": "weka", "length_scale": 0.3}, "a scale must give whole blocks of at least 8 tokens"),
-    ({"format": "weka", "block_tokens": 64}, "block_tokens states the block size of Mooncake-style lines"),
-    ({"format": "mooncake", "subagent_time": "relative", "path": str(REPO_ROOT / "campaigns/traces/example-mooncake.jsonl")},
-     "subagent_time reads weka agent traces"),
-    ({"format": "openai", "length_scale": 0.5, "path": str(REPO_ROOT / "campaigns/traces/example-openai.jsonl")},
-     "replays recorded text, which cannot be scaled"),
-    ({"format": "weka", "subagent_time": "relative", "length_scale": 0.5},
-     "the trace's subagent times are likely absolute: set arrival.subagent_time: absolute"),
-])
+@pytest.mark.parametrize(
+    "arrival, says",
+    [
+        ({"format": "weka", "length_scale": 0.3}, "a scale must give whole blocks of at least 8 tokens"),
+        ({"format": "weka", "block_tokens": 64}, "block_tokens states the block size of Mooncake-style lines"),
+        (
+            {
+                "format": "mooncake",
+                "subagent_time": "relative",
+                "path": str(REPO_ROOT / "campaigns/traces/example-mooncake.jsonl"),
+            },
+            "subagent_time reads weka agent traces",
+        ),
+        (
+            {"format": "openai", "length_scale": 0.5, "path": str(REPO_ROOT / "campaigns/traces/example-openai.jsonl")},
+            "replays recorded text, which cannot be scaled",
+        ),
+        (
+            {"format": "weka", "subagent_time": "relative", "length_scale": 0.5},
+            "the trace's subagent times are likely absolute: set arrival.subagent_time: absolute",
+        ),
+    ],
+)
 def test_what_a_campaign_states_of_a_trace_is_checked(arrival, says):
     with pytest.raises((ValidationError, ValueError)) as err:
         protocol({"kind": "trace", "path": AGENTX, **arrival}, context_length=4096)
@@ -66,5 +81,7 @@ def test_a_point_of_an_agent_trace_records_the_implied_rate_per_depth():
                       sent={}, trace_lengths=None, implied=implied)
     pc = s["prefix_cache"]
     assert pc["implied_hit_rate"] == implied["hit_rate"] and pc["implied_mean_hit_rate"] == implied["mean_hit_rate"]
-    assert pc["implied_by_depth"]["1"] == {k: implied["by_depth"][1][k] for k in ("requests", "hit_rate", "mean_hit_rate")}
+    assert pc["implied_by_depth"]["1"] == {
+        k: implied["by_depth"][1][k] for k in ("requests", "hit_rate", "mean_hit_rate")
+    }
     assert s["session_order"]["subagents"] == 4

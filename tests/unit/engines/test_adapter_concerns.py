@@ -17,7 +17,8 @@ def declared(cls) -> set[str]:
 
 
 def test_the_concerns_declare_disjoint_members():
-    concerns = {c.__name__: declared(c) - {"kind"} for c in (EngineKindFacts, InstallRecipe, RequestDialect, EngineProcess)}
+    concerns = {c.__name__: declared(c) - {"kind"}
+                for c in (EngineKindFacts, InstallRecipe, RequestDialect, EngineProcess)}
     names = list(concerns)
     for i, a in enumerate(names):
         for b in names[i + 1:]:

@@ -143,7 +143,8 @@ def test_gpu_engines_run_their_own_environment(artifacts, monkeypatch, tmp_path)
                                (TrtllmAdapter, TrtllmEngine(kind="trtllm"), "tensorrt-llm-1.2.1")):
         a = adapter(spec, artifacts, Protocol(), "m")
         with pytest.raises(FileNotFoundError, match=rf"\$STACKBOOK_CACHE/engines/{env}/bin/python is missing; run "
-                                                    rf"`make setup-gpu` \(or tools/bootstrap.sh {adapter.bootstrap_step}\)"):
+                                                    rf"`make setup-gpu` \(or tools/bootstrap.sh "
+                                                    rf"{adapter.bootstrap_step}\)"):
             a.command()
         python = tmp_path / "cache" / "engines" / env / "bin" / "python"
         python.parent.mkdir(parents=True)

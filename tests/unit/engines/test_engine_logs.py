@@ -11,7 +11,8 @@ VLLM_CPU_LOG = ("(EngineCore pid=5005) INFO 11-30 05:14:13 [kv_cache_utils.py:23
                 "Maximum concurrency for 2,048 tokens per request: 22.75x\n")
 # Two-line format of vLLM 0.8 to 0.27 (vllm-project/vllm PR #13596), verbatim.
 VLLM_GPU_LOG = ("INFO 02-19 23:56:55 kv_cache_utils.py:524] GPU KV cache size: 2,042,016 tokens\n"
-                "INFO 02-19 23:56:55 kv_cache_utils.py:527] Maximum concurrency for 2,048 tokens per request: 997.08x\n")
+                "INFO 02-19 23:56:55 kv_cache_utils.py:527] Maximum concurrency for "
+                "2,048 tokens per request: 997.08x\n")
 # 'GPU + host' pool label of v0.33.0, rendered from its format string.
 VLLM_HOST_POOL = ("(EngineCore pid=4242) INFO 11-30 04:45:00 [kv_cache_utils.py:1146] GPU + host KV cache size: "
                   "4,455,808 tokens, Maximum concurrency for 8,192 tokens per request: 543.92x\n")
@@ -25,16 +26,17 @@ SGLANG_LWS = """\
 [2025-02-17 05:27:24 TP0] max_total_num_tokens=712400, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=50, context_len=163840
 [2025-02-17 05:27:24] INFO:     Uvicorn running on http://0.0.0.0:40000 (Press CTRL+C to quit)
 [2025-02-17 05:27:32] The server is fired up and ready to roll!
-"""
+"""  # noqa: E501 - the log lines as the engine printed them
 # kvcache-ai/ktransformers issue #1870 (an SGLang-based server, verbatim).
 SGLANG_KTRANSFORMERS = """\
 [2026-02-27 17:10:28 TP0] KV Cache is allocated. #tokens: 580364, K size: 4.15 GB, V size: 4.15 GB
 [2026-02-27 17:10:28 TP0] Memory pool end. avail mem=4.02 GB
 [2026-02-27 17:10:29 TP0] max_total_num_tokens=580364, chunked_prefill_size=2048, max_prefill_tokens=16384, max_running_requests=1, context_len=8192, available_gpu_mem=3.63 GB
-"""
+"""  # noqa: E501 - the log lines as the engine printed them
 # v0.5.23 format strings (rendered): an MLA pool with its dtype, and a hybrid model's state slots.
 SGLANG_RENDERED = ("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1912896, KV size: 14.37 GB\n"
-                   "Mamba Cache is allocated. max_mamba_cache_size: 43, conv_state size: 0.10GB, ssm_state size: 3.17GB\n")
+                   "Mamba Cache is allocated. max_mamba_cache_size: 43, conv_state size: "
+                   "0.10GB, ssm_state size: 3.17GB\n")
 # The resizer's line is deliberately not a pool line (the research notes' negative case).
 SGLANG_RESIZER = ("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 4096, KV size: 1.00 GB, "
                   "avail mem=2.00 GB\n")
@@ -44,7 +46,7 @@ TRT_TUTORIAL = """\
 [TensorRT-LLM][INFO] Max KV cache blocks per sequence: 65 [window size=2051], tokens per block=32, primary blocks=116617, secondary blocks=0
 [TensorRT-LLM][INFO] Number of tokens per block: 32.
 [TensorRT-LLM][INFO] [MemUsageChange] Allocated 78.30 GiB for max tokens in paged KV cache (3731744).
-"""
+"""  # noqa: E501 - the log lines as the engine printed them
 # Older runtimes: NVIDIA/nim-deploy issue #24 and NVIDIA/TensorRT-LLM issue #224 (verbatim).
 TRT_LEGACY_MAX = "[TensorRT-LLM][INFO] Max tokens in paged KV cache: 38400. Allocating 5033164800 bytes.\n"
 TRT_LEGACY_USING = "[TensorRT-LLM][INFO] Using 10718 tokens in paged KV cache.\n"

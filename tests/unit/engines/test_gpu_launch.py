@@ -77,7 +77,8 @@ def test_the_launch_carries_the_sizing_assumptions(campaign_file, arm_name, arti
             assert flag(cmd, "--mamba-scheduler-strategy") == predicted["radix_cache"]
     else:
         options = adapter.llm_api_options()["kv_cache_config"]
-        launched = {"kv_cache": named(options["dtype"], weights), "state": named(options["mamba_ssm_cache_dtype"], weights),
+        launched = {"kv_cache": named(options["dtype"], weights),
+                    "state": named(options["mamba_ssm_cache_dtype"], weights),
                     "context": int(flag(cmd, "--max_seq_len"))}
         assert float(flag(cmd, "--kv_cache_free_gpu_memory_fraction")) == spec.kv_cache_free_gpu_memory_fraction
         assert options["free_gpu_memory_fraction"] == spec.kv_cache_free_gpu_memory_fraction

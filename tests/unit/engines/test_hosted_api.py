@@ -369,7 +369,9 @@ def test_tls_with_the_ca_bundle_succeeds(serve, self_signed):
 def test_tls_without_the_ca_bundle_fails_with_a_clear_error(serve, self_signed):
     api = serve(tls=self_signed)
     a = adapter(api.root + "/v1", exact_length="never")
-    with pytest.raises(EngineStartError, match="presented a certificate that was not verified .*self-signed certificate.*engine.ca_bundle"):
+    with pytest.raises(EngineStartError,
+                       match="presented a certificate that was not verified .*self-signed "
+                             "certificate.*engine.ca_bundle"):
         a.wait_ready(timeout_s=20)
     rec = stream_one(target_of(a))
     assert rec.error_class == "transport" and rec.status is None
@@ -442,7 +444,8 @@ arms:
     session = open_arm(str(campaign), run_dir=str(tmp_path / "run"), start_engine=True)
     try:
         assert session.adapter.artifacts is None
-        assert not hasattr(tokenizer_for(session), "approximate") and type(tokenizer_for(session)).__name__ == "Tokenizer"
+        assert not hasattr(tokenizer_for(session),
+                           "approximate") and type(tokenizer_for(session)).__name__ == "Tokenizer"
         t = session.target()
         assert (t.base_url, t.chat_path, t.exact_lengths) == (api.root, "/v1beta/openai/chat/completions", False)
         out, table = arm_canaries(session, progress=False)

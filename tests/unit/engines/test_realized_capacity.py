@@ -5,9 +5,12 @@ from stackbook.config.protocol import Protocol
 from stackbook.engines.llama_cpp import LlamaCppAdapter, LlamaCppEngine
 from stackbook.engines.vllm_cpu import VllmCpuAdapter, VllmCpuEngine
 
-VLLM_ARGS = ("(APIServer pid=26410) INFO 11-30 21:25:38 [api_utils.py:286] non-default args: {'enable_auto_tool_choice': "
-             "True, 'tool_call_parser': 'xlam', 'enable_prompt_tokens_details': True, 'host': '127.0.0.1', 'port': 57633, "
-             "'model': '$STACKBOOK_CACHE/models/smollm2-135m-instruct/hf-bf16', 'dtype': 'bfloat16', 'max_model_len': 2048, "
+VLLM_ARGS = ("(APIServer pid=26410) INFO 11-30 21:25:38 [api_utils.py:286] non-default args: "
+             "{'enable_auto_tool_choice': "
+             "True, 'tool_call_parser': 'xlam', 'enable_prompt_tokens_details': True, "
+             "'host': '127.0.0.1', 'port': 57633, "
+             "'model': '$STACKBOOK_CACHE/models/smollm2-135m-instruct/hf-bf16', 'dtype': "
+             "'bfloat16', 'max_model_len': 2048, "
              "'enforce_eager': True, 'served_model_name': ['smollm2-135m-instruct'], 'generation_config': 'vllm', "
              "'max_num_seqs': 4}\n")
 VLLM_KV = ("(EngineCore pid=26423) INFO 11-30 21:25:58 [kv_cache_utils.py:2327] CPU KV cache size: 46,592 tokens, "

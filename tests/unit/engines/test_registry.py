@@ -140,7 +140,8 @@ def test_every_install_step_reaches_its_kind_through_the_bootstrap_script():
     text = (REPO_ROOT / "tools" / "bootstrap.sh").read_text()
     assert re.search(r'^  \*\) engine_step "\$only" ;;', text, re.M)
     steps = [a.bootstrap_step for a in ADAPTERS.values() if a.bootstrap_step]
-    assert len(set(steps)) == len(steps) and not set(steps) & {"all", "test", "host", "browser", "workbook", "gpu", "model"}
+    assert len(set(steps)) == len(steps)
+    assert not set(steps) & {"all", "test", "host", "browser", "workbook", "gpu", "model"}
     for kind in ADAPTERS:
         assert kind not in re.sub(r"#.*", "", text), f"tools/bootstrap.sh names the kind {kind}"
     targets = {a.setup_target for a in ADAPTERS.values() if a.bootstrap_step}

@@ -146,7 +146,8 @@ def test_pip_that_fails_shows_the_end_of_its_log(tmp_path, capsys):
 def test_a_failing_install_in_parallel_is_reported_with_its_log_tail(tmp_path, capsys):
     ctx = InstallContext(cache=tmp_path, python=sys.executable)
     ctx.logs.mkdir()
-    scripts = {"good": "echo 'built it' >&2", "quiet": "true", "bad": "echo 'compiling'; echo 'error: out of memory'; exit 1"}
+    scripts = {"good": "echo 'built it' >&2", "quiet": "true",
+               "bad": "echo 'compiling'; echo 'error: out of memory'; exit 1"}
     ok = install_in_parallel(list(scripts), list(scripts.values()), ctx, lambda script: ["bash", "-c", script])
     err = capsys.readouterr().err
     assert ok is False

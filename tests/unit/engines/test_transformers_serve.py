@@ -73,7 +73,8 @@ def test_request_dialect_carries_every_decoding_setting_in_generation_config(set
 
 
 def test_precision_is_one_torch_dtype_for_weights_and_kv(setting):
-    with pytest.raises(ValueError, match=r"precision.weights must be one of \['bf16', 'fp16', 'fp32'\].*kv_cache='fp8'"):
+    with pytest.raises(ValueError,
+                       match=r"precision.weights must be one of \['bf16', 'fp16', 'fp32'\].*kv_cache='fp8'"):
         adapter(setting, protocol=Protocol(precision={"kv_cache": "fp8"})).command()
     with pytest.raises(FileNotFoundError, match="transformers needs a Hugging Face model directory"):
         TransformersAdapter(TransformersEngine(kind="transformers", python=setting[1]), ModelArtifacts("m", None, None),

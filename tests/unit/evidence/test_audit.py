@@ -138,7 +138,8 @@ def test_an_older_run_s_load_check_figures_are_recomputed_and_those_counted_othe
     results.write_text(json.dumps(data))
     audit = audit_run(run)
     older = [n for n in audit.one_sided if "counted under the older load check" in n]
-    assert not [d for d in audit.disagreements if d.file.endswith("results.json") and d.field.endswith("in_flight_mean")]
+    assert not [d for d in audit.disagreements if d.file.endswith("results.json")
+                and d.field.endswith("in_flight_mean")]
     assert "1 differing under today's count" in audit.checks["points"]
     assert (f"arms/llama-cpp/results.json: sweep.points.c4-r0.in_flight_mean (counted under the older load check: "
             f"stored 3.999, today's count {today:.4g})") in older

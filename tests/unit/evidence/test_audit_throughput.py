@@ -20,7 +20,8 @@ def test_a_throughput_that_counted_its_sentinels_is_listed_apart_and_a_new_one_c
     audit = audit_run(run)
     field = "arms/llama-cpp/results.json: sweep.points.c1-r0.output_throughput_tok_s"
     assert f"{field} (counted with the point's sentinels: stored 29.99, the workload's alone 28.4)" in audit.one_sided
-    assert not [d for d in audit.disagreements if d.file.endswith("results.json") and d.field.endswith("output_throughput_tok_s")]
+    assert not [d for d in audit.disagreements if d.file.endswith("results.json")
+                and d.field.endswith("output_throughput_tok_s")]
     assert "whose throughput counted their sentinels" in audit.checks["points"]
     data["sweep"]["points"]["c1-r0"]["sentinel_requests"] = 5   # as a run that counts them apart states
     results.write_text(json.dumps(data))

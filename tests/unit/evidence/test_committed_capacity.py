@@ -40,7 +40,8 @@ def test_the_capacity_follows_from_the_probe_records(run_path):
                 verdict, figures = judge_probe(int(p["load"]), [x for x in records if x.point == p["point"]],
                                                protocol.slo)
                 assert (verdict.verdict, verdict.met, verdict.requests) == (p["verdict"], p["met"], p["requests"]), p
-                stored.append(ProbeVerdict(p["load"], p["verdict"], p["reason"], p["requests"], p["duration_s"], p["met"]))
+                stored.append(ProbeVerdict(p["load"], p["verdict"], p["reason"], p["requests"], p["duration_s"],
+                                           p["met"]))
             replay = iter(stored)
             again = search_capacity(lambda load, n: next(replay), protocol.capacity.plan())
             assert [v.load for v in again.probes] == [p["load"] for p in r["probes"]]

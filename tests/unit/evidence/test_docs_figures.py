@@ -49,7 +49,8 @@ def test_the_agent_log_figures_in_runs_md_are_the_runs():
     points = {arm: json.loads((run / "arms" / arm / "results.json").read_text())["sweep"]["points"]
               for arm in ("llama-cpp", "vllm-cpu")}
     every = [p for pts in points.values() for p in pts.values()]
-    assert {(p["session_order"]["out_of_order"], p["session_order"]["before_previous_reply"]) for p in every} == {(0, 0)}
+    assert {(p["session_order"]["out_of_order"], p["session_order"]["before_previous_reply"])
+            for p in every} == {(0, 0)}
     assert "(0 of 12 steps out of order, 0 before their reply, at each point)" in doc
     assert {p["session_order"]["steps"] for p in every} == {12}
     [lengths] = {json.dumps(p["input_lengths"], sort_keys=True) for p in every}
@@ -115,7 +116,8 @@ def test_the_four_engines_findings_in_campaigns_md_are_the_runs():
 
 def test_the_canary_seconds_in_setup_md_are_the_runs():
     def seconds(run: str, arm: str) -> tuple[float, float]:
-        results = json.loads(Path(f"outputs/{run}/reference/arms/{arm}/results.json").read_text())["canaries"]["results"]
+        results = json.loads(Path(f"outputs/{run}/reference/arms/{arm}/results.json").read_text())
+        results = results["canaries"]["results"]
         return next(r["seconds"] for r in results if r["kind"] == "needle"), sum(r["seconds"] for r in results)
 
     doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())

@@ -21,17 +21,26 @@ def _facts(name: str) -> RunFacts:
 
 # Each offending run, the invariant it broke and words its violation must carry.
 NAMED = [
-    ("known-effect", "a load proven outside has requests outside", "fast: load 0.4 is called proven outside the SLO (exact), yet 120 of 120"),
-    ("known-effect", "a load proven outside has requests outside", "fast-again: load 0.8 is called proven outside the SLO (exact), yet 80 of 80"),
-    ("known-effect", "SLO claims monotone in the load", "fast: max load inside the SLO (estimate) is 0.8, above the load proven outside (0.4)"),
-    ("known-effect", "identical replicas agree", "fast-again is inside the SLO by its estimate at 0.4 and its identical replica fast proven outside at 0.4"),
-    ("known-effect", "each sentence states its own sample", "states [(2, 2, 80, 80)]; its decisions used [(3, 3, 120, 120)]"),
+    ("known-effect", "a load proven outside has requests outside",
+     "fast: load 0.4 is called proven outside the SLO (exact), yet 120 of 120"),
+    ("known-effect", "a load proven outside has requests outside",
+     "fast-again: load 0.8 is called proven outside the SLO (exact), yet 80 of 80"),
+    ("known-effect", "SLO claims monotone in the load",
+     "fast: max load inside the SLO (estimate) is 0.8, above the load proven outside (0.4)"),
+    ("known-effect", "identical replicas agree",
+     "fast-again is inside the SLO by its estimate at 0.4 and its identical replica fast proven outside at 0.4"),
+    ("known-effect", "each sentence states its own sample",
+     "states [(2, 2, 80, 80)]; its decisions used [(3, 3, 120, 120)]"),
     ("known-effect", "recorded from committed code, or marked", "diff sha256 2575a7579570c539"),
-    ("four-engines", "each sentence states its own sample", "states [(1, 1, 12, 12)]; its decisions used [(1, 2, 12, 24)]"),
-    ("burstiness", "each sentence states its own sample", "states [(2, 1, 128, 64)]; its decisions used [(1, 1, 64, 64)]"),
+    ("four-engines", "each sentence states its own sample",
+     "states [(1, 1, 12, 12)]; its decisions used [(1, 2, 12, 24)]"),
+    ("burstiness", "each sentence states its own sample",
+     "states [(2, 1, 128, 64)]; its decisions used [(1, 1, 64, 64)]"),
     ("capacity", "recorded from committed code, or marked", "diff sha256 4a471e035c88c1c4"),
-    ("agent-log", "the passport states what was sent", "llama-cpp: the passport states prompts of 128 to 128 tokens; 24 of 24 measured requests carried 118 to 320"),
-    ("agent-log", "the passport states what was sent", "vllm-cpu: the passport states replies of 48 to 48 tokens; 24 of 24 measured requests carried 13 to 32"),
+    ("agent-log", "the passport states what was sent",
+     "llama-cpp: the passport states prompts of 128 to 128 tokens; 24 of 24 measured requests carried 118 to 320"),
+    ("agent-log", "the passport states what was sent",
+     "vllm-cpu: the passport states replies of 48 to 48 tokens; 24 of 24 measured requests carried 13 to 32"),
 ]
 
 
@@ -50,7 +59,8 @@ def test_what_an_offending_run_did_not_break_holds():
 def test_a_run_marked_as_recorded_from_uncommitted_code_passes_that_invariant():
     facts = _facts("capacity")
     for passport in facts.passports.values():
-        passport["protocol"]["harness"] = "stackbook 0.1.0 (74b2c2f23e87), recorded from uncommitted code (diff sha256 4a47)"
+        passport["protocol"]["harness"] = ("stackbook 0.1.0 (74b2c2f23e87), "
+                                           "recorded from uncommitted code (diff sha256 4a47)")
     assert INVARIANTS["recorded from committed code, or marked"](facts) == []
 
 
@@ -58,7 +68,8 @@ def test_a_flagged_bound_passes_and_a_measured_value_inside_the_interval_needs_n
     facts = _facts("capacity")
     facts.analysis["demand_maps"]["llama-cpp"]["bound_exceeded"] = "measured 1.06 times its bound"
     assert INVARIANTS["throughput within its bound, or flagged"](facts) == []
-    facts.analysis["demand_maps"]["llama-cpp"] = {"bound_rps": 1.88, "bound_interval": 0.02, "measured_saturation_rps": 1.99}
+    facts.analysis["demand_maps"]["llama-cpp"] = {"bound_rps": 1.88, "bound_interval": 0.02,
+                                                  "measured_saturation_rps": 1.99}
     assert "measured 1.99 req/s above its bound 1.88 × (1 ± 0.02), unflagged" in \
         INVARIANTS["throughput within its bound, or flagged"](facts)[0]
     # capacity's own llama-cpp: 1.988 against 1.878 × (1 ± 7.3%), inside the bound's interval

@@ -23,7 +23,8 @@ def test_isa_flags_are_read_from_cpuinfo():
 
 
 def test_accelerator_fields_say_what_nvml_found():
-    absent = accelerator_fields({"nvml": "absent", "gpus": [], "reason": "no NVIDIA GPU found by NVML (Shared Library Not Found)"})
+    absent = accelerator_fields({"nvml": "absent", "gpus": [],
+                                 "reason": "no NVIDIA GPU found by NVML (Shared Library Not Found)"})
     assert absent == {"accelerator": "none: no NVIDIA GPU found by NVML (Shared Library Not Found)",
                       "driver": "not applicable: no NVIDIA GPU found by NVML (Shared Library Not Found)"}
     found = accelerator_fields({"nvml": "present", "driver": "570.86.15", "cuda": "12.8",
@@ -38,7 +39,8 @@ def test_energy_is_integrated_from_power_samples():
     assert energy_of({"nvml": "present", "samples": 3, "gpus": {0: {"energy_j": 800.0}}}) == {
         "joules_total": 800.0, "joules_per_gpu": {"0": 800.0},
         "source": "NVML power samples, trapezoid rule (3 samples)"}
-    counted = {"nvml": "present", "samples": 4, "gpus": {0: {"energy_j": 50.0, "energy_source": "the GPU's energy counter"}}}
+    counted = {"nvml": "present", "samples": 4,
+               "gpus": {0: {"energy_j": 50.0, "energy_source": "the GPU's energy counter"}}}
     assert energy_of(counted)["source"] == "the GPU's energy counter (4 samples)"
     assert energy_of({"nvml": "absent", "reason": "no NVIDIA GPU here (NVML: Shared Library Not Found)"}) == {
         "unknown": "not measured: no NVIDIA GPU here (NVML: Shared Library Not Found)"}

@@ -56,7 +56,8 @@ def test_modified_code_is_refused_naming_the_files_and_both_fixes(repo):
         starting_revision()
     message = str(refused.value)
     assert message.startswith("the work tree has uncommitted changes to 7 tracked file(s) under lib/, notebooks/ "
-                              "or campaigns/: campaigns/q.yaml, campaigns/r.yaml, lib/a.py, lib/b.py, lib/c.py and 2 more.")
+                              "or campaigns/: campaigns/q.yaml, campaigns/r.yaml, lib/a.py, "
+                              "lib/b.py, lib/c.py and 2 more.")
     assert "Commit them and run again, or pass --allow-modified (or set STACKBOOK_ALLOW_MODIFIED=1)" in message
 
 
@@ -71,7 +72,8 @@ def test_allowed_modified_code_is_marked_with_its_diff_digest(repo, monkeypatch)
     (repo / "lib/a.py").write_text("changed\n")
     revision = starting_revision(allow_modified=True)
     digest = revision["diff_sha256"]
-    assert len(digest) == 64 and revision["changed_files"] == ["lib/a.py"] and revision["allowed_by"] == "--allow-modified"
+    assert (len(digest) == 64 and revision["changed_files"] == ["lib/a.py"]
+            and revision["allowed_by"] == "--allow-modified")
     assert revision["note"] == f"recorded from uncommitted code (diff sha256 {digest[:16]})"
     assert describe(revision) == f"stackbook {revision['version']} ({revision['commit']}), {revision['note']}"
     monkeypatch.setenv(ALLOW_ENV, "1")
@@ -104,7 +106,8 @@ def test_stackbook_run_refuses_before_writing_anything(tmp_path, monkeypatch, st
     monkeypatch.setattr(harness, "current_revision", lambda: dict(MODIFIED))
     server = start_calibration_server()
     campaign = tmp_path / "c.yaml"
-    campaign.write_text(endpoint_campaign(server.base_url, model="{name: calibration, source: remote}", arrival="{kind: closed_loop, concurrency: [1]}",
+    campaign.write_text(endpoint_campaign(server.base_url, model="{name: calibration, source: remote}",
+                                          arrival="{kind: closed_loop, concurrency: [1]}",
                                           requests_per_point=2, warmup_requests=0, processes=1))
     run_id = f"refused-{tmp_path.name}"
     out = CliRunner().invoke(app, ["run", str(campaign), "--run-id", run_id, "--no-progress"])

@@ -40,7 +40,8 @@ def run_with(plan: Repetitions, decided_after: int | None = None):
 def test_abba_reverses_the_order_every_round():
     slots, looks, rec = run_with(Repetitions(min=3, max=3))
     assert slots == [("a", 0), ("b", 0), ("c", 0), ("c", 1), ("b", 1), ("a", 1), ("a", 2), ("b", 2), ("c", 2)]
-    assert looks == [] and rec["ran"] == 3 and rec["stopped"] == "after 3 repetitions: fixed by the protocol (min = max)"
+    assert (looks == [] and rec["ran"] == 3
+            and rec["stopped"] == "after 3 repetitions: fixed by the protocol (min = max)")
     assert [r["order"] for r in rec["rounds"]] == [["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"]]
 
 
@@ -82,9 +83,14 @@ def test_each_slot_revises_the_time_to_go_from_this_hosts_own_seconds(monkeypatc
     arms = [SimpleNamespace(name=n) for n in ("a", "b")]
     lines = []
     plan = {n: ArmEstimate(n, 0, 0, "", per_repetition_s=10.0) for n in ("a", "b")}
-    run = SimpleNamespace(campaign=SimpleNamespace(name="c", protocol=SimpleNamespace(repetitions=Repetitions(min=2, max=2))),
-                          manifest=FakeManifest(), run_dir="run", log=lines.append, plan=plan,
-                          steps=tqdm(total=campaign_steps(2, 2), disable=True))
+    run = SimpleNamespace(
+        campaign=SimpleNamespace(name="c", protocol=SimpleNamespace(repetitions=Repetitions(min=2, max=2))),
+        manifest=FakeManifest(),
+        run_dir="run",
+        log=lines.append,
+        plan=plan,
+        steps=tqdm(total=campaign_steps(2, 2), disable=True),
+    )
     run_rounds(run, arms, lambda arm, reps: None, lambda _: (True, ""))
     est = run.manifest.data["time_estimates"]
     assert est[0]["after"] == "the plan" and est[0]["to_go_s"] == rounds.revise(plan, [], [], 0).to_go_s + 40

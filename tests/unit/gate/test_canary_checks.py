@@ -35,8 +35,10 @@ def engine(monkeypatch):
 
 @pytest.mark.parametrize("spec, text, passed, detail", [
     ({"kind": "contains", "prompt": "p", "expect": ["Paris"]}, "It is paris.", True, "all expected text present"),
-    ({"kind": "contains", "prompt": "p", "expect": ["Paris"], "case_sensitive": True}, "paris", False, "missing ['Paris']"),
-    ({"kind": "regex", "prompt": "p", "pattern": "(?<![0-9])4(?![0-9])"}, "2+2 = 4", True, "pattern '(?<![0-9])4(?![0-9])' found"),
+    ({"kind": "contains", "prompt": "p", "expect": ["Paris"], "case_sensitive": True}, "paris", False,
+     "missing ['Paris']"),
+    ({"kind": "regex", "prompt": "p", "pattern": "(?<![0-9])4(?![0-9])"}, "2+2 = 4", True,
+     "pattern '(?<![0-9])4(?![0-9])' found"),
     ({"kind": "exact", "prompt": "p", "reference": "Paris."}, "Paris!", False, "differs from reference 'Paris.'"),
     ({"kind": "multi_turn", "prompt": "And my name?", "expect": ["Ada"],
       "history": [{"role": "user", "content": "I am Ada."}, {"role": "assistant", "content": "Hi Ada."}]},

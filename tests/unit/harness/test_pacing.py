@@ -67,6 +67,7 @@ def test_selftest_streams_prints_each_point_beside_the_truth():
 
 def test_selftest_streams_names_the_bad_value():
     result = CliRunner().invoke(app, ["selftest", "--streams", "16,lots"])
-    assert result.exit_code == 2 and "--streams '16,lots'" in result.output and "e.g. --streams 16,64,256" in result.output
+    assert (result.exit_code == 2 and "--streams '16,lots'" in result.output
+            and "e.g. --streams 16,64,256" in result.output)
     result = CliRunner().invoke(app, ["selftest", "--streams", "0"])
     assert result.exit_code == 2 and "at least 1" in result.output

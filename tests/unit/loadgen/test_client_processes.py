@@ -66,7 +66,8 @@ def test_two_processes_send_one_schedule_on_one_clock(server, tmp_path):
     t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 4})
     sched = arrivals.constant_schedule(40.0, 40)
     with RecordWriter(tmp_path / "requests.jsonl") as w, SentWriter(tmp_path / "sent.jsonl.gz") as sw:
-        recs, cost = send_point(OpenPlan(sched, cooldown=3), t, prompts(40), TOK, processes=2, parts_dir=tmp_path / "parts",
+        recs, cost = send_point(OpenPlan(sched, cooldown=3), t, prompts(40), TOK, processes=2,
+                                parts_dir=tmp_path / "parts",
                                 writer=w, sent_writer=sw, base=base(), warmup=2)
     assert not (tmp_path / "parts").exists()  # merged, then removed
     on_disk = read_records(tmp_path / "requests.jsonl")

@@ -153,7 +153,8 @@ def test_conversations_and_json_prompts():
 def test_each_distribution_describes_and_bounds_itself():
     cases = [(dist_of(64), "64", (64, 64), 64.0),
              (dist(kind="uniform", min=10, max=90), "uniform 10-90", (10, 90), 50.0),
-             (dist(kind="normal", mean=50, std=20, min=5, max=80), "normal mean 50, sd 20, clipped 5-80", (5, 80), None),
+             (dist(kind="normal", mean=50, std=20, min=5, max=80), "normal mean 50, sd 20, clipped 5-80", (5, 80),
+              None),
              (dist(kind="lognormal", median=60, sigma=0.9, min=3, max=400),
               "lognormal median 60, sigma 0.9, clipped 3-400", (3, 400), None)]
     for d, words, bounds, mean in cases:

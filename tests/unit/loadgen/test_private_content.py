@@ -43,7 +43,8 @@ def test_a_log_replays_its_own_messages_each_reply_at_its_recorded_length():
     assert p.arrival.content_is_private() and not log_protocol(keep_content=True).arrival.content_is_private()
     # The passport records the log by its digest, and whether its content was kept.
     from stackbook.evidence.files import file_sha256
-    assert p.arrival.evidence() == {"trace_sha256": file_sha256(LOG), "trace_requests": 12, "left_out": {}, "rows_read": 12,
+    assert p.arrival.evidence() == {"trace_sha256": file_sha256(LOG), "trace_requests": 12, "left_out": {},
+                                    "rows_read": 12,
                                     "content": "not kept: bodies as digests and lengths, replies as lengths"}
 
 

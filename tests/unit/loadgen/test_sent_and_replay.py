@@ -77,7 +77,8 @@ def test_prompt_digests_ignore_the_engine_dialect_and_the_model_replies():
     def sent(i, body):
         return {"point": "p", "phase": "measure", "request_index": i, "scheduled_s": 0, "sent_s": 0, "body": body}
     from stackbook.loadgen.sent import SentRequest
-    msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "reply"}, {"role": "user", "content": "b"}]
+    msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "reply"},
+            {"role": "user", "content": "b"}]
     llama = [SentRequest(**sent(0, {"model": "m.gguf", "messages": msgs, "max_tokens": 8, "ignore_eos": True,
                                     "repeat_penalty": 1.0, "temperature": 0}))]
     vllm = [SentRequest(**sent(0, {"model": "m", "messages": msgs[:1] + [{"role": "assistant", "content": "other"}]
@@ -154,7 +155,8 @@ def test_replay_of_one_point_and_the_errors_it_names(tmp_path, server):
     run = recorded_run(tmp_path, server)
     replay = replay_arm(run.path, "cal", points=["c2-r0"], endpoint=server.base_url, run_id="again")
     assert replay.name == "again" and set(json.loads(replay.replay.read_text())["points"]) == {"c2-r0"}
-    with pytest.raises(ValueError, match=r"--point rate9-r0: not recorded for arm 'cal'; recorded points: c2-r0, rate20-r0"):
+    with pytest.raises(ValueError,
+                       match=r"--point rate9-r0: not recorded for arm 'cal'; recorded points: c2-r0, rate20-r0"):
         replay_arm(run.path, "cal", points=["rate9-r0"], endpoint=server.base_url)
     with pytest.raises(FileExistsError, match="already exists"):
         replay_arm(run.path, "cal", endpoint=server.base_url, run_id="again")

@@ -41,7 +41,8 @@ def test_each_step_leaves_after_the_reply_before_it(server, think_s):
     # Two sessions of three steps logged 10 ms apart: far sooner than the server can answer.
     plan = SessionPlan([0.0, 0.005, 0.01, 0.015, 0.02, 0.025], 0, ("a", "b", "a", "b", "a", "b"), think_s)
     t = Target(server.base_url, "calibration", {"temperature": 0}, {"max_tokens": 8})
-    recs = run_plan(plan, t, prompts(6), TOK, warmup=0, writer=None, base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 0})
+    recs = run_plan(plan, t, prompts(6), TOK, warmup=0, writer=None,
+                    base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 0})
     assert sorted(r.request_index for r in recs) == list(range(6)) and all(r.ok for r in recs)
     by = {r.request_index: r for r in recs}
     order = session_order(recs, [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)])
@@ -70,7 +71,7 @@ def test_a_subagent_starts_after_its_parent_s_reply_and_the_parent_waits_for_it(
                     base={"run_id": "t", "arm": "cal", "point": "p", "concurrency": 0})
     by = {r.request_index: r for r in recs}
     assert sorted(by) == list(range(6)) and all(r.ok for r in recs)
-    assert by[1].sent_s >= by[0].end_s + 0.05 - 0.002      # the subagent after the reply that spawns it, its tool time kept
+    assert by[1].sent_s >= by[0].end_s + 0.05 - 0.002  # the subagent after the reply that spawns it, its tool time kept
     assert by[3].sent_s >= by[2].end_s + 0.05 - 0.002      # the parent's step after the subagent's last reply
     assert by[4].sent_s >= by[3].end_s + 0.05 - 0.002
     assert by[5].sent_s < by[4].end_s                       # the background subagent is not waited for

@@ -14,7 +14,9 @@ EXAMPLES = REPO_ROOT / "campaigns" / "traces"
 @pytest.mark.parametrize("name", sorted(trace_examples.EXAMPLES))
 def test_each_committed_example_reads_and_is_made_again_byte_for_byte(name, tmp_path):
     made = {p.name: p.read_bytes() for p in trace_examples.write_examples(tmp_path)}
-    assert (EXAMPLES / name).read_bytes() == made[name], "regenerate: python -c 'from stackbook.loadgen.trace_examples import write_examples; write_examples()'"
+    assert (EXAMPLES / name).read_bytes() == made[name], (
+        "regenerate: python -c 'from stackbook.loadgen.trace_examples import write_examples; write_examples()'"
+    )
     trace = read_trace_file(EXAMPLES / name, trace_examples.FORMAT_OF[name], **trace_examples.OPTIONS_OF.get(name, {}))
     assert trace.requests[0].timestamp_s == 0
     assert [r.timestamp_s for r in trace.requests] == sorted(r.timestamp_s for r in trace.requests)
@@ -30,24 +32,61 @@ def test_the_chat_examples_hold_the_same_requests_in_every_format():
     assert burst.requests == [r for i, r in enumerate(plain) if i != 5]
 
 
-@pytest.mark.parametrize("fmt, text, line, where", [
-    ("stackbook", '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1, "prompt_tokens": 10}\n',
-     2, "field output_tokens: Field required"),
-    ("stackbook", '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1,\n', 2, "not JSON"),
-    ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n2026-12-01 09:00:00.1,12,3\n2026-12-01 09:00:01.2,twelve,3\n",
-     3, "field ContextTokens: Input should be a valid integer"),
-    ("burstgpt", "Timestamp,Model,Request tokens,Response tokens\n1.5,ChatGPT,-3,4\n", 2,
-     "field Request tokens: Input should be greater than or equal to 0"),
-    ("mooncake", '{"timestamp": 10, "input_length": 1100, "output_length": 4, "hash_ids": [1, 2]}\n', 1,
-     "field hash_ids: Value error, 2 block ids for 1100 prompt tokens; 512-token blocks need 3"),
-    ("openai", '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}}\n'
-               '{"timestamp": 2.0, "body": {"messages": [{"role": "robot", "content": "hi"}], "max_tokens": 8}}\n',
-     2, "field body.messages.0.role: Input should be 'system', 'developer', 'user', 'assistant' or 'tool'"),
-    ("openai", '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}]}}\n', 1,
-     "no reply length: give body.max_tokens"),
-    ("sharegpt", '[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},'
-                 ' {"id": "b", "conversations": [{"from": "human"}]}]', 2, "field conversations.0.value: Field required"),
-])
+@pytest.mark.parametrize(
+    "fmt, text, line, where",
+    [
+        (
+            "stackbook",
+            '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1, "prompt_tokens": 10}\n',
+            2,
+            "field output_tokens: Field required",
+        ),
+        (
+            "stackbook",
+            '{"timestamp_s": 0, "prompt_tokens": 10, "output_tokens": 4}\n{"timestamp_s": 1,\n',
+            2,
+            "not JSON",
+        ),
+        (
+            "azure",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2026-12-01 09:00:00.1,12,3\n2026-12-01 09:00:01.2,twelve,3\n",
+            3,
+            "field ContextTokens: Input should be a valid integer",
+        ),
+        (
+            "burstgpt",
+            "Timestamp,Model,Request tokens,Response tokens\n1.5,ChatGPT,-3,4\n",
+            2,
+            "field Request tokens: Input should be greater than or equal to 0",
+        ),
+        (
+            "mooncake",
+            '{"timestamp": 10, "input_length": 1100, "output_length": 4, "hash_ids": [1, 2]}\n',
+            1,
+            "field hash_ids: Value error, 2 block ids for 1100 prompt tokens; 512-token blocks need 3",
+        ),
+        (
+            "openai",
+            '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}}\n'
+            '{"timestamp": 2.0, "body": {"messages": [{"role": "robot", "content": "hi"}], "max_tokens": 8}}\n',
+            2,
+            "field body.messages.0.role: Input should be 'system', 'developer', 'user', 'assistant' or 'tool'",
+        ),
+        (
+            "openai",
+            '{"timestamp": 1.0, "body": {"messages": [{"role": "user", "content": "hi"}]}}\n',
+            1,
+            "no reply length: give body.max_tokens",
+        ),
+        (
+            "sharegpt",
+            '[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},'
+            ' {"id": "b", "conversations": [{"from": "human"}]}]',
+            2,
+            "field conversations.0.value: Field required",
+        ),
+    ],
+)
 def test_a_malformed_row_is_refused_with_its_line_and_field(tmp_path, fmt, text, line, where):
     path = tmp_path / ("t.csv" if fmt in ("azure", "burstgpt") else "t.json" if fmt == "sharegpt" else "t.jsonl")
     path.write_text(text)
@@ -113,7 +152,9 @@ def test_prompts_from_a_block_hashed_trace_share_text_where_they_share_leading_b
             while shared < min(len(a.hash_ids), len(b.hash_ids)) - 1 and a.hash_ids[shared] == b.hash_ids[shared]:
                 shared += 1  # full leading blocks in common (a last block is partial, its own)
             if shared:
-                common = next((k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y), min(len(ids[i]), len(ids[j])))
+                common = next(
+                    (k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y), min(len(ids[i]), len(ids[j]))
+                )
                 assert common >= shared * 512 - 1, (i, j, shared, common)
     assert all(abs(count_tokens(tokenizer, t) - r.prompt_tokens) <= 0.02 * r.prompt_tokens + 8
                for t, r in zip(texts, reqs))

@@ -98,7 +98,9 @@ def test_the_implied_hit_rate_by_hand():
     assert r["hit_rate"] == pytest.approx(20 / 41) and r["cached_tokens"] == 20 and r["prompt_tokens"] == 41
     assert r["mean_hit_rate"] == pytest.approx((3 / 4 + 2 / 3) / 4)
     assert r["by_depth"][0]["hit_rate"] == pytest.approx(12 / 24) and r["by_depth"][0]["mean_hit_rate"] == 3 / 8
-    assert r["by_depth"][1]["hit_rate"] == pytest.approx(8 / 17) and r["by_depth"][1]["mean_hit_rate"] == pytest.approx(1 / 3)
+    assert r["by_depth"][1]["hit_rate"] == pytest.approx(8 / 17) and r["by_depth"][1]["mean_hit_rate"] == pytest.approx(
+        1 / 3
+    )
 
 
 def test_the_mooncake_conversion_implies_the_same_reuse_at_the_same_block_size(tmp_path):
@@ -166,7 +168,9 @@ def test_prompts_of_a_scaled_agent_trace_share_text_where_its_steps_share_blocks
             while shared < min(len(a.hash_ids), len(b.hash_ids)) - 2 and a.hash_ids[shared] == b.hash_ids[shared]:
                 shared += 1  # whole leading blocks in common, short of the two the instruction may shorten
             if shared:
-                common = next((k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y), min(len(ids[i]), len(ids[j])))
+                common = next(
+                    (k for k, (x, y) in enumerate(zip(ids[i], ids[j])) if x != y), min(len(ids[i]), len(ids[j]))
+                )
                 # a block's text can end inside a word that the next block's text re-joins: a token a boundary
                 assert common >= shared * 32 - shared - 1, (i, j, shared, common)
     assert any(r.depth == 1 and r.hash_ids[:3] == reqs[0].hash_ids[:3] for r in reqs)  # tools blocks shared

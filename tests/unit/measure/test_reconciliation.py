@@ -85,7 +85,8 @@ def test_two_kinds_naming_different_histograms_are_each_reconciled_against_their
                 .replace("vllm:inter_token_latency_seconds", "other:token_gap_seconds"): v
                for k, v in HISTOGRAMS["c2-r0"].items()}
     records = [r for r in RECORDS if r.point == "c2-r0"]
-    mine, theirs = reconcile_with_engine(HISTOGRAMS["c2-r0"], records, VLLM), reconcile_with_engine(renamed, records, other)
+    mine = reconcile_with_engine(HISTOGRAMS["c2-r0"], records, VLLM)
+    theirs = reconcile_with_engine(renamed, records, other)
     assert mine["ttft_ms_engine_mean"] == theirs["ttft_ms_engine_mean"] is not None
     assert mine["verdict"] == theirs["verdict"] == "PASS"
     assert reconcile_with_engine(renamed, records, VLLM)["verdict"] == "not available"

@@ -19,13 +19,13 @@ from stackbook.measure.runtime import (
     spec_decode,
     work_tokens,
 )
+from stackbook.measure.telemetry import metrics_delta, parse_exposition
+
+from tests.support.records import request_record
 
 # Each point is read by the names its own arm's kind gives its series.
 VLLM = adapter_class("vllm_cpu").metric_series
 LLAMA = adapter_class("llama_cpp").metric_series
-from stackbook.measure.telemetry import metrics_delta, parse_exposition
-
-from tests.support.records import request_record
 
 
 @pytest.mark.parametrize("name, cmdline, role", [

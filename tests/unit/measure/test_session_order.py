@@ -35,7 +35,8 @@ def test_the_logged_agent_example_names_each_steps_session():
     p = Protocol(arrival={"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-openai.jsonl"),
                           "format": "openai"}, context_length=2048)
     steps = p.arrival.session_steps()
-    assert len(steps) == 12 and steps[0] == ("agent-0", 0) and sorted(t for s, t in steps if s == "agent-3") == [0, 1, 2]
+    assert (len(steps) == 12 and steps[0] == ("agent-0", 0)
+            and sorted(t for s, t in steps if s == "agent-3") == [0, 1, 2])
     plain = Protocol(arrival={"kind": "trace", "path": str(REPO_ROOT / "campaigns/traces/example-azure.csv"),
                               "format": "azure"})
     assert plain.arrival.session_steps() is None

@@ -17,7 +17,8 @@ GROUPS = [0, 0, 1, 0, 1]
 
 def records(cached: list[int]) -> list:
     return [request_record(request_index=i, sent_s=i, prefix_group=g, prompt_tokens_server=150,
-                           prompt_tokens_client=126, cached_prompt_tokens=c) for i, (g, c) in enumerate(zip(GROUPS, cached))]
+                           prompt_tokens_client=126, cached_prompt_tokens=c)
+            for i, (g, c) in enumerate(zip(GROUPS, cached))]
 
 
 def test_each_request_after_its_groups_first_reuses_the_prefix():

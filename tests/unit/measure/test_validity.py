@@ -47,7 +47,8 @@ def test_discard_rules_name_the_rule_and_the_figure():
     assert out == [
         {"point": "c1", "rule": "max_failed_fraction", "detail": "2/10 requests failed (> 10%)"},
         {"point": "c1", "rule": "on_engine_restart", "detail": "the engine died during the point (2 requests cut)"},
-        {"point": "c2", "rule": "on_invalid_load", "detail": "1.50 requests in flight against 2 configured (kept: 1.80 to 2.20)"}]
+        {"point": "c2", "rule": "on_invalid_load",
+         "detail": "1.50 requests in flight against 2 configured (kept: 1.80 to 2.20)"}]
 
 
 def _closed_loop(service_s: float, gap_s: float, n: int = 12):
@@ -74,7 +75,8 @@ def test_a_concurrency_one_point_against_a_sub_millisecond_server_is_held():
     assert s["in_flight_mean"] == pytest.approx(5.5 / 9.5, rel=1e-6)
     assert s["client_gap_in_flight"] == pytest.approx(4.0 / 9.5, rel=1e-6)
     assert s["client_gap_ms_p99"] == pytest.approx(0.4)
-    assert not point_validity({"concurrency": 1, "in_flight_mean": s["in_flight_mean"]}, plan=ClosedPlan)["valid"]  # before
+    assert not point_validity({"concurrency": 1, "in_flight_mean": s["in_flight_mean"]},
+                              plan=ClosedPlan)["valid"]  # before
     v = point_validity(s, plan=ClosedPlan)
     assert v["valid"] and v["client_gap_in_flight"] == pytest.approx(0.421, abs=1e-3)
 
@@ -146,8 +148,10 @@ def test_a_closed_loop_point_that_held_its_concurrency_stands():
 
 
 def test_littles_law_alone_off_by_more_than_the_tolerance_invalidates():
-    assert point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.9}, plan=ClosedPlan)["valid"]
-    assert not point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.5}, plan=ClosedPlan)["valid"]
+    assert point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.9},
+                          plan=ClosedPlan)["valid"]
+    assert not point_validity({"concurrency": 4, "in_flight_mean": 3.9, "littles_law_concurrency": 3.5},
+                              plan=ClosedPlan)["valid"]
 
 
 def _rules(**kw):

@@ -16,7 +16,8 @@ def test_a_closed_loop_names_the_side_that_fell_short_and_the_band_it_missed():
 
 
 def test_an_open_loop_names_its_late_sends():
-    assert _discards("workloads/reference", "vllm-cpu")["rate0.5-r1"] == "sends were late by 21.4 ms at p99 (limit 5 ms)"
+    assert _discards("workloads/reference",
+                     "vllm-cpu")["rate0.5-r1"] == "sends were late by 21.4 ms at p99 (limit 5 ms)"
 
 
 def test_a_starved_client_is_said_so():

@@ -30,7 +30,8 @@ def problem(write_campaign, arm_lines: str) -> str:
 
 
 @pytest.mark.parametrize("arm_lines, expected", [
-    ("router: {kind: sglang}", ["router: a router needs replicas of 2 or more", "set replicas: 2 or more, or remove router"]),
+    ("router: {kind: sglang}",
+     ["router: a router needs replicas of 2 or more", "set replicas: 2 or more, or remove router"]),
     ("replicas: 2", ["replicas: 2 replicas need a router", "{kind: client_round_robin}"]),
     ("replicas: 2\n    router: {kind: sglang, policy: cache-aware}",
      ["arms[0].router.policy", "'cache_aware'", "(got 'cache-aware')", "use one of the allowed values"]),
@@ -57,7 +58,8 @@ def test_a_fixed_port_or_known_delay_cannot_serve_replicas(write_campaign):
 def test_one_replica_is_today_and_two_take_a_router(write_campaign):
     c = load_campaign(write_campaign(CAMPAIGN.replace("ARM", "")))
     assert (c.arms[0].replicas, c.arms[0].router) == (1, None)
-    c = load_campaign(write_campaign(CAMPAIGN.replace("ARM", "replicas: 2\n    router: {kind: sglang, policy: power_of_two}")))
+    c = load_campaign(write_campaign(CAMPAIGN.replace("ARM",
+                                                      "replicas: 2\n    router: {kind: sglang, policy: power_of_two}")))
     assert (c.arms[0].replicas, c.arms[0].router.kind, c.arms[0].router.policy) == (2, "sglang", "power_of_two")
 
 
@@ -74,7 +76,8 @@ def test_registry_lists_each_kind_once_by_its_tag():
 def test_client_round_robin_sends_to_each_replica_in_turn(start_calibration_server):
     servers = [start_calibration_server(), start_calibration_server()]
     target = router_class("client_round_robin").route(
-        Target(servers[0].base_url, "calibration", {"temperature": 0}, {"max_tokens": 2}), [s.base_url for s in servers])
+        Target(servers[0].base_url, "calibration", {"temperature": 0}, {"max_tokens": 2}),
+        [s.base_url for s in servers])
     prompts = [PromptSpec(i, [{"role": "user", "content": "x"}], 1) for i in range(10)]
     recs = run_closed_loop(target, prompts, ApproximateTokenizer(), concurrency=2, warmup=0, writer=None,
                            base={"run_id": "t", "arm": "a", "point": "p", "concurrency": 2})
@@ -88,7 +91,7 @@ smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38202",outcome="success"} 
 smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38201",outcome="success"} 3
 smg_router_requests_total{router_type="http",backend_type="regular",connection_mode="http",model="m",endpoint="chat",streaming="true"} 5
 smg_router_upstream_responses_total{router_type="http",status_code="200",error_code=""} 5
-"""
+"""  # noqa: E501 - the exposition lines as the router served them
 ROUTER_AFTER = """
 smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38202",outcome="success"} 2
 smg_worker_cb_outcomes_total{worker="http://127.0.0.1:38201",outcome="success"} 7
@@ -102,7 +105,7 @@ smg_worker_cb_state{worker="http://127.0.0.1:38201"} 0
 smg_worker_cb_state{worker="http://127.0.0.1:38202"} 1
 smg_router_request_duration_seconds_sum{router_type="http",backend_type="regular",connection_mode="http",model="m",endpoint="chat"} 0.2
 smg_router_request_duration_seconds_count{router_type="http",backend_type="regular",connection_mode="http",model="m",endpoint="chat"} 4
-"""
+"""  # noqa: E501 - the exposition lines as the router served them
 
 
 def test_sglang_router_counts_read_per_replica():

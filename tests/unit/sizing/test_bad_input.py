@@ -52,7 +52,8 @@ def test_each_bad_option_is_refused_by_name_as_json(args, option, words):
 @pytest.mark.parametrize("text, words", [
     ("not json", "is not valid JSON"),
     ("[1, 2]", "must be a JSON object of fields, not a list"),
-    (json.dumps({**LLAMA, "num_hidden_layers": -3}), "'num_hidden_layers' is -3; it must be a whole number of at least 1"),
+    (json.dumps({**LLAMA, "num_hidden_layers": -3}),
+     "'num_hidden_layers' is -3; it must be a whole number of at least 1"),
     (json.dumps({k: v for k, v in LLAMA.items() if k != "num_hidden_layers"}), "has no 'num_hidden_layers'"),
     (json.dumps({**LLAMA, "num_key_value_heads": 3}), "not a multiple of num_key_value_heads 3"),
     (json.dumps({**LLAMA, "model_type": "falcon_h1", "mamba_d_ssm": 1024}), "model type 'falcon_h1' has 'mamba_"),

@@ -127,13 +127,15 @@ def test_cli_size_reproduces_the_seed():
     assert d["weights_bytes"] == 53_792_000_000 and d["kv_bytes_per_token"] == 65_536
     assert d["state_bytes_per_sequence"] == 153_944_064 and d["max_live_sequences"] == 36
     assert d["cache_pool_bytes"] == int(23.3 * GiB) and d["max_concurrency"] == 34.71
-    r = run_size("--model", "qwen3.8-27b", "--hardware", "a100-80gb", "--pool-gib", "23.3", "--engine", "sglang", "--json")
+    r = run_size("--model", "qwen3.8-27b", "--hardware", "a100-80gb", "--pool-gib", "23.3", "--engine", "sglang",
+                 "--json")
     assert json.loads(r.stdout)["max_concurrency"] == 15
 
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "qwen3.8-27b", "--hardware", "a100"], "close matches"),
-    (["--model", "qwen3.8-27b", "--context", "300000", "--hardware", "h200"], "exceeds qwen3.8-27b's maximum of 262,144"),
+    (["--model", "qwen3.8-27b", "--context", "300000", "--hardware", "h200"],
+     "exceeds qwen3.8-27b's maximum of 262,144"),
     (["--model", "qwen3.8-27b", "--hardware", "rtx-4090", "--pool-gib", "40"], "larger than the device"),
 ])
 def test_cli_size_refuses_impossible_requests(args, message):

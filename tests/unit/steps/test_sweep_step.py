@@ -106,7 +106,8 @@ def test_a_sweep_from_two_client_processes_merges_their_records(tmp_path, start_
         assert p["cpu_seconds"]["client"] >= sum(p["client_cpu_fraction_by_process"]) * p["window_s"] * 0.5
     assert len(read_sent(arm.requests_sent)) == len(records)
     # a warning is kept only for a point whose busiest process passed the limit (a busy host can)
-    busy = {f"rate{r}-r0" for r in (40, 20) if out["points"][f"rate{r}-r0"]["client_cpu_fraction"] >= CLIENT_CPU_NEAR_CORE}
+    busy = {f"rate{r}-r0" for r in (40, 20)
+            if out["points"][f"rate{r}-r0"]["client_cpu_fraction"] >= CLIENT_CPU_NEAR_CORE}
     assert len(read_json(arm.results)["sweep"]["client_warnings"]) == len(busy)
 
 

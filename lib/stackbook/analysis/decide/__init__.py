@@ -20,20 +20,17 @@ from stackbook.analysis.decide.hardware import (
     sizing_targets,
 )
 from stackbook.analysis.decide.shortlist import (
-    ENGINE_FACTS,
-    ENGINE_FACTS_SOURCE,
     LONG_CONTEXT_TOKENS,
     MOSTLY_IDLE,
     Answers,
     Arithmetic,
-    EngineFacts,
     managed_endpoint_fits,
     shortlist,
     what_each_answer_changes,
 )
 
-__all__ = ["CARD_COUNTS", "ENGINE_FACTS", "ENGINE_FACTS_SOURCE", "LONG_CONTEXT_TOKENS", "MOSTLY_IDLE",
-           "SILICON_EXAMPLES", "Answers", "Arithmetic", "EngineFacts", "FitPlan", "FitStep", "PeakDemand",
+__all__ = ["CARD_COUNTS", "LONG_CONTEXT_TOKENS", "MOSTLY_IDLE",
+           "SILICON_EXAMPLES", "Answers", "Arithmetic", "FitPlan", "FitStep", "PeakDemand",
            "SiliconExample", "cost_by_volume", "cost_summary", "demand_sentence", "demand_table", "describe_model",
            "fit_plan", "fit_plan_rows", "hardware_table", "managed_endpoint_fits", "managed_vs_owned",
            "peak_demand", "shortlist", "silicon_table", "sizing_targets", "what_each_answer_changes"]

@@ -82,7 +82,8 @@ def demand_table(d: PeakDemand) -> list[dict]:
 def demand_sentence(d: PeakDemand, live_sequences: int, context_tokens: int) -> str:
     """Peak requests in flight set against the live sequences the memory arithmetic allows."""
     peak = math.ceil(d.peak_in_flight)
-    head = (f"{d.daily_users} daily users over a working day of {d.working_hours:g} hours keep **{d.concurrent_sessions:.1f} "
+    head = (f"{d.daily_users} daily users over a working day of {d.working_hours:g} hours keep "
+            f"**{d.concurrent_sessions:.1f} "
             f"sessions** open on average; with {d.requests_per_session} requests per "
             f"{d.session_minutes:g}-minute session and {d.think_time_s:g} s of thinking between them, a reply takes "
             f"{d.seconds_per_request:.1f} s and **{d.mean_in_flight:.2f} requests** are in flight on average, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stackbook.engines import registry
-from stackbook.engines.facts import DECISION_FACTS_SOURCE, DecisionFacts
+from stackbook.engines.facts import DecisionFacts
 
 
 @dataclass(frozen=True)
@@ -68,17 +68,12 @@ LONG_CONTEXT_TOKENS = 32_768
 
 # What each engine offers for each workload dimension is stated by its kind (engines/facts.py);
 # MAX is on the shortlist for a mixed fleet but is no kind stackbook runs, so the notes establish nothing of it.
-EngineFacts = DecisionFacts
 MAX = DecisionFacts(stack="MAX")  # listed after every kind
-ENGINE_FACTS_SOURCE = DECISION_FACTS_SOURCE
 
 
 def engine_facts() -> dict[str, DecisionFacts]:
     """Each shortlisted stack's facts, by its name on the shortlist."""
     return {**{a.decision.stack: a.decision for a in registry.decision_kinds()}, MAX.stack: MAX}
-
-
-ENGINE_FACTS: dict[str, DecisionFacts] = engine_facts()
 
 
 def _answer_notes(stack: str, a: Answers) -> list[str]:
@@ -156,7 +151,8 @@ def what_each_answer_changes(a: Answers, arithmetic: Arithmetic | None = None) -
          if a.images else "text only"),
         ("thinking mode", a.thinking,
          "long generations: decode dominates, the context must hold the thinking, and every arm runs the same "
-         "preset, since thinking moves throughput on its own" if a.thinking else "the instruct preset: shorter replies"),
+         "preset, since thinking moves throughput on its own" if a.thinking
+         else "the instruct preset: shorter replies"),
         ("ops", f"{a.ops_engineers:g} engineers" + (", on call" if a.on_call else ""),
          "someone to upgrade drivers and watch p99" if a.ops_engineers >= 1 or a.on_call
          else "nobody to run a stack: weigh the managed endpoint's bill against owned cards"),

@@ -87,7 +87,8 @@ def mva_check(points: list[dict], engine: dict, log_text: str = "") -> list[dict
 
 LEVERS = {"client": "run the client on its own core, or a leaner client, and rerun the sweep",
           "engine front end": "give the API server its own core (or stream every few tokens) and rerun the sweep",
-          "engine scheduler": "raise the tokens scheduled per step (a larger batch or chunked-prefill budget) and rerun the sweep",
+          "engine scheduler": "raise the tokens scheduled per step (a larger batch or "
+                              "chunked-prefill budget) and rerun the sweep",
           "engine compute": "give the compute one more thread/core and rerun the sweep (a lighter precision would "
                             "have to pass the canaries again: it is not offered here)"}
 

@@ -38,7 +38,8 @@ SEED_LAYERS = (
 
 def demand_map(layers) -> dict:
     """Demands, the ranking by capacity-adjusted demand, the bottleneck and the bound."""
-    rows = [{**asdict(l), "demand_ms": round(l.demand_ms, 9), "adjusted_ms": round(l.adjusted_ms, 9)} for l in layers]
+    rows = [{**asdict(layer), "demand_ms": round(layer.demand_ms, 9), "adjusted_ms": round(layer.adjusted_ms, 9)}
+            for layer in layers]
     ranked = sorted(rows, key=lambda r: r["adjusted_ms"], reverse=True)
     bottleneck = ranked[0]
     return {
@@ -52,9 +53,10 @@ def demand_map(layers) -> dict:
 
 def improve(layers, name: str, fraction: float) -> tuple:
     """The same map with one layer's service time cut by `fraction` (0.1 = 10% faster)."""
-    if name not in {l.name for l in layers}:
-        raise KeyError(f"no layer {name!r}; layers are {[l.name for l in layers]}")
-    return tuple(replace(l, service_ms=l.service_ms * (1 - fraction)) if l.name == name else l for l in layers)
+    if name not in {layer.name for layer in layers}:
+        raise KeyError(f"no layer {name!r}; layers are {[layer.name for layer in layers]}")
+    return tuple(replace(layer, service_ms=layer.service_ms * (1 - fraction)) if layer.name == name else layer
+                 for layer in layers)
 
 
 def seed_example() -> dict:

@@ -190,7 +190,8 @@ def broken_assumption(bottleneck: str, busy: dict[str, float], centres: list[Lay
     m = next(c.capacity for c in centres if c.name == bottleneck)
     if u > 1 + MAP_TOLERANCE:
         return (f"overlapping CPU seconds: the {bottleneck} process was busy {u * m:.2f} cores over the window against "
-                f"m = {m:g}, so it ran more threads than its m states (its m, or the process it is read from, is wrong)")
+                f"m = {m:g}, so it ran more threads than its m states (its m, or the "
+                f"process it is read from, is wrong)")
     return (f"the demands measured at {point} do not hold at {sat_point}, which went faster: the work per request "
             "differs between the points (batching, request lengths, cache hits), or a centre that did part of the "
             "work there is missing from the map")

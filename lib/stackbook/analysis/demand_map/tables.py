@@ -21,7 +21,8 @@ def layers_table(demand: dict) -> pd.DataFrame:
     return pd.DataFrame([{"layer": r["name"], "V (visits/request)": r["visits"], "S (ms/visit)": r["service_ms"],
                           "D (ms/request)": r["demand_ms"], "m (servers)": r["capacity"],
                           "D/m (ms)": r["adjusted_ms"], "bottleneck": r["name"] == demand["bottleneck"],
-                          "why m": r["why_m"], "measured from": r["source"]} for r in demand["layers"]]).set_index("layer")
+                          "why m": r["why_m"], "measured from": r["source"]}
+                         for r in demand["layers"]]).set_index("layer")
 
 
 def bound_table(maps: dict[str, ArmDemandMap]) -> pd.DataFrame:
@@ -35,7 +36,8 @@ def bound_table(maps: dict[str, ArmDemandMap]) -> pd.DataFrame:
                      "at point": d.saturation_point, "measured / bound": d.measured_over_bound,
                      "bound interval (± share of the bound)": d.bound_interval,
                      "above the bound": d.bound_exceeded or ("no" if d.measured_over_bound is not None else None),
-                     "batch size N_batch (mean)": d.batch_size_mean, "unattributed at light load (ms)": d.unattributed_ms,
+                     "batch size N_batch (mean)": d.batch_size_mean,
+                     "unattributed at light load (ms)": d.unattributed_ms,
                      "engine start-up (s)": d.startup_s, "why not closer": d.why_not_closer,
                      "response model": d.load_model,
                      "model's mean E2E error at its own point (%)": d.own_point_error_pct})
@@ -49,7 +51,8 @@ def mva_check_table(dmap: ArmDemandMap) -> pd.DataFrame:
         "measured_rps": "measured (req/s)", "predicted_rps": "predicted (req/s)", "rps_error_pct": "error (req/s, %)",
         "measured_e2e_ms": "measured mean E2E (ms)", "predicted_e2e_ms": "predicted mean E2E (ms)",
         "e2e_error_pct": "error (E2E, %)", "held_out": "held out of the fit"}).set_index(
-        ["fit", "concurrency", "point"] if "point" in dmap.mva_check[0] else ["fit", "concurrency"])  # a point per repetition
+        ["fit", "concurrency", "point"] if "point" in dmap.mva_check[0]
+        else ["fit", "concurrency"])  # a point per repetition
 
 
 def next_experiment_table(dmap: ArmDemandMap) -> pd.DataFrame:
