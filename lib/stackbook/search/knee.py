@@ -10,11 +10,13 @@ larger one puts every token over the bound once the load fills it.
 """
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from stackbook.harness.knee_scheduler import Knee, Lengths, SloBounds, simulate_closed_loop, steady_state
 from stackbook.search.knobs import Knob, Value
-from stackbook.search.step import Point, point_from_requests
+from stackbook.search.step import Point, point_from_requests  # noqa: F401  (Point: what a measurement returns)
 
 KNOBS = (
     Knob(name="max_batch", layer="orchestration", values=(2, 4, 8, 16, 32), default=4,
@@ -54,14 +56,22 @@ def knee_of(config: dict[str, Value], admit_window_ms: float = 0.0) -> Knee:
 
 
 def predict(config: dict[str, Value], load: KneeLoad) -> float:
-    """The model's goodput: the closed loop's steady state (MVA with zero think time), every
-    request inside the SLO when the mean TTFT and the step are within their bounds, else none."""
+    """The model's goodput: the closed loop's steady state (MVA with zero think time) times the
+    share of requests inside the SLO. Every token's step is the same, so TPOT is in or out for all;
+    past the knee TTFT is the queue's wait, taken as normal about its mean with the spread the
+    lengths' jitter gives it (a bound, not a distribution: its error is the model's)."""
     knee = knee_of(config)
     ss = steady_state(knee, load.concurrency, knee.steps_of(load.output_tokens))
     ttft = ss["wait_mean_s"] + knee.prefill_steps * ss["step_s"]
     slo = load.slo
-    inside = (slo.tpot_s is None or ss["tpot_s"] <= slo.tpot_s) and (slo.ttft_s is None or ttft <= slo.ttft_s)
-    return ss["throughput_rps"] * load.output_tokens if inside else 0.0
+    if slo.tpot_s is not None and ss["tpot_s"] > slo.tpot_s:
+        return 0.0
+    share = 1.0
+    if slo.ttft_s is not None:
+        spread = max(0.1, load.output_jitter / math.sqrt(3)) * ss["wait_mean_s"]
+        share = (1.0 if ttft <= slo.ttft_s else 0.0) if spread <= 0 else \
+            0.5 * (1 + math.erf((slo.ttft_s - ttft) / (spread * math.sqrt(2))))
+    return ss["throughput_rps"] * load.output_tokens * share
 
 
 def simulated_point(config: dict[str, Value], load: KneeLoad, seed: int) -> Point:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from stackbook.search import record as rec
 from stackbook.search.knobs import Knob, Value
-from stackbook.search.step import Point, bottleneck, choose, judge, mean_goodput, rank, stop_reason
+from stackbook.analysis.decision import look_confidence
+from stackbook.search.step import Judgement, Point, bottleneck, choose, judge, mean_goodput, rank, stop_reason
 
 # measure(config, seed) -> one point of that configuration at the campaign's load
 Measure = Callable[[dict[str, Value], int], Point]
@@ -22,6 +23,7 @@ class Plan:
     knobs: tuple[Knob, ...]            # the knobs to try (A/A ones among them are checked, never adopted)
     incumbent: dict[str, Value]
     rounds: int = 3
+    max_rounds: int = 6                # undecided after `rounds`: one more round at a time up to this
     margin: float = 0.05
     confidence: float = 0.95
     max_steps: int = 8
@@ -29,14 +31,25 @@ class Plan:
     error_floor: float = 0.05
 
 
-def _interleaved(measure: Measure, inc: dict, cand: dict, rounds: int, seed: int) -> tuple[list[Point], list[Point]]:
-    """Round r measures both, the order alternating, so a drift a round shares falls on both."""
-    a, b = [], []
-    for r in range(rounds):
+def compare(measure: Measure, inc: dict, cand: dict, plan: Plan, seed: int
+            ) -> tuple[list[Point], list[Point], Judgement]:
+    """Interleaved rounds, the order alternating, so a drift a round shares falls on both; judged
+    after `rounds` and after each round added while undecided, each look at the confidence that
+    keeps the error over all the looks at 1 - confidence."""
+    looks = max(1, plan.max_rounds - plan.rounds + 1)
+    level = look_confidence(plan.confidence, looks)
+    a: list[Point] = []
+    b: list[Point] = []
+    for r in range(max(plan.rounds, plan.max_rounds)):
         first, second = (inc, cand) if r % 2 == 0 else (cand, inc)
         p1, p2 = measure(first, seed + 2 * r), measure(second, seed + 2 * r + 1)
-        (a.append(p1), b.append(p2)) if r % 2 == 0 else (b.append(p1), a.append(p2))
-    return a, b
+        a.append(p1 if r % 2 == 0 else p2)
+        b.append(p2 if r % 2 == 0 else p1)
+        if len(a) >= plan.rounds:
+            j = judge([p.goodput_tok_s for p in a], [p.goodput_tok_s for p in b], plan.margin, level)
+            if j.decision != "undecided":
+                break
+    return a, b, j
 
 
 def _spent(points: list[Point]) -> float:
@@ -64,9 +77,8 @@ def run_search(measure: Measure, predict: Callable[[dict], float], plan: Plan, p
             continue
         last = steps[-1]
         v = next(x for x in k.values if x != last.incumbent_after[k.name])
-        a, b = _interleaved(measure, last.incumbent_after, {**last.incumbent_after, k.name: v}, plan.rounds,
-                            seed + 1000 * len(steps))
-        j = judge([p.goodput_tok_s for p in a], [p.goodput_tok_s for p in b], plan.margin, plan.confidence)
+        a, b, j = compare(measure, last.incumbent_after, {**last.incumbent_after, k.name: v}, plan,
+                          seed + 1000 * len(steps))
         add(rec.StepRecord(index=len(steps), kind="control", control_knob=k.name, control_value=v,
                            hypothesis=f"A/A: {k.name}={v!r} changes nothing, so the rule must not accept it",
                            bottleneck_before=last.bottleneck_after, judgement=j, accepted=j.accepted,
@@ -77,9 +89,13 @@ def run_search(measure: Measure, predict: Callable[[dict], float], plan: Plan, p
         last = steps[-1]
         inc, pts = last.incumbent_after, last.points_after
         layer = bottleneck(pts)
-        ranked = rank(inc, list(plan.knobs), predict, mean_goodput(pts), layer, plan.error_floor,
-                      set(map(tuple, last.tried_after)))
-        chosen = choose(ranked, plan.margin)
+        tried = set(map(tuple, last.tried_after))
+        chosen = None
+        for together in (1, 2):  # two knobs at once only where no single one is predicted to help
+            chosen = choose(rank(inc, list(plan.knobs), predict, mean_goodput(pts), layer, plan.error_floor,
+                                 tried, together), plan.margin)
+            if chosen:
+                break
         done = sum(s.kind == "candidate" for s in steps)
         why = stop_reason(done, plan.max_steps, last.spent_s, plan.max_s, chosen)
         if why:
@@ -87,15 +103,14 @@ def run_search(measure: Measure, predict: Callable[[dict], float], plan: Plan, p
                                incumbent_after=inc, points_after=pts, bottleneck_after=layer,
                                tried_after=last.tried_after, spent_s=last.spent_s, stop_reason=why))
             return steps
-        cand = {**inc, chosen.knob: chosen.value}
-        a, b = _interleaved(measure, inc, cand, plan.rounds, seed + 1000 * len(steps))
-        j = judge([p.goodput_tok_s for p in a], [p.goodput_tok_s for p in b], plan.margin, plan.confidence)
+        cand = {**inc, **chosen.changes}
+        a, b, j = compare(measure, inc, cand, plan, seed + 1000 * len(steps))
         where = "on" if chosen.on_bottleneck else f"off the bottleneck ({layer}: nothing there predicted to help), on"
         after, after_pts = (cand, b) if j.accepted else (inc, a)
-        tried = [] if j.accepted else [*last.tried_after, (chosen.knob, repr(chosen.value))]
+        tried = [] if j.accepted else [*last.tried_after, chosen.key]
         add(rec.StepRecord(index=len(steps), kind="candidate", bottleneck_before=layer, change=chosen,
-                           hypothesis=f"{layer} limits goodput; {chosen.knob}={chosen.value!r} ({where} "
-                                      f"{chosen.layer}) gains {chosen.predicted_gain:+.0%} "
+                           hypothesis=f"{layer} limits goodput; {chosen.words()} ({where} "
+                                      f"{'/'.join(chosen.layers)}) gains {chosen.predicted_gain:+.0%} "
                                       f"(model error {chosen.model_error:.0%})",
                            judgement=j, accepted=j.accepted, incumbent_rounds=[p.goodput_tok_s for p in a],
                            candidate_rounds=[p.goodput_tok_s for p in b], incumbent_after=after,

@@ -19,7 +19,7 @@ def _cfg(c: dict[str, Value]) -> str:
 def never_tried(steps: list[StepRecord], knobs: tuple[Knob, ...]) -> list[str]:
     """Each knob value no step measured, with why: an A/A knob is never adopted; the others were
     not predicted to clear the margin from any incumbent the search held, or the budget ended first."""
-    tried = {(s.change.knob, repr(s.change.value)) for s in steps if s.change}
+    tried = {(k, repr(v)) for s in steps if s.change for k, v in s.change.changes.items()}
     tried |= {(s.control_knob, repr(s.control_value)) for s in steps if s.control_knob}
     stop = next((s.stop_reason for s in steps if s.kind == "stop"), None) or "the search has not ended"
     held = [s.incumbent_after for s in steps]

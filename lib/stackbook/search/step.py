@@ -68,16 +68,23 @@ def model_error(measured: float, predicted: float, floor: float) -> float:
 
 
 class Candidate(BaseModel):
-    """One knob change from the incumbent, with the model's gain for it."""
+    """One change from the incumbent (one knob, or two where no single one is predicted to help),
+    with the model's gain for it."""
     model_config = ConfigDict(frozen=True)
 
-    knob: str
-    value: Value
-    layer: Layer
+    changes: dict[str, Value]
+    layers: tuple[Layer, ...]
     predicted_goodput: float
     predicted_gain: float        # relative to the incumbent's prediction
     model_error: float
     on_bottleneck: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("+".join(self.changes), repr(tuple(self.changes.values())))
+
+    def words(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.changes.items())
 
 
 def predicted_gain(candidate: float, incumbent_predicted: float, incumbent_measured: float) -> float:
@@ -89,25 +96,32 @@ def predicted_gain(candidate: float, incumbent_predicted: float, incumbent_measu
     return min(MOST_GAIN, candidate / base - 1)
 
 
+def changes_from(incumbent: dict[str, Value], knobs: list[Knob], together: int) -> list[tuple[tuple[Knob, Value], ...]]:
+    """Every change of `together` (1 or 2) knobs from the incumbent; A/A knobs never among them."""
+    real = [k for k in knobs if not k.control]
+    singles = [(k, v) for k in real for v in k.values if v != incumbent[k.name]]
+    if together == 1:
+        return [(c,) for c in singles]
+    return [(a, b) for i, a in enumerate(singles) for b in singles[i + 1:] if a[0].name != b[0].name]
+
+
 def rank(incumbent: dict[str, Value], knobs: list[Knob], predict: Callable[[dict], float],
          measured: float, layer: Layer, error_floor: float,
-         tried: set[tuple[str, str]] = frozenset()) -> list[Candidate]:
-    """Every single-knob change not yet tried from this incumbent, best first: those acting on
-    the bottleneck before the others, each by predicted gain. A/A knobs are not candidates."""
+         tried: set[tuple[str, str]] = frozenset(), together: int = 1) -> list[Candidate]:
+    """Every change not yet tried from this incumbent, best first: those acting on the
+    bottleneck before the others, each by predicted gain."""
     inc = predict(incumbent)
     err = model_error(measured, inc, error_floor)
     out = []
-    for k in knobs:
-        if k.control:
-            continue
-        for v in k.values:
-            if v == incumbent[k.name] or (k.name, repr(v)) in tried:
-                continue
-            g = predict({**incumbent, k.name: v})
-            out.append(Candidate(knob=k.name, value=v, layer=k.layer, predicted_goodput=g,
-                                 predicted_gain=predicted_gain(g, inc, measured), model_error=err,
-                                 on_bottleneck=k.layer == layer))
-    return sorted(out, key=lambda c: (not c.on_bottleneck, -c.predicted_gain, c.knob, repr(c.value)))
+    for change in changes_from(incumbent, knobs, together):
+        cfg = {**incumbent, **{k.name: v for k, v in change}}
+        g = predict(cfg)
+        c = Candidate(changes={k.name: v for k, v in change}, layers=tuple(k.layer for k, _ in change),
+                      predicted_goodput=g, predicted_gain=predicted_gain(g, inc, measured), model_error=err,
+                      on_bottleneck=any(k.layer == layer for k, _ in change))
+        if c.key not in tried:
+            out.append(c)
+    return sorted(out, key=lambda c: (not c.on_bottleneck, -c.predicted_gain, c.key))
 
 
 def choose(ranked: list[Candidate], margin: float) -> Candidate | None:
@@ -131,16 +145,21 @@ class Judgement(BaseModel):
 
 def judge(incumbent: list[float], candidate: list[float], margin: float, confidence: float) -> Judgement:
     """Accept only when the candidate is ahead: its paired goodput ratio's whole interval beyond
-    1 + margin. A round where either side served nothing inside the SLO carries no ratio."""
+    1 + margin. Where the incumbent served nothing inside the SLO in every round the ratio is
+    unbounded: the candidate is ahead when it served some in every round (two rounds at least)."""
     if len(incumbent) != len(candidate):
         raise ValueError(f"interleaved rounds pair up: {len(incumbent)} incumbent, {len(candidate)} candidate")
-    pairs = [(c, i) for c, i in zip(candidate, incumbent) if c > 0 and i > 0]
-    if not pairs and any(c > 0 for c in candidate):
+    if all(i <= 0 for i in incumbent):
+        if len(candidate) >= 2 and all(c > 0 for c in candidate):
+            return Judgement(ratio=None, lo=None, hi=None, decision=AHEAD, accepted=True,
+                             text=f"candidate ahead: it met the SLO in all {len(candidate)} rounds, the incumbent in none")
         return Judgement(ratio=None, lo=None, hi=None, decision="undecided", accepted=False,
-                         text="the incumbent met the SLO in no round: no ratio to judge; measure at a lower load")
-    if not pairs:
-        return Judgement(ratio=None, lo=None, hi=None, decision="undecided", accepted=False,
-                         text="neither side met the SLO in any round")
+                         text="the incumbent met the SLO in no round and the candidate not in every one")
+    pairs = [(c, i) for c, i in zip(candidate, incumbent) if i > 0]
+    if any(c <= 0 for c, _ in pairs):
+        c_all = [c for c, _ in pairs]
+        return Judgement(ratio=None, lo=None, hi=None, decision="undecided" if any(c_all) else "behind",
+                         accepted=False, text="the candidate met the SLO in none of some rounds the incumbent did")
     c, i = [p[0] for p in pairs], [p[1] for p in pairs]
     ratio, lo, hi = paired_ratio_interval(c, i, confidence)
     d = decide(0, GOODPUT, "candidate", "incumbent", (ratio, lo, hi), (len(c), len(i)), (0, 0), margin,
