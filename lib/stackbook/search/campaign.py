@@ -33,8 +33,17 @@ class SearchSection(BaseModel):
     incumbent: dict[str, Value] = Field(default_factory=dict, description="knob values to start from "
                                         "(the kind's default for any left out)")
     rounds: int = Field(3, ge=2, description="interleaved rounds per comparison (two at least: one has no spread)")
+    max_rounds: int = Field(6, ge=2, description="rounds at most: while undecided one more is added up to this")
     margin: float = Field(0.05, gt=0, lt=1, description="the share a candidate must be ahead by")
     confidence: float = Field(0.95, gt=0.5, lt=1)
+
+
+    @model_validator(mode="after")
+    def _rounds(self) -> "SearchSection":
+        if self.max_rounds < self.rounds:
+            raise ValueError(f"max_rounds {self.max_rounds} is under rounds {self.rounds}: set max_rounds to at "
+                             f"least {self.rounds}")
+        return self
 
 
 class SearchCampaign(BaseModel):

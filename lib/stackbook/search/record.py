@@ -46,7 +46,8 @@ def append(path: Path, record: StepRecord) -> None:
 
 
 def read(path: Path) -> list[StepRecord]:
-    """The steps written so far; a last line cut short by an interruption is dropped."""
+    """The steps written so far; a last line cut short by an interruption is dropped from the
+    file too, so the next step is appended on a line of its own."""
     if not path.exists():
         return []
     out = []
@@ -56,6 +57,7 @@ def read(path: Path) -> list[StepRecord]:
             out.append(StepRecord.model_validate(json.loads(line)))
         except (json.JSONDecodeError, ValueError):
             if n == len(lines) - 1:
+                path.write_text("".join(x + "\n" for x in lines[:-1]), encoding="utf-8")
                 break
             raise ValueError(f"{path}: line {n + 1} is not a search step; move the file aside to start afresh") from None
     return out

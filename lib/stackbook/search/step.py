@@ -161,7 +161,11 @@ def judge(incumbent: list[float], candidate: list[float], margin: float, confide
         return Judgement(ratio=None, lo=None, hi=None, decision="undecided" if any(c_all) else "behind",
                          accepted=False, text="the candidate met the SLO in none of some rounds the incumbent did")
     c, i = [p[0] for p in pairs], [p[1] for p in pairs]
-    ratio, lo, hi = paired_ratio_interval(c, i, confidence)
+    try:
+        ratio, lo, hi = paired_ratio_interval(c, i, confidence)
+    except OverflowError:  # rounds so far apart that the interval leaves the floats: never a win
+        return Judgement(ratio=None, lo=None, hi=None, decision="undecided", accepted=False,
+                         text="the rounds' ratios span more than floats hold: no interval")
     d = decide(0, GOODPUT, "candidate", "incumbent", (ratio, lo, hi), (len(c), len(i)), (0, 0), margin,
                confidence, "paired by round")
     ok = d.decision == AHEAD and d.leader == "candidate" and lo is not None and lo > 1 + margin
