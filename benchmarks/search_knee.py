@@ -1,7 +1,8 @@
 """The search loop against the knee scheduler's known best configuration.
 
 Each run draws a load and an SLO: a closed loop of 8 to 32 clients, 16 to 64 output tokens
-(+-50%), a TPOT bound between two step times of the knee's grid, and a TTFT bound of 1 to 4 s.
+(+-50%), a TPOT bound between two step times of the knee's grid (moved by 0.25 ms where it
+would equal a step time at some batch), and a TTFT bound of 1 to 4 s.
 Its truth is the best configuration of the full grid of the knee's knobs (search.knee: the batch
 limit x the step-cost presets), each configuration's goodput inside the SLO read from one long
 seeded simulation (4,000 measured requests). The search then starts from a drawn incumbent and
@@ -48,9 +49,12 @@ def scenario(seed: int, attempt: int = 0) -> knee.KneeLoad:
     r = random.Random(seed * 1000 + attempt)
     steps = sorted({knee.knee_of(c).step_s(min(c["max_batch"], 32)) * 1000 for c in grid()})
     i = r.randrange(1, len(steps) - 1)
+    tpot = round((steps[i] + steps[i + 1]) / 2, 3)
+    every = {knee.knee_of(c).step_s(b) * 1000 for c in grid() for b in range(1, 33)}
+    while any(abs(tpot - x) < 1e-6 for x in every):  # a bound on a step's edge is decided by float rounding
+        tpot += 0.25
     return knee.KneeLoad(concurrency=r.randint(8, 32), output_tokens=r.randint(16, 64), output_jitter=0.5,
-                         tpot_ms=round((steps[i] + steps[i + 1]) / 2, 3), ttft_ms=round(r.uniform(1000, 4000)),
-                         requests=REQUESTS)
+                         tpot_ms=tpot, ttft_ms=round(r.uniform(1000, 4000)), requests=REQUESTS)
 
 
 def truth(load: knee.KneeLoad) -> dict[str, knee.Point]:
