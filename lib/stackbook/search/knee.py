@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stackbook.harness.knee_scheduler import Knee, Lengths, SloBounds, simulate_closed_loop, steady_state
 from stackbook.search.knobs import Knob, Value
-from stackbook.search.step import Point, point_from_requests  # noqa: F401  (Point: what a measurement returns)
+from stackbook.search.step import Point, point_from_requests
 
 KNOBS = (
     Knob(name="max_batch", layer="orchestration", values=(2, 4, 8, 16, 32), default=4,

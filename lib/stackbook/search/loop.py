@@ -68,7 +68,7 @@ def run_search(measure: Measure, predict: Callable[[dict], float], plan: Plan, p
         steps.append(r)
 
     if not steps:
-        pts = [measure(plan.incumbent, seed + 1000 * 0 + r) for r in range(plan.rounds)]
+        pts = [measure(plan.incumbent, seed + r) for r in range(plan.rounds)]
         add(rec.StepRecord(index=0, kind="baseline", hypothesis="the incumbent, measured before any change",
                            incumbent_after=plan.incumbent, points_after=pts, bottleneck_after=bottleneck(pts),
                            spent_s=_spent(pts)))
