@@ -12,6 +12,7 @@ from stackbook.cli_common import fail as _fail
 from stackbook.cli_common import name_values
 from stackbook.cli_gpu import gpu_campaign
 from stackbook.cli_schema import schema
+from stackbook.cli_search import search
 from stackbook.cli_setup import setup_engine
 from stackbook.cli_size import JsonUsageErrors, size
 from stackbook.config.errors import CampaignError
@@ -22,6 +23,7 @@ app.command("size", cls=JsonUsageErrors)(size)
 app.command("setup-engine")(setup_engine)
 app.command("gpu-campaign")(gpu_campaign)
 app.command("schema")(schema)
+app.command("search")(search)
 
 
 @app.command()

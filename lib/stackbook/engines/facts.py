@@ -9,8 +9,13 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from stackbook.host import FLOAT_FORMAT_FLAGS
+from stackbook.search.knobs import Knob
 
 Centre = Literal["front end", "scheduler", "compute"]
+
+# Every kind's A/A knob: a name on the arm, the same engine either way (the search's accept check).
+AA_LABEL = Knob(name="arm label", layer="host execution", values=("a", "b"), default="a", control=True,
+                what="A/A: the arm's name only; the engine runs the same either way")
 
 
 class ProcessRole(BaseModel):
@@ -102,6 +107,8 @@ class EngineKindFacts:
     # on every host; a precision left out is emulated everywhere). The default is the CPU's own
     # rule, as torch's kernels follow it; protocol.precision `native` picks from these.
     native_precisions: ClassVar[dict[str, tuple[str, ...]]] = FLOAT_FORMAT_FLAGS
+    # The settings `stackbook search` may change, each named where a campaign sets it, with its layer.
+    search_knobs: ClassVar[tuple[Knob, ...]] = (AA_LABEL,)
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:

@@ -17,7 +17,8 @@ from pydantic import Field
 from stackbook import sizing
 from stackbook.engines.base import EngineAdapter
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
-from stackbook.engines.facts import DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
+from stackbook.engines.facts import AA_LABEL, DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
+from stackbook.search.knobs import Knob
 from stackbook.engines.install import InstallContext, InstallFailed, log, run_logged, tail
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 from stackbook.evidence.files import file_sha256
@@ -108,6 +109,20 @@ class LlamaCppAdapter(EngineAdapter):
         spec_decode_counters={"drafts": "spec_decode_num_drafts_total",
                               "accepted_tokens": "spec_decode_num_accepted_tokens_total",
                               "draft_tokens": "spec_decode_num_draft_tokens_total"})
+    search_knobs = (
+        Knob(name="engine.threads", layer="host execution", values=(1, 2, 4), default=1,
+             what="-t/-tb: CPU threads for the batch and the prompt"),
+        Knob(name="engine.parallel", layer="orchestration", values=(1, 2, 4, 8), default=4,
+             what="-np: slots, the sequences decoded together"),
+        Knob(name="--batch-size", layer="runtime", values=(512, 1024, 2048), default=2048,
+             what="-b: the logical batch of prompt tokens a step takes"),
+        Knob(name="--ubatch-size", layer="kernels", values=(128, 256, 512), default=512,
+             what="-ub: the physical micro-batch one kernel call computes"),
+        Knob(name="--flash-attn", layer="kernels", values=("auto", "on", "off"), default="auto",
+             what="-fa: the fused attention kernel"),
+        Knob(name="protocol.precision.kv_cache", layer="runtime", values=("fp16", "q8_0", "q4_0"), default="fp16",
+             what="-ctk/-ctv: the KV cache's type (fewer bytes a token, some accuracy)"),
+        AA_LABEL)
     decision = DecisionFacts(
         stack="llama.cpp",
         parallel="`-sm layer|row|tensor` splits across cards, by layers by default: not tensor parallel in vLLM's "

@@ -8,7 +8,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from stackbook import sizing
-from stackbook.engines.facts import DecisionFacts
+from stackbook.engines.facts import AA_LABEL, DecisionFacts
+from stackbook.search.knobs import Knob
 from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
                                       pip_logged, run_logged, torch_cpu_index)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
@@ -81,6 +82,16 @@ class VllmCpuAdapter(VllmAdapter):
     # linear layers fp16 AVX512_FP16 or AMX. Without them a 128-token prompt's first token took
     # 3.5 s (bf16) and 3.0 s (fp16) against 0.52 s in fp32 (AVX2 EPYC, benchmarks/native_precision.py).
     native_precisions = FLOAT_FORMAT_FLAGS
+    search_knobs = (
+        Knob(name="engine.max_num_seqs", layer="orchestration", values=(4, 8, 16, 32), default=16,
+             what="sequences the scheduler runs together"),
+        Knob(name="--max-num-batched-tokens", layer="orchestration", values=(512, 2048, 8192), default=2048,
+             what="tokens one scheduler step may take (prefill and decode together)"),
+        Knob(name="--enable-chunked-prefill", layer="runtime", values=(True, False), default=True,
+             what="long prompts split across steps, so decodes are not held behind them"),
+        Knob(name="engine.kv_cache_gib", layer="runtime", values=(1, 2, 4), default=1,
+             what="VLLM_CPU_KVCACHE_SPACE: the KV pool, hence the sequences that fit"),
+        AA_LABEL)
     decision = DecisionFacts(
         stack="vLLM (CPU build)",
         parallel=None, long_context="`--max-model-len`, chunked prefill on by default",
