@@ -42,7 +42,9 @@ REAL = [k for k in knee.KNOBS if not k.control]
 
 
 def grid() -> list[dict]:
-    return [{**dict(zip([k.name for k in REAL], vs)), "label": "a"} for vs in itertools.product(*(k.values for k in REAL))]
+    return [
+        {**dict(zip([k.name for k in REAL], vs)), "label": "a"} for vs in itertools.product(*(k.values for k in REAL))
+    ]
 
 
 def scenario(seed: int, attempt: int = 0) -> knee.KneeLoad:

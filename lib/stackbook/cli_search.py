@@ -37,8 +37,17 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
         return
     folder = out or REPO_ROOT / "outputs" / "search" / c.name
     folder.mkdir(parents=True, exist_ok=True)
-    plan = Plan(knobs=knobs, incumbent=c.incumbent(), rounds=s.rounds, max_rounds=s.max_rounds, margin=s.margin, confidence=s.confidence,
-                max_steps=s.budget.steps, max_s=s.budget.time_s, error_floor=ERROR_FLOOR)
+    plan = Plan(
+        knobs=knobs,
+        incumbent=c.incumbent(),
+        rounds=s.rounds,
+        max_rounds=s.max_rounds,
+        margin=s.margin,
+        confidence=s.confidence,
+        max_steps=s.budget.steps,
+        max_s=s.budget.time_s,
+        error_floor=ERROR_FLOOR,
+    )
     steps = run_search(lambda cfg, sd: measure_on_server(cfg, c.system, sd), lambda cfg: predict(cfg, c.system),
                        plan, folder / "search.jsonl", seed)
     text = report_text(c.name, steps, knobs, c.incumbent())

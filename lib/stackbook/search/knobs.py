@@ -32,7 +32,9 @@ class Knob(BaseModel):
     @model_validator(mode="after")
     def _default_is_a_candidate(self) -> "Knob":
         if self.default not in self.values:
-            raise ValueError(f"knob {self.name}: its default {self.default!r} is not among its values {list(self.values)}")
+            raise ValueError(
+                f"knob {self.name}: its default {self.default!r} is not among its values {list(self.values)}"
+            )
         if len(set(map(repr, self.values))) != len(self.values):
             raise ValueError(f"knob {self.name}: its values {list(self.values)} repeat one")
         return self

@@ -59,5 +59,7 @@ def read(path: Path) -> list[StepRecord]:
             if n == len(lines) - 1:
                 path.write_text("".join(x + "\n" for x in lines[:-1]), encoding="utf-8")
                 break
-            raise ValueError(f"{path}: line {n + 1} is not a search step; move the file aside to start afresh") from None
+            raise ValueError(
+                f"{path}: line {n + 1} is not a search step; move the file aside to start afresh"
+            ) from None
     return out

@@ -151,8 +151,14 @@ def judge(incumbent: list[float], candidate: list[float], margin: float, confide
         raise ValueError(f"interleaved rounds pair up: {len(incumbent)} incumbent, {len(candidate)} candidate")
     if all(i <= 0 for i in incumbent):
         if len(candidate) >= 2 and all(c > 0 for c in candidate):
-            return Judgement(ratio=None, lo=None, hi=None, decision=AHEAD, accepted=True,
-                             text=f"candidate ahead: it met the SLO in all {len(candidate)} rounds, the incumbent in none")
+            return Judgement(
+                ratio=None,
+                lo=None,
+                hi=None,
+                decision=AHEAD,
+                accepted=True,
+                text=f"candidate ahead: it met the SLO in all {len(candidate)} rounds, the incumbent in none",
+            )
         return Judgement(ratio=None, lo=None, hi=None, decision="undecided", accepted=False,
                          text="the incumbent met the SLO in no round and the candidate not in every one")
     pairs = [(c, i) for c, i in zip(candidate, incumbent) if i > 0]

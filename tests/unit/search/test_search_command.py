@@ -11,7 +11,8 @@ from stackbook.cli import app
 CAMPAIGN = """
 name: tiny
 system: {kind: knee, concurrency: 4, output_tokens: 4, tpot_ms: 1000, ttft_ms: 5000, requests: 6}
-search: {budget: {steps: 1, time_s: 300}, knobs: [max_batch, label], incumbent: {max_batch: 2}, rounds: 2, max_rounds: 2}
+search:
+  {budget: {steps: 1, time_s: 300}, knobs: [max_batch, label], incumbent: {max_batch: 2}, rounds: 2, max_rounds: 2}
 """
 
 

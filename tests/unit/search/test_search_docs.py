@@ -11,8 +11,13 @@ def test_the_search_figures_in_search_md_are_the_benchmarks():
     runs = s["runs"]
     assert s["goals"] == {"hit_rate_at_least_0.9": True, "no_aa_false_accept": True}
     assert f"Each of the {runs} seeded runs" in doc
-    assert f"`.venv/bin/python benchmarks/search_knee.py --runs {runs} --json benchmarks/results/search_knee.json`" in doc
-    assert f"on {result['date_utc'][:10]} (AMD EPYC, {result['host']['cpus']} CPUs, AVX2; {result['elapsed_s']:.0f} s)" in doc
+    assert (
+        f"`.venv/bin/python benchmarks/search_knee.py --runs {runs} --json benchmarks/results/search_knee.json`" in doc
+    )
+    assert (
+        f"on {result['date_utc'][:10]} (AMD EPYC, {result['host']['cpus']} CPUs, AVX2; {result['elapsed_s']:.0f} s)"
+        in doc
+    )
     assert f"drawn again; {s['loads_redrawn']} were" in doc
     assert f"the full grid of {s['grid_configurations']} configurations" in doc
     assert f"**Hit rate {s['hit_rate']:.0%}**" in doc
