@@ -98,10 +98,14 @@ def crossover(affinity: dict[float, Tail], balanced: dict[float, Tail], names: t
     at = _crossing_load(before["load"], before["difference_ms"], after["load"], after["difference_ms"])
     out |= {"status": "crossed", "at_load": at, "between": [before["load"], after["load"]],
             "interval": [sure_to, behind_from]}
-    lo = "below the lightest load" if sure_to is None else f"{sure_to:g}"
-    hi = f"beyond {rows[-1]['load']:g}, the heaviest swept" if behind_from is None else f"{behind_from:g}"
-    out["text"] = (f"{figure}: {names[0]}'s tail stops being lower than {names[1]}'s near load {at:.3g} (between "
-                   f"{before['load']:g} and {after['load']:g}; from the intervals, between {lo} and {hi}): at "
+    if sure_to is None and behind_from is None:
+        bracket = "the intervals order the tails at no load swept, so they do not place it"
+    else:
+        lo = "below the lightest load" if sure_to is None else f"{sure_to:g}"
+        hi = f"beyond {rows[-1]['load']:g}, the heaviest swept" if behind_from is None else f"{behind_from:g}"
+        bracket = f"from the intervals, between {lo} and {hi}"
+    out["text"] = (f"{figure}: {names[0]}'s tail stops being lower than {names[1]}'s near load {at:.3g} by the "
+                   f"estimates (between {before['load']:g} and {after['load']:g}; {bracket}): at "
                    f"{before['load']:g} {_pair(before, names)}; at {after['load']:g} {_pair(after, names)}")
     return out
 
@@ -114,8 +118,8 @@ def _pair(row: dict, names: tuple[str, str]) -> str:
 
 def hotspots(imbalances: dict[float, list[float]], confidence: float = 0.95,
              threshold: float = HOTSPOT_IMBALANCE) -> dict:
-    """Per load, a policy's imbalance over its repetitions (mean, range, t interval), and the
-    lightest load from which every repetition reads at or above `threshold` (None: none does)."""
+    """Per load, a policy's imbalance over its repetitions (mean, range, t interval), the loads at
+    which every repetition reads at or above `threshold`, and the lightest of them (None: none)."""
     rows = []
     for load in sorted(imbalances):
         values = [v for v in imbalances[load] if v is not None]
@@ -124,5 +128,6 @@ def hotspots(imbalances: dict[float, list[float]], confidence: float = 0.95,
         iv = interval(values, 0, confidence)
         rows.append({"load": load, "mean": iv.estimate, "lo": iv.lo, "hi": iv.hi, "min": min(values),
                      "max": max(values), "repetitions": len(values), "hotspot": min(values) >= threshold})
-    from_load = next((r["load"] for r in rows if r["hotspot"]), None)
-    return {"threshold": threshold, "per_load": rows, "hotspot_from_load": from_load}
+    hot = [r["load"] for r in rows if r["hotspot"]]
+    return {"threshold": threshold, "per_load": rows, "hotspot_from_load": hot[0] if hot else None,
+            "hotspot_loads": hot}

@@ -166,8 +166,8 @@ def first_screen_lines(routing: dict) -> list[str]:
         lines.append(p["text"] + ".")
         hot = p["hotspot"]
         said = "; ".join(f"{r['load']:g}: {r['mean']:.2f} ({r['min']:.2f}-{r['max']:.2f})" for r in hot["per_load"])
-        where = (f"a hotspot from load {hot['hotspot_from_load']:g}" if hot["hotspot_from_load"] is not None
-                 else "no hotspot at any load")
+        loads = hot.get("hotspot_loads") or []
+        where = (f"a hotspot at load {', '.join(f'{x:g}' for x in loads)}" if loads else "no hotspot at any load")
         lines.append(f"{p['arms'][0]}'s imbalance (busiest replica over the mean, over repetitions) by load: {said}; "
                      f"{where} (every repetition at or above {hot['threshold']:g}).")
     for r in routing.get("per_arm") or []:

@@ -21,7 +21,7 @@ def test_the_crossing_is_interpolated_between_the_loads_and_bracketed_by_the_int
     assert found["at_load"] == pytest.approx(2 + 2 * 40 / 140)
     assert [r["ordered"] for r in found["per_load"]] == ["ahead", "ahead", "behind"]
     assert found["interval"] == [2.0, 4.0]
-    assert "near load 2.57 (between 2 and 4; from the intervals, between 2 and 4)" in found["text"]
+    assert "near load 2.57 by the estimates (between 2 and 4; from the intervals, between 2 and 4)" in found["text"]
 
 
 def test_overlapping_tails_leave_the_crossing_unbounded_on_that_side():
@@ -29,7 +29,7 @@ def test_overlapping_tails_leave_the_crossing_unbounded_on_that_side():
     balanced = {2.0: tail(150, 60), 4.0: tail(250, 60)}
     found = crossover(affinity, balanced)
     assert found["status"] == "crossed" and found["interval"] == [None, None]
-    assert "between below the lightest load and beyond 4, the heaviest swept" in found["text"]
+    assert "the intervals order the tails at no load swept, so they do not place it" in found["text"]
 
 
 def test_no_crossing_up_to_the_heaviest_load_says_so_with_the_figures():
@@ -53,7 +53,8 @@ def test_unbounded_tail_sides_leave_the_pair_not_ordered():
 def test_hotspot_from_the_first_load_every_repetition_reads_it():
     found = hotspots({2.0: [1.1, 1.3], 4.0: [1.3, 1.5], 8.0: [1.2, 1.6]})
     assert [r["hotspot"] for r in found["per_load"]] == [False, True, False]
-    assert found["hotspot_from_load"] == 4.0 and found["threshold"] == HOTSPOT_IMBALANCE
+    assert found["hotspot_from_load"] == 4.0 and found["hotspot_loads"] == [4.0]
+    assert found["threshold"] == HOTSPOT_IMBALANCE
     row = found["per_load"][1]
     assert (row["mean"], row["min"], row["max"], row["repetitions"]) == (pytest.approx(1.4), 1.3, 1.5, 2)
     assert row["lo"] < 1.4 < row["hi"]

@@ -79,7 +79,7 @@ def test_the_routing_section_of_a_three_arm_run():
     assert 1.5 < scaling["rr"]["predicted_ratio"] <= 2.0
     lines = first_screen_lines(found)
     assert lines[0].startswith("TTFT p90: ca's tail stops being lower than rr's near load")
-    assert any("a hotspot from load 4" in x for x in lines)
+    assert any("a hotspot at load 4" in x for x in lines)
     assert any(x.startswith("Does 2 give 2x? rr over one at load 4: 1.60x measured throughput") for x in lines)
     assert len(deployment_table(found)) == 4 and len(crossover_table(found)) == 2
 
