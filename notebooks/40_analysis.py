@@ -202,6 +202,27 @@ display(Markdown("\n".join(f"* {line}" for line in result.tail_verdict) or "*No 
 readable_or_absent(pd.DataFrame(result.tails), "no ranked point has answered requests to pool")
 
 # %% [markdown]
+# ## Replicas behind a router
+#
+# For arms that run several replicas behind a router: each replica's share of the requests and the
+# imbalance (busiest over the mean), the prefix hits the replies realized beside those one cache in
+# front of every replica would reach, and the router's CPU per request. Between a cache-aware router
+# and a balancing one: where the cache-aware tail (TTFT p90 of the pooled requests, order-statistic
+# intervals) stops being lower, and from which load its affinity makes a hotspot. Then whether N
+# replicas give N times one, measured and as MVA on the measured centres predicts. Nothing shows for
+# a campaign without a router.
+
+# %%
+from stackbook.analysis import routing_findings
+
+display(Markdown("\n".join(f"* {line}" for line in routing_findings.first_screen_lines(result.routing))
+                 or "*No replicas behind a router in this campaign.*"))
+readable_or_absent(routing_findings.crossover_table(result.routing), "no cache-aware and balancing routers to compare")
+
+# %%
+readable_or_absent(routing_findings.deployment_table(result.routing), "no arm ran replicas behind a router")
+
+# %% [markdown]
 # ## Figures
 #
 # Saved under `figures/` beside this notebook. First the verdict's own numbers: each arm's figure

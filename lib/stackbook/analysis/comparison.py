@@ -15,6 +15,7 @@ from stackbook.analysis.fairness import DIFFERS, fairness_table, remedy_words
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.known_effect import known_effect_lines
 from stackbook.analysis.tails import tail_lines, tail_rows
+from stackbook.analysis.routing_findings import routing_findings
 from stackbook.analysis.run_data import arm_labels, load_run
 from stackbook.analysis.verdict import (
     aa_control_lines,
@@ -322,6 +323,7 @@ class CampaignAnalysis(Open):
     capacity_predictions: list[dict[str, Any]] = []  # per arm: sizing, demand map and MVA against that interval
     tails: list[dict[str, Any]] = []  # per arm, load and tail quantile: pooled requests, order-statistic interval
     tail_verdict: list[str] = []      # the pairs whose tails are ordered at each load, or why not
+    routing: dict[str, Any] = {}      # replicas behind routers: per arm and load, policies' crossover, N over one
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -382,7 +384,8 @@ def analyse_run(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:
         open_loop_waits=_records(open_loop_points(campaign, arms, df)),
         reconciliation=reconciliation_rows(arms),
         capacity=_records(capacity), capacity_predictions=_records(predictions),
-        tails=tails, tail_verdict=tail_lines(tails, conf))
+        tails=tails, tail_verdict=tail_lines(tails, conf),
+        routing=routing_findings(arms, comparable_ranked(df, fair), maps, conf))
 
 
 def write_analysis(run_dir: str | os.PathLike | RunDir) -> CampaignAnalysis:

@@ -15,6 +15,7 @@ from stackbook.analysis.answer import Sentence, answer
 from stackbook.analysis.answer_facts import other_runs, run_facts
 from stackbook.analysis.fairness import fairness_table
 from stackbook.analysis.figure_style import short_reason
+from stackbook.analysis.routing_findings import first_screen_lines
 from stackbook.analysis.tables import format_number
 from stackbook.evidence.files import read_json
 from stackbook.evidence.label import Label
@@ -185,11 +186,14 @@ def summary_html(run: RunDir, campaign, arms: dict, result) -> str:
                             "why": label_reason(n, a, manifest_arms.get(n, {})),
                             "evidence": evidence_links(run, n)} for n, a in result.arms.items()])
     pages = run_page_links(run)
+    routed = first_screen_lines(getattr(result, "routing", None) or {})
+    routing = ("<h3>Replicas behind a router</h3><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in routed)
+               + "</ul>") if routed else ""
     return (answer_html(run_answer(run, campaign, result)) +
             f'<div class="stackbook-first-screen"><p class="stackbook-question">{question(campaign, arms)}'
             f" <small>(campaign <code>{html.escape(campaign.name)}</code>: {html.escape(campaign.description)})"
             f"</small></p><h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"
-            f"</small></p><h3>Arms</h3>{_html_table(labels) if not labels.empty else '<p>No arm ran.</p>'}"
+            f"</small></p>{routing}<h3>Arms</h3>{_html_table(labels) if not labels.empty else '<p>No arm ran.</p>'}"
             + (f"<p>Also in this run: {pages}.</p>" if pages else "") + "</div>")
 
 

@@ -138,3 +138,41 @@ def test_the_capacity_predictions_in_capacity_md_are_the_runs():
     for arm in ("llama-cpp", "vllm-cpu"):
         cells = " | ".join(cell(p) for p in preds if p["arm"] == arm)
         assert re.search(rf"\| {arm} \([^)]*\) \| {re.escape(cells)} \|", doc), (arm, cells)
+
+
+def routing_quotes(run: Path = Path("outputs/routing/reference")) -> list[str]:
+    """The figures docs/routing.md quotes from the committed routing run, as it writes them."""
+    analysis = json.loads((run / "analysis.json").read_text())
+    routing = analysis["routing"]
+    quotes = []
+    for r in routing["per_arm"]:
+        shares = "/".join(f"{s:.0%}" for s in r["request_shares"])
+        quotes.append(f"{r['arm']} at {r['load']:g}: shares {shares}, imbalance {r['imbalance']:.2f}, prefix hits "
+                      f"{r['realized_hit_rate']:.0%} realized against {r['implied_hit_rate']:.0%} implied, router "
+                      f"{r['router_cpu_ms_per_request']:.2f} ms CPU per request, {r['router_retries']:g} retries")
+        quotes.append(f"{r['arm']}: {r['router_added_ms_idle']:+.1f} ms through the router while idle "
+                      f"(direct requests' spread {r['direct_ms_iqr_idle']:.1f} ms)")
+    for p in routing["policies"]:
+        quotes.append(p["text"])
+        hot = p["hotspot"]
+        quotes += [f"at {r['load']:g}: {r['mean']:.2f} ({r['min']:.2f} and {r['max']:.2f})" for r in hot["per_load"]]
+        quotes.append(f"a hotspot at load {', '.join(f'{x:g}' for x in hot['hotspot_loads'])}" if hot["hotspot_loads"]
+                      else f"{p['arms'][0]} makes no hotspot at any load")
+    pair = {"two-cache-aware", "two-round-robin"}
+    for d in analysis["decisions"]:
+        if {d["arm_a"], d["arm_b"]} == pair and d["metric"] in ("ttft_p50", "output_throughput"):
+            quotes.append(d["text"])
+    for s in routing["scaling"]:
+        quotes.append(f"{s['arm']} over {s['one_replica_arm']} at {s['load']:g}: {s['ratio']:.2f}x "
+                      f"[{s['lo']:.2f}, {s['hi']:.2f}] measured, {s['predicted_ratio']:.2f}x predicted by MVA; "
+                      f"MVA on its own centres {s['mva_own_centres_rps']:.2f} req/s against "
+                      f"{s['measured_many_rps']:.2f} measured ({s['mva_own_error_pct']:+.0f}%)")
+    return quotes
+
+
+def test_the_routing_figures_in_routing_md_are_the_runs():
+    doc = re.sub(r"\s+", " ", Path("docs/routing.md").read_text())
+    quotes = routing_quotes()
+    assert len(quotes) >= 12
+    for quote in quotes:
+        assert re.sub(r"\s+", " ", quote) in doc, quote

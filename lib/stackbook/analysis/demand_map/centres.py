@@ -1,11 +1,12 @@
 """Resource centres measured from a sweep point: each measured interval owned by one centre (the
-client process, the engine's front end, its scheduler, its compute), with demands from the
-utilisation law D_k = busy_k / completed requests."""
+client process, a router in front of replicas, the engine's front end, its scheduler, its compute
+over every replica), with demands from the utilisation law D_k = busy_k / completed requests."""
 from __future__ import annotations
 
 import re
 
 from stackbook.analysis.demand_map.layers import Layer
+from stackbook.analysis.demand_map.orchestration import orchestration_centre, replica_capacity
 from stackbook.engines import registry
 
 
@@ -65,7 +66,10 @@ def point_centres(point: dict, engine: dict, log_text: str = "") -> list[Layer]:
     centres = [Layer("client", 1, _per_request_ms(cpu["client"], done), client_m, client_why,
                      "client processes' CPU seconds (user + system) / requests completed in the point")]
     roles = dict(cpu.get("engine") or {})
-    m, why_m = compute_capacity(engine, log_text)
+    router = orchestration_centre(point, roles, done)  # replicas behind a router: the router's own centre
+    if router is not None:
+        centres.append(router)
+    m, why_m = replica_capacity(*compute_capacity(engine, log_text), point)
     # The arm's kind states which of its processes computes, schedules or fronts (engines/facts.py):
     # a compute role computes unless the role it schedules beside is present, which then computes.
     present = [r for r in kind_roles(engine.get("kind")) if r.role in roles]

@@ -7,6 +7,7 @@ import math
 
 from stackbook.analysis.demand_map.centres import point_centres, point_counts
 from stackbook.analysis.demand_map.layers import Layer, demand_map, improve
+from stackbook.analysis.demand_map.orchestration import ROUTER_CENTRE
 from stackbook.analysis.queueing import mva
 
 
@@ -90,7 +91,9 @@ LEVERS = {"client": "run the client on its own core, or a leaner client, and rer
           "engine scheduler": "raise the tokens scheduled per step (a larger batch or "
                               "chunked-prefill budget) and rerun the sweep",
           "engine compute": "give the compute one more thread/core and rerun the sweep (a lighter precision would "
-                            "have to pass the canaries again: it is not offered here)"}
+                            "have to pass the canaries again: it is not offered here)",
+          ROUTER_CENTRE: "spread the load in the client instead (router kind client_round_robin), or give the router "
+                         "a core of its own, and rerun the sweep"}
 
 
 def demand_ci(sweep: dict, point: str, engine: dict, log_text: str = "") -> dict[str, float | None]:
