@@ -11,6 +11,19 @@ from stackbook.measure.metrics import point_summary
 from stackbook.measure.sweep import summarize_sweep
 
 
+# What the engine told the run of its length control: no record says it again, so it is kept.
+ENGINE_LENGTH_FIELDS = ("method", "controlled", "honoured")
+
+
+def kept_length_control(stored: dict, recomputed: dict) -> dict:
+    """The recomputed length control with the engine's own words kept: its method, and, where it
+    offers none, that the lengths were not controlled."""
+    kept = recomputed | {k: stored[k] for k in ("method",) if k in stored}
+    if stored.get("controlled") is False:
+        kept.update({k: stored[k] for k in ENGINE_LENGTH_FIELDS if k in stored})
+    return kept
+
+
 def refigured_sweep(sweep: dict, records: list, protocol, revision: dict) -> dict:
     """The sweep section with every point's figures recomputed from its latest attempt's records,
     and its validity, discards and totals summed again."""
@@ -23,4 +36,5 @@ def refigured_sweep(sweep: dict, records: list, protocol, revision: dict) -> dic
     summed = summarize_sweep(points, sweep.get("telemetry") or {}, 0, protocol,
                              ceiling if ceiling and "unknown" not in ceiling else None)
     summed["peak_engine_rss_gib"] = sweep.get("peak_engine_rss_gib")
+    summed["length_control"] = kept_length_control(sweep.get("length_control") or {}, summed.get("length_control") or {})
     return sweep | summed | {"figures_recomputed": {"by": revision, "from": "requests.jsonl, latest attempts"}}
