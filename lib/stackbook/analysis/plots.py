@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
+from stackbook.analysis.figure_scale import series_colours
 from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and alt_text are part of this module's use
     _figure, _finish, _label, _mark_unranked, _per_arm, _save, alt_text, integer_load_ticks, load_axis, point_status,
     scale_axis, tail_name)
@@ -107,11 +108,11 @@ def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = 
         return None
     fig, ax = _figure()
     values = []
-    for arm, df in requests.items():
-        for point, g in _measured(df).groupby("point"):
-            if g["ttft_ms"].notna().any():
-                sns.ecdfplot(x=g["ttft_ms"], ax=ax, label=f"{arm} {point} (n={g['ttft_ms'].notna().sum()})")
-                values.append(g["ttft_ms"])
+    series = [(arm, point, g) for arm, df in requests.items() for point, g in _measured(df).groupby("point")
+              if g["ttft_ms"].notna().any()]
+    for (arm, point, g), colour in zip(series, series_colours(len(series))):
+        sns.ecdfplot(x=g["ttft_ms"], ax=ax, color=colour, label=f"{arm} {point} (n={g['ttft_ms'].notna().sum()})")
+        values.append(g["ttft_ms"])
     _slo_line(ax, getattr(slo, "ttft_ms", None), "TTFT")
     scale = scale_axis(ax, pd.concat(values) if values else [], "x")
     return _finish(fig, ax, out_dir, "ttft_cdf", "TTFT distribution (empirical CDF)", f"TTFT (ms){scale}",
@@ -127,16 +128,16 @@ def tpot_itl_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | Non
         return None
     fig, (left, right) = _figure((11, 3.6), ncols=2)
     tpots, itls = [], []
-    for arm, df in frames.items():
-        for point, g in df.groupby("point"):
-            tpot = g["tpot_ms"].dropna()
-            itl = pd.Series([x for xs in g["itl_ms"] for x in xs], dtype=float)
-            if len(tpot):
-                sns.ecdfplot(x=tpot, ax=left, label=f"{arm} {point} (n={len(tpot)})")
-                tpots.append(tpot)
-            if len(itl):
-                sns.ecdfplot(x=itl, ax=right, label=f"{arm} {point} (n={len(itl)} gaps)")
-                itls.append(itl)
+    series = [(arm, point, g) for arm, df in frames.items() for point, g in df.groupby("point")]
+    for (arm, point, g), colour in zip(series, series_colours(len(series))):  # one colour per series on both panels
+        tpot = g["tpot_ms"].dropna()
+        itl = pd.Series([x for xs in g["itl_ms"] for x in xs], dtype=float)
+        if len(tpot):
+            sns.ecdfplot(x=tpot, ax=left, color=colour, label=f"{arm} {point} (n={len(tpot)})")
+            tpots.append(tpot)
+        if len(itl):
+            sns.ecdfplot(x=itl, ax=right, color=colour, label=f"{arm} {point} (n={len(itl)} gaps)")
+            itls.append(itl)
     _slo_line(left, getattr(slo, "tpot_ms", None), "TPOT")
     lscale = scale_axis(left, pd.concat(tpots) if tpots else [], "x")
     rscale = scale_axis(right, pd.concat(itls) if itls else [], "x")
