@@ -115,3 +115,30 @@ def test_the_question_of_a_trace_replay_counts_its_own_requests_and_says_how_it_
     q = summary.question(campaign, {})
     assert q.endswith("under a replayed openai trace (12 requests in 4 sessions, each session a closed loop, every "
                       "step after the reply before it), 12 measured requests per point?")
+
+
+def test_every_report_links_the_notebooks_that_teach_its_method_and_the_path_to_the_seeds_method(tmp_path):
+    from pathlib import Path
+
+    from stackbook.evidence.rundir import RunDir
+    from stackbook.locations import REPO_ROOT
+
+    from tests.support.runs import copy_committed_run_to
+
+    committed = RunDir(REPO_ROOT / "outputs/quickstart/reference")
+    links = dict(summary.method_links(committed))
+    assert list(links) == [*summary.METHOD_PAGES.values(), "from this report to the seed's method, step by step"]
+    assert links[summary.METHOD_PAGES["50_demand_map"]] == "50_demand_map.html"  # the run's own page
+    assert links[summary.METHOD_PAGES["10_sizing"]] == "arms/llama-cpp/10_sizing.html"
+    assert links[summary.METHOD_PAGES["00_decide"]] == "../../../notebooks/00_decide.ipynb"  # the workbook's
+    assert links["from this report to the seed's method, step by step"] == "../../../docs/method-path.md"
+    for href in links.values():
+        assert (committed.path / href).exists(), href
+    bare = RunDir(tmp_path / "run")
+    copy_committed_run_to(bare.path, "quickstart", "avx2-host")
+    (bare.path / "arms/llama-cpp/10_sizing.html").unlink(missing_ok=True)
+    (bare.path / "arms/vllm-cpu/10_sizing.html").unlink(missing_ok=True)
+    for href in dict(summary.method_links(bare)).values():
+        assert (bare.path / href).resolve().exists(), href
+    assert Path(dict(summary.method_links(bare))[summary.METHOD_PAGES["50_demand_map"]]).name == "50_demand_map.ipynb"
+    assert 'class="stackbook-method"' in summary.method_html(committed) and "Kingman" in summary.method_html(committed)
