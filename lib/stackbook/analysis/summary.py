@@ -157,13 +157,14 @@ def _from_run(run: RunDir, target: Path) -> str:
 
 def method_links(run: RunDir) -> list[tuple[str, str]]:
     """(what it teaches, link) for each teaching notebook and the docs' path from a report to the
-    seed's method: the run's own page where it has one, else the workbook's notebook."""
+    seed's method: the run's own page where it has one, else the workbook's notebook source
+    (jupytext percent: its prose reads as text)."""
     out = []
     for nb, what in METHOD_PAGES.items():
         own = [run.notebook(nb).with_suffix(".html")] + [run.arm(a).notebook(nb).with_suffix(".html")
                                                          for a in sorted(p.name for p in run.arms_dir.glob("*"))]
         page = next((p for p in own if p.exists()), None)
-        out.append((what, _from_run(run, page) if page else _from_run(run, REPO_ROOT / "notebooks" / f"{nb}.ipynb")))
+        out.append((what, _from_run(run, page) if page else _from_run(run, REPO_ROOT / "notebooks" / f"{nb}.py")))
     out.append(("from this report to the seed's method, step by step", _from_run(run, REPO_ROOT / METHOD_PATH_DOC)))
     return out
 

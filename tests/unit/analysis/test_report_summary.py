@@ -130,7 +130,7 @@ def test_every_report_links_the_notebooks_that_teach_its_method_and_the_path_to_
     assert list(links) == [*summary.METHOD_PAGES.values(), "from this report to the seed's method, step by step"]
     assert links[summary.METHOD_PAGES["50_demand_map"]] == "50_demand_map.html"  # the run's own page
     assert links[summary.METHOD_PAGES["10_sizing"]] == "arms/llama-cpp/10_sizing.html"
-    assert links[summary.METHOD_PAGES["00_decide"]] == "../../../notebooks/00_decide.ipynb"  # the workbook's
+    assert links[summary.METHOD_PAGES["00_decide"]] == "../../../notebooks/00_decide.py"  # the workbook's source
     assert links["from this report to the seed's method, step by step"] == "../../../docs/method-path.md"
     for href in links.values():
         assert (committed.path / href).exists(), href
@@ -140,5 +140,5 @@ def test_every_report_links_the_notebooks_that_teach_its_method_and_the_path_to_
     (bare.path / "arms/vllm-cpu/10_sizing.html").unlink(missing_ok=True)
     for href in dict(summary.method_links(bare)).values():
         assert (bare.path / href).resolve().exists(), href
-    assert Path(dict(summary.method_links(bare))[summary.METHOD_PAGES["50_demand_map"]]).name == "50_demand_map.ipynb"
+    assert Path(dict(summary.method_links(bare))[summary.METHOD_PAGES["50_demand_map"]]).name == "50_demand_map.py"
     assert 'class="stackbook-method"' in summary.method_html(committed) and "Kingman" in summary.method_html(committed)
