@@ -25,6 +25,24 @@ RUNS = sorted(p.parent.relative_to(REPO_ROOT / "outputs").as_posix()
 README_RUN = "quickstart/reference"
 QUESTIONS = ["Which arm", "How sure", "Inside which SLO", "At what cost", "On which host"]
 SCREEN = (1400, 900)
+# Words in table headers that the browser lays out over more than one line ("lo / a / d"); the parts
+# of a hyphenated word count apart.
+BROKEN_HEADER_WORDS = """JSON.stringify((() => {
+  const broken = [];
+  for (const th of document.querySelectorAll('thead th')) {
+    const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      for (const m of node.textContent.matchAll(/[^\\s\\-]+/g)) {  // a hyphen is a break between words
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+})())"""
 
 
 def test_every_committed_run_is_read():
@@ -42,6 +60,8 @@ def test_a_rendered_copy_opens_on_its_five_answers_inside_the_first_900_px(commi
     with Chromium(width=SCREEN[0], height=SCREEN[1]) as browser:
         browser.open(run.report)
         lines = json.loads(browser.evaluate(ANSWER_LINES))
+        broken = json.loads(browser.evaluate(BROKEN_HEADER_WORDS))
+        wide = browser.inspect().layout.overflowing_tables
         if committed == README_RUN and os.environ.get("STACKBOOK_README_PNG"):
             browser.screenshot(os.environ["STACKBOOK_README_PNG"], SCREEN[1])
     said = [line["text"] for line in lines]
@@ -50,5 +70,6 @@ def test_a_rendered_copy_opens_on_its_five_answers_inside_the_first_900_px(commi
     name = load_campaign(run.campaign_resolved).name
     expected = [f"{s.question}? {s.text}" for s in answer(run_facts(run), other_runs(run, name))]
     assert said == [" ".join(t.split()) for t in expected]
+    assert broken == [] and wide == [], (broken, wide)  # headers break between words, and still fit
     host = said[-1]
     assert "CPU" in host or "GPU" in host or "host" in host, host  # the host is named, whichever it is
