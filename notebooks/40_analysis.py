@@ -206,10 +206,10 @@ readable_or_absent(pd.DataFrame(result.tails), "no ranked point has answered req
 #
 # Saved under `figures/` beside this notebook. First the verdict's own numbers: each arm's figure
 # at each load with its interval, from the table above (a hollow point is not ranked; the
-# footnote says why; a shaded load is one whose decision rests on fewer than two degrees of freedom, weak,
-# and an interval cut by the clipped axis is marked at its edge with its true end). Then every repetition's points apart, where a black marker shows a point
-# that is not ranked (its arm on HOLD, not comparable, or the point discarded); the legend gives
-# the reason.
+# footnote says why; a shaded load is one whose decision rests on fewer than two degrees of
+# freedom, weak; an interval the clipped axis cuts is marked at its edge with its true end). Then
+# every repetition's points apart, where a black marker shows a point that is not ranked (its arm
+# on HOLD, not comparable, or the point discarded); the legend gives the reason.
 
 # %%
 from stackbook.analysis import interval_plots
