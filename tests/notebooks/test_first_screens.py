@@ -5,7 +5,6 @@ rendered analysis. The quickstart reference's first screen is the README's pictu
 STACKBOOK_README_PNG set (`make readme-screenshot`), this test writes it there."""
 import json
 import os
-from pathlib import Path
 
 import pytest
 from stackbook.analysis.answer import answer

@@ -10,13 +10,34 @@ import seaborn as sns
 
 from stackbook.analysis.figure_scale import series_colours
 from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and alt_text are part of this module's use
-    _figure, _finish, _label, _mark_unranked, _per_arm, _save, alt_text, carried_tail, integer_load_ticks, load_axis, point_status,
-    scale_axis, tail_name)  # tail_name: the tables name their tails with it
+    _figure,
+    _finish,
+    _label,
+    _mark_unranked,
+    _per_arm,
+    _save,
+    alt_text,
+    carried_tail,
+    integer_load_ticks,
+    load_axis,
+    point_status,
+    scale_axis,  # tail_name: the tables name their tails with it
+    tail_name,
+)
 from stackbook.analysis.queueing_plots import (  # noqa: F401 - the notebooks call every figure through plots
-    demand_bars, kingman_curves, measured_demand_bars, mva_centres_check, mva_throughput, predicted_vs_measured,
-    waits_vs_arrival_variance)
+    demand_bars,
+    kingman_curves,
+    measured_demand_bars,
+    mva_centres_check,
+    mva_throughput,
+    predicted_vs_measured,
+    waits_vs_arrival_variance,
+)
 from stackbook.analysis.timeline_plots import (  # noqa: F401
-    engine_resources_over_time, request_timeline, throughput_over_time)
+    engine_resources_over_time,
+    request_timeline,
+    throughput_over_time,
+)
 
 
 def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str = "e2e_ms"):

@@ -3,7 +3,12 @@ the weak intervals it cuts marked; a load decided on fewer than two degrees of f
 import pandas as pd
 from matplotlib.colors import to_hex
 from stackbook.analysis import interval_plots, plots
-from stackbook.analysis.figure_scale import OFF_SCALE_LABEL, WEAK_LABEL, decided_top, series_colours
+from stackbook.analysis.figure_scale import (
+    OFF_SCALE_LABEL,
+    WEAK_LABEL,
+    decided_top,
+    series_colours,
+)
 from stackbook.analysis.interactivity import Devices, interactivity_figure
 
 
