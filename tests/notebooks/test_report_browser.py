@@ -76,9 +76,8 @@ def test_links_to_arm_notebooks_and_raw_files_resolve(fresh_report):
     inside = [Path(link.href.removeprefix("file://")) for link in page.links]
     targets = {p.relative_to(fresh_report.path.resolve()).as_posix() for p in inside
                if p.is_relative_to(fresh_report.path.resolve())}
-    taught = {p.name for p in inside if not p.is_relative_to(fresh_report.path.resolve())}
-    assert taught == {"00_decide.py", "10_sizing.py", "50_demand_map.py", "method-path.md"} or \
-        taught == {"00_decide.py", "50_demand_map.py", "method-path.md"}  # sizing: the run's own page
+    # a copy outside the repository names the teaching notebooks by their place in it, unlinked
+    assert all(p.is_relative_to(fresh_report.path.resolve()) for p in inside)
     for arm in ARMS:
         for name in ("10_sizing.html", "20_canaries.html", "30_load_sweep.html", "requests.jsonl",
                      "engine.log", "passport.md"):

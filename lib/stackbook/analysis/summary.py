@@ -151,26 +151,35 @@ def run_page_links(run: RunDir) -> str:
     return ", ".join(f'<a href="{nb.stem}.html">{what}</a>' for what, nb in pages)
 
 
-def _from_run(run: RunDir, target: Path) -> str:
-    return os.path.relpath(target, run.path.resolve())
+def _workbook_file(run: RunDir, target: Path) -> tuple[str, bool]:
+    """A file of the workbook as a run's page reaches it: a link relative to the run where the run
+    lies inside the repository (the committed runs), else its path in the repository as text, so
+    no page carries a path of this machine."""
+    here = run.path.resolve()
+    if here.is_relative_to(REPO_ROOT.resolve()):
+        return os.path.relpath(target, here), True
+    return target.relative_to(REPO_ROOT).as_posix(), False
 
 
-def method_links(run: RunDir) -> list[tuple[str, str]]:
-    """(what it teaches, link) for each teaching notebook and the docs' path from a report to the
-    seed's method: the run's own page where it has one, else the workbook's notebook source
-    (jupytext percent: its prose reads as text)."""
+def method_links(run: RunDir) -> list[tuple[str, str, bool]]:
+    """(what it teaches, where, whether a link) for each teaching notebook and the docs' path from
+    a report to the seed's method: the run's own page where it has one, else the workbook's
+    notebook source (jupytext percent: its prose reads as text)."""
     out = []
     for nb, what in METHOD_PAGES.items():
         own = [run.notebook(nb).with_suffix(".html")] + [run.arm(a).notebook(nb).with_suffix(".html")
                                                          for a in sorted(p.name for p in run.arms_dir.glob("*"))]
         page = next((p for p in own if p.exists()), None)
-        out.append((what, _from_run(run, page) if page else _from_run(run, REPO_ROOT / "notebooks" / f"{nb}.py")))
-    out.append(("from this report to the seed's method, step by step", _from_run(run, REPO_ROOT / METHOD_PATH_DOC)))
+        out.append((what, *((page.relative_to(run.path).as_posix(), True) if page
+                            else _workbook_file(run, REPO_ROOT / "notebooks" / f"{nb}.py"))))
+    out.append(("from this report to the seed's method, step by step", *_workbook_file(run, REPO_ROOT / METHOD_PATH_DOC)))
     return out
 
 
 def method_html(run: RunDir) -> str:
-    links = "; ".join(f'<a href="{html.escape(href)}">{html.escape(what)}</a>' for what, href in method_links(run))
+    links = "; ".join(f'<a href="{html.escape(where)}">{html.escape(what)}</a>' if linked
+                      else f"{html.escape(what)} (<code>{html.escape(where)}</code>)"
+                      for what, where, linked in method_links(run))
     return f'<p class="stackbook-method"><small>The method, taught: {links}.</small></p>'
 
 
