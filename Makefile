@@ -11,7 +11,7 @@ LAB_NOTEBOOK ?= $(firstword $(wildcard outputs/quickstart/reference/40_analysis.
 LAB_ARGS ?=
 LAB_CMD = $(PY) -m stackbook.lab $(LAB_NOTEBOOK) $(LAB_ARGS)
 
-.PHONY: setup setup-gpu quickstart test test-fast lab clean-runs notebooks
+.PHONY: setup setup-gpu quickstart test test-fast lab clean-runs notebooks readme-screenshot
 
 setup:
 	@bash tools/bootstrap.sh all
@@ -46,6 +46,12 @@ lab:
 # fails when a twin drifts from its source.
 notebooks:
 	@$(PY) -m stackbook.notebook_sources
+
+# The README's picture (docs/report-quickstart.png): the first 900 px of the quickstart reference's
+# report at 1,400 px wide, rendered anew from a copy of its records by the first-screen test.
+readme-screenshot:
+	@STACKBOOK_README_PNG=$(CURDIR)/docs/report-quickstart.png $(PY) -m pytest -q -p no:cacheprovider \
+		"tests/notebooks/test_first_screens.py::test_a_rendered_copy_opens_on_its_five_answers_inside_the_first_900_px[quickstart/reference]"
 
 # Remove run directories other than the committed reference runs.
 clean-runs:

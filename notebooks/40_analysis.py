@@ -227,20 +227,21 @@ readable_or_absent(routing_findings.deployment_table(result.routing), "no arm ra
 #
 # Saved under `figures/` beside this notebook. First the verdict's own numbers: each arm's figure
 # at each load with its interval, from the table above (a hollow point is not ranked; the
-# footnote says why). Then every repetition's points apart, where a black marker shows a point
-# that is not ranked (its arm on HOLD, not comparable, or the point discarded); the legend gives
-# the reason.
+# footnote says why; a shaded load is one whose decision rests on fewer than two degrees of
+# freedom, weak; an interval the clipped axis cuts is marked at its edge with its true end). Then
+# every repetition's points apart, where a black marker shows a point that is not ranked (its arm
+# on HOLD, not comparable, or the point discarded); the legend gives the reason.
 
 # %%
 from stackbook.analysis import interval_plots
 
-interval_plots.figure_vs_load(table, "output_throughput", confidence, figures)
+interval_plots.figure_vs_load(table, "output_throughput", confidence, figures, result.decisions)
 
 # %%
-interval_plots.figure_vs_load(table, "ttft_p50", confidence, figures)
+interval_plots.figure_vs_load(table, "ttft_p50", confidence, figures, result.decisions)
 
 # %%
-interval_plots.figure_vs_load(table, "e2e_p50", confidence, figures)
+interval_plots.figure_vs_load(table, "e2e_p50", confidence, figures, result.decisions)
 
 # %%
 plots.latency_vs_load(df, figures, "e2e_ms")

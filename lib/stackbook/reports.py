@@ -113,6 +113,16 @@ ATTACHABLE: dict[str, dict[str, Callable[[RunDir], Path]]] = {
     "50_demand_map": {"run_dir": lambda run: run.path, "figures_dir": lambda run: run.figures / "50_demand_map"}}
 
 
+def _execute_attached(run: RunDir, name: str, parameters: dict | None, note: str) -> dict:
+    """Execute one attachable notebook over the run and write its page; the manifest entry it earns."""
+    params = {**{param: str(place(run)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
+    out = run.notebook(name)
+    seconds = execute_notebook(name, out, params)
+    write_page(out, out.with_suffix(".html"))
+    return {"status": "ok", "seconds": round(seconds, 1), "sha256": file_sha256(out),
+            "note": note or f"notebooks/{name}.py executed over this run's records"}
+
+
 def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None, note: str = "") -> RunDir:
     """Execute a workbook notebook over a finished run, keep it in the run directory beside the
     analysis and record it in the manifest (`attached`: status, seconds, hash, note) with the
@@ -122,18 +132,34 @@ def attach(run_dir: str | os.PathLike, name: str, parameters: dict | None = None
     if name not in ATTACHABLE:
         raise ValueError(f"{name!r} cannot be attached to a run; attachable notebooks: {', '.join(ATTACHABLE)}")
     run = RunDir(_repo_relative(RunDir.existing(run_dir).path))
-    params = {**{param: str(place(run)) for param, place in ATTACHABLE[name].items()}, **(parameters or {})}
-    out = run.notebook(name)
-    seconds = execute_notebook(name, out, params)
-    write_page(out, out.with_suffix(".html"))
+    entry = _execute_attached(run, name, parameters, note)
     make_portable(run, [])
     manifest = ManifestFile(run, campaign=None, campaign_file="")
-    manifest.data.setdefault("attached", {})[name] = {
-        "status": "ok", "seconds": round(seconds, 1), "sha256": file_sha256(out),
-        "note": note or f"notebooks/{name}.py executed over this run's records"}
+    manifest.data.setdefault("attached", {})[name] = entry
     manifest.record_outputs(run)
     manifest.save()
     return run
+
+
+def teaching_pages(campaign) -> list[str]:
+    """The attachable notebooks a run of this campaign renders on its own, so a newcomer's first run
+    lands on the method: the demand map wherever a closed-loop sweep gives it points to map (its
+    Mean Value Analysis predicts closed-loop points)."""
+    protocol = campaign.protocol
+    return ["50_demand_map"] if "sweep" in protocol.stages and protocol.arrival.kind == "closed_loop" else []
+
+
+def attach_teaching(run_dir: RunDir, campaign, manifest: ManifestFile) -> None:
+    """Before the analysis (whose report then links them): each teaching page of the campaign,
+    recorded in the run's manifest; one that fails is recorded as failed and the run goes on."""
+    for name in teaching_pages(campaign):
+        try:
+            entry = _execute_attached(RunDir(_repo_relative(run_dir.path)), name, None,
+                                      f"notebooks/{name}.py executed over this run's records by the run itself")
+        except Exception as err:  # noqa: BLE001 - a teaching page never fails the measurement
+            entry = {"status": "failed", "error": symbolic(str(err))[-1000:]}
+        manifest.data.setdefault("attached", {})[name] = entry
+    manifest.save()
 
 
 def compare(run_dirs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> ComparisonDir:

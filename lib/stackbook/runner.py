@@ -34,7 +34,7 @@ from stackbook.evidence.rundir import RunDir
 from stackbook.executors import LocalExecutor
 from stackbook.harness.ceiling import record_ceiling
 from stackbook.locations import OUTPUTS, REPO_ROOT
-from stackbook.reports import run_analysis
+from stackbook.reports import attach_teaching, run_analysis
 
 
 def _raise_interrupt(signum, frame):
@@ -120,6 +120,7 @@ def run_campaign(campaign_file: str, run_id: str | None = None, resume: str | No
         plan = campaign_plan(campaign, arms, REPO_ROOT / OUTPUTS)
         executor.run_arms(CampaignRun(campaign, run_dir, resolved, manifest, steps, progress, log, plan), arms)
         steps.set_postfix_str("analysis")
+        attach_teaching(run_dir, campaign, manifest)
         run_analysis(run_dir, manifest)
         steps.update(1)
         statuses = [manifest.arm(a.name)["status"] for a in arms]

@@ -41,3 +41,23 @@ def test_demand_map_attached_to_a_run_reads_its_records_and_is_hashed(tmp_path):
         assert bad.returncode == 2 and "attachable notebooks: 00_decide, 50_demand_map" in bad.stderr
     finally:
         shutil.rmtree(run.parent, ignore_errors=True)
+
+
+def test_a_closed_loop_run_renders_its_demand_map_itself_and_an_open_loop_one_does_not(tmp_path):
+    from stackbook.config.loading import load_campaign
+    from stackbook.evidence.manifest import ManifestFile
+    from stackbook.evidence.rundir import RunDir
+    from stackbook.reports import attach_teaching, teaching_pages
+
+    from tests.support.runs import copy_committed_run_to
+
+    run = RunDir(tmp_path / "run")
+    copy_committed_run_to(run.path, "quickstart", "avx2-host")
+    campaign = load_campaign(run.campaign_resolved)
+    assert teaching_pages(campaign) == ["50_demand_map"]
+    assert teaching_pages(load_campaign(REPO_ROOT / "outputs/known-effect/reference/campaign.resolved.yaml")) == []
+    manifest = ManifestFile(run, campaign=None, campaign_file="")
+    attach_teaching(run, campaign, manifest)
+    entry = json.loads(run.manifest.read_text())["attached"]["50_demand_map"]
+    assert entry["status"] == "ok" and entry["sha256"] == file_sha256(run.path / "50_demand_map.ipynb")
+    assert "Mean Value Analysis" in (run.path / "50_demand_map.html").read_text()

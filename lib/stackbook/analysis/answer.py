@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from stackbook.analysis.answer_facts import RunFacts
 from stackbook.analysis.answer_host import host_of, host_sentence, host_words
 from stackbook.analysis.comparison import load_unit
-from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text
+from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text, weak_note
 from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_to_decide
 from stackbook.config.protocol import Slo
 
@@ -58,10 +58,7 @@ def lead_words(d: dict, leader: str, note: str = "") -> str:
 
 def weak_words(d: dict) -> str:
     """An interval resting on fewer than two degrees of freedom is weak, and the words say so."""
-    dof = d.get("degrees_of_freedom")
-    if dof is None or dof >= 2:
-        return ""
-    return "; on one degree of freedom: weak" if dof >= 1 else "; no run-to-run spread measured: weak"
+    return weak_note(d.get("degrees_of_freedom"))
 
 
 def _other(d: dict, arm: str) -> str:

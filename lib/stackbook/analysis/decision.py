@@ -287,6 +287,14 @@ def decide_pair(load: float, metric: Compared, arm_a: str, a: list[float], reque
                   confidence, METHODS[paired])
 
 
+def weak_note(degrees_of_freedom: float | None) -> str:
+    """A decision resting on fewer than two degrees of freedom is weak (its t-quantile at 95% is
+    12.7 on one), and its words say so; the answer block and the decision table share them."""
+    if degrees_of_freedom is None or degrees_of_freedom >= 2:
+        return ""
+    return "; on one degree of freedom: weak" if degrees_of_freedom >= 1 else "; no run-to-run spread measured: weak"
+
+
 METHODS = {True: "paired by round (t over per-round log ratios)", False: "Welch (log scale)"}
 
 
@@ -310,7 +318,8 @@ def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: t
     upper, lower = 1 + min_effect, 1 - min_effect
     if lower < lo and hi < upper:
         return PairDecision(**base, decision=NO_DIFFERENCE, leader=None,
-                            text=f"{metric.label}: no difference larger than {min_effect:.0%} ({span}).")
+                            text=f"{metric.label}: no difference larger than {min_effect:.0%} ({span})"
+                                 f"{weak_note(degrees_of_freedom)}.")
     a_better = lo > upper if metric.higher_is_better else hi < lower
     b_better = hi < lower if metric.higher_is_better else lo > upper
     if a_better or b_better:
@@ -320,7 +329,12 @@ def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: t
             how = f"{metric.label} {r - 1:.0%} higher ({rlo - 1:.0%} to {rhi - 1:.0%})"
         else:
             how = f"{metric.label} {1 - r:.0%} lower ({1 - rhi:.0%} to {1 - rlo:.0%})"
-        return PairDecision(**base, decision=AHEAD, leader=leader, text=f"{leader} ahead of {other}: {how}.")
+        return PairDecision(
+            **base,
+            decision=AHEAD,
+            leader=leader,
+            text=f"{leader} ahead of {other}: {how}{weak_note(degrees_of_freedom)}.",
+        )
     degrees, advice = undecided_words(lo, hi, min_effect, confidence, degrees_of_freedom, min(ra, rb) or 1, df_step)
     return PairDecision(**base, decision=UNDECIDED, leader=None,
                         text=f"{metric.label}: undecided with this sample ({span} spans the {min_effect:.0%} margin"

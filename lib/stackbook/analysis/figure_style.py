@@ -173,6 +173,28 @@ def tail_name(df: pd.DataFrame, percentile: int = 99, count: str = "completed") 
     return f"p{percentile} of n={lo}{f'-{hi}' if hi != lo else ''} (< {need}: near the max)"
 
 
+TAIL_ORDER = (99, 95, 50)
+
+
+def carried_tail(df: pd.DataFrame, metric: str = "e2e_ms", count: str = "completed") -> tuple[str, str]:
+    """The highest percentile of `metric` that every point's sample can carry (p99 needs 100
+    requests, p95 20), as (column, axis name): a figure never draws a "p99" that is its sample's
+    maximum; the name says what was wanted and why it fell back."""
+    counts = pd.to_numeric(df[count], errors="coerce").dropna() if count in df else pd.Series(dtype=float)
+    from stackbook.analysis.decision import min_sample
+
+    if counts.empty:  # sample sizes not recorded: the points' own p99, as they name it
+        return (f"{metric}_p99", "p99") if f"{metric}_p99" in df else (f"{metric}_p50", "p50")
+    n = f"n={int(counts.min())}" + (f"-{int(counts.max())}" if counts.max() != counts.min() else "")
+
+    for pct in TAIL_ORDER:
+        column = f"{metric}_p{pct}"
+        if column in df and counts.min() >= min_sample(pct):
+            return column, (f"p{pct}" if pct == TAIL_ORDER[0] else
+                            f"p{pct} ({n} a point: too few for a p99)")
+    return f"{metric}_p50", f"p50 ({n} a point: too few for a p99)"
+
+
 def _finish(fig, ax, out_dir: Path | None, name: str, title: str, xlabel: str, ylabel: str):
     """Labels, and the legend beside the axes (outside them, so it never hides a point)."""
     ax.set_xlabel(xlabel)

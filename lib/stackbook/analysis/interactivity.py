@@ -14,6 +14,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from stackbook.analysis.decision import confidence_text
+from stackbook.analysis.figure_scale import decided_top, mark_off_scale
 from stackbook.analysis.figure_style import _figure, _save
 
 PER_USER = "tokens/s per user"
@@ -43,7 +44,7 @@ def interactivity_table(table: pd.DataFrame, devices: Devices) -> pd.DataFrame:
     per_device = f"output tokens/s per {devices.name}"
     rows = []
     for _, r in table.iterrows():
-        rows.append({"arm": r["arm"], "load": r["load"], "status": r["status"],
+        rows.append({"arm": r["arm"], "load": r["load"], "status": r["status"], "repetitions": r.get("repetitions"),
                      PER_USER: _per_user(r["tpot_p50"]), f"{PER_USER} lo": _per_user(r["tpot_p50_hi"]),
                      f"{PER_USER} hi": _per_user(r["tpot_p50_lo"]),
                      per_device: r["output_throughput"] / devices.count,
@@ -80,6 +81,9 @@ def interactivity_figure(table: pd.DataFrame, devices: Devices, confidence: floa
         return None
     per_device = f"output tokens/s per {devices.name}"
     fig, ax = _figure()
+    weak = pd.to_numeric(frame["repetitions"], errors="coerce").fillna(0) < 3  # one degree of freedom or none
+    top = decided_top(frame[PER_USER], frame.loc[~weak, f"{PER_USER} hi"], frame.loc[weak, f"{PER_USER} hi"])
+    cut = 0
     for arm, g in frame.groupby("arm", sort=False):
         g = g.sort_values("load")
         x, y = g[per_device].astype(float), g[PER_USER].astype(float)
@@ -93,12 +97,14 @@ def interactivity_figure(table: pd.DataFrame, devices: Devices, confidence: floa
                         color=line.lines[0].get_color())
             if r["status"] != "accepted":
                 ax.scatter([xi], [yi], s=80, facecolors="white", edgecolors=line.lines[0].get_color(), zorder=5)
+        if top is not None:
+            cut += mark_off_scale(ax, x, g[f"{PER_USER} hi"].astype(float), top, line.lines[0].get_color(), cut == 0)
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=top)
     ax.set_title(f"Interactivity against throughput per {devices.name} ({devices.count} on this host)\n"
                  f"points labelled by load; {confidence_text(confidence)} intervals; hollow: not ranked")
     ax.set_xlabel(f"{per_device} (output throughput / {devices.count})")
-    ax.set_ylabel(f"{PER_USER} (1000 / TPOT p50)")
+    ax.set_ylabel(f"{PER_USER} (1000 / TPOT p50)" + ("; clipped to the points on 2+ degrees of freedom" if top else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, out_dir, "interactivity")

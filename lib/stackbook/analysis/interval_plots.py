@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text
+from stackbook.analysis.figure_scale import WEAK_LABEL, decided_top, mark_off_scale
 from stackbook.analysis.plots import _figure, _save, load_axis
 from stackbook.analysis.verdict import tail_figure
 
@@ -40,12 +41,33 @@ def _load_ticks(ax, table: pd.DataFrame) -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def figure_vs_load(table: pd.DataFrame, name: str, confidence: float, out_dir: Path | None = None):
-    """One compared figure against load, one line per arm with its interval at every load."""
+def weak_loads(decisions, name: str) -> set:
+    """The loads where a decision on this figure rests on fewer than two degrees of freedom."""
+    return {d["load"] for d in decisions or [] if d.get("metric") == name
+            and d.get("decision") != "undecided" and (d.get("degrees_of_freedom") or 0) < 2}
+
+
+def _weak_points(table: pd.DataFrame, weak: set, decisions) -> pd.Series:
+    """Per row: its interval is weak (its load's decision is, or, with no decisions given, fewer
+    than three repetitions: one degree of freedom or none)."""
+    if decisions is not None:
+        return table["load"].isin(weak)
+    return table["repetitions"].astype(float) < 3
+
+
+def figure_vs_load(table: pd.DataFrame, name: str, confidence: float, out_dir: Path | None = None,
+                   decisions: list[dict] | None = None):
+    """One compared figure against load, one line per arm with its interval at every load; a load
+    whose decision rests on fewer than two degrees of freedom is shaded and named weak, and the
+    axis is clipped to the decided points with the weak intervals it cuts marked at its edge."""
     if table.empty or name not in table:
         return None
     c = COMPARED_BY_NAME[name]
     fig, ax = _figure()
+    weak = weak_loads(decisions, name)
+    weak_rows = _weak_points(table, weak, decisions)
+    top = decided_top(table[name], table.loc[~weak_rows, f"{name}_hi"], table.loc[weak_rows, f"{name}_hi"])
+    cut = 0
     for arm, g in table.groupby("arm", sort=False):
         g = g.sort_values("load")
         est, err = _bars(g, name)
@@ -54,13 +76,20 @@ def figure_vs_load(table: pd.DataFrame, name: str, confidence: float, out_dir: P
         if hollow.any():
             ax.scatter(g.loc[hollow, "load"], est[hollow], s=80, facecolors="white",
                        edgecolors=line.lines[0].get_color(), zorder=5)
-    ax.set_ylim(bottom=0)
+        if top is not None:
+            cut += mark_off_scale(ax, g["load"], g[f"{name}_hi"].astype(float), top, line.lines[0].get_color(),
+                                  label=cut == 0)
+    loads = table["load"].astype(float)
+    half = 0.06 * ((loads.max() - loads.min()) or loads.max() or 1)
+    for i, load in enumerate(sorted(weak)):
+        ax.axvspan(load - half, load + half, color="0.85", zorder=0, label=WEAK_LABEL if i == 0 else "_nolegend_")
+    ax.set_ylim(bottom=0, top=top)
     _load_ticks(ax, table)
     reps = f"{int(table['repetitions'].min())}" + (f" to {int(table['repetitions'].max())}"
                                                     if table["repetitions"].nunique() > 1 else "")
     ax.set_title(f"{c.label} against load: mean of {reps} repetitions, {confidence_text(confidence)} interval")
     ax.set_xlabel(load_axis(table))
-    ax.set_ylabel(f"{c.label} ({c.unit}); axis from zero")
+    ax.set_ylabel(f"{c.label} ({c.unit}); axis from zero" + ("; clipped to the decided points" if top else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     _footnote(fig, table)

@@ -8,30 +8,49 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
+from stackbook.analysis.figure_scale import series_colours
 from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and alt_text are part of this module's use
-    _figure, _finish, _label, _mark_unranked, _per_arm, _save, alt_text, integer_load_ticks, load_axis, point_status,
-    scale_axis, tail_name)
+    _figure,
+    _finish,
+    _label,
+    _mark_unranked,
+    _per_arm,
+    _save,
+    alt_text,
+    carried_tail,
+    integer_load_ticks,
+    load_axis,
+    point_status,
+    scale_axis,  # tail_name: the tables name their tails with it
+    tail_name,
+)
 from stackbook.analysis.queueing_plots import (  # noqa: F401 - the notebooks call every figure through plots
     demand_bars, kingman_curves, measured_demand_bars, mva_centres_check, predicted_vs_measured,
     waits_vs_arrival_variance)
 from stackbook.analysis.timeline_plots import (  # noqa: F401
-    engine_resources_over_time, request_timeline, throughput_over_time)
+    engine_resources_over_time,
+    request_timeline,
+    throughput_over_time,
+)
 
 
 def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str = "e2e_ms"):
-    """p50 (solid) and p99 (dashed) of one latency against load, one colour per arm; a p99 of
-    fewer than 100 requests is labelled with its sample size."""
+    """p50 (solid) and the highest tail its samples carry (dashed) of one latency against load, one
+    colour per arm; with too few requests a point for a p95, p50 alone."""
     if df.empty or f"{metric}_p50" not in df:
         return None
     fig, ax = _figure()
-    tail = tail_name(df)
+    column, tail = carried_tail(df, metric)
     for name, g in _per_arm(df):
         line, = ax.plot(g["load"], g[f"{metric}_p50"], "-o", label=f"{name} p50")
-        ax.plot(g["load"], g[f"{metric}_p99"], "--s", color=line.get_color(), label=f"{name} {tail}")
+        if column != f"{metric}_p50":
+            ax.plot(g["load"], g[column], "--s", color=line.get_color(), label=f"{name} {tail}")
     _mark_unranked(ax, df, "load", f"{metric}_p50")
-    _mark_unranked(ax, df, "load", f"{metric}_p99", legend=False)
+    _mark_unranked(ax, df, "load", column, legend=False)
     integer_load_ticks(ax, df)
-    scale = scale_axis(ax, pd.concat([df[f"{metric}_p50"], df[f"{metric}_p99"]]))
+    if column == f"{metric}_p50":
+        ax.set_title(tail)
+    scale = scale_axis(ax, pd.concat([df[f"{metric}_p50"], df[column]]))
     short = metric.replace("_ms", "").upper()
     return _finish(fig, ax, out_dir, f"{metric}_vs_load", f"{short} percentiles vs load", load_axis(df),
                    f"{short} latency (ms){scale}")
@@ -56,36 +75,39 @@ def pareto(df: pd.DataFrame, out_dir: Path | None = None):
     if df.empty:
         return None
     fig, ax = _figure()
+    column, tail = carried_tail(df)
     for name, g in _per_arm(df):
-        line, = ax.plot(g["e2e_ms_p99"], g["output_throughput_tok_s"], "-o",
+        line, = ax.plot(g[column], g["output_throughput_tok_s"], "-o",
                         label=f"{name} (load {', '.join(f'{v:g}' for v in g['load'])})")
         first = g.iloc[0]
-        ax.plot(first["e2e_ms_p99"], first["output_throughput_tok_s"], "o", ms=11, mfc="none",
+        ax.plot(first[column], first["output_throughput_tok_s"], "o", ms=11, mfc="none",
                 color=line.get_color(), label="_nolegend_")
-    _mark_unranked(ax, df, "e2e_ms_p99", "output_throughput_tok_s")
-    xscale = scale_axis(ax, df["e2e_ms_p99"], "x")
+    _mark_unranked(ax, df, column, "output_throughput_tok_s")
+    xscale = scale_axis(ax, df[column], "x")
     ax.set_ylim(bottom=0)
-    return _finish(fig, ax, out_dir, "pareto", "Throughput vs tail latency (ringed: lightest load)",
-                   f"{tail_name(df)} end-to-end latency (ms){xscale}", "output throughput (tokens / s)")
+    return _finish(fig, ax, out_dir, "pareto", "Throughput vs latency (ringed: lightest load)",
+                   f"{tail} end-to-end latency (ms){xscale}", "output throughput (tokens / s)")
 
 
 def headline(df: pd.DataFrame, out_dir: Path | None = None):
-    """The report's first figure: p99 E2E and output throughput against load, side by side."""
+    """The report's first figure: E2E at the highest percentile the samples carry (p99 with 100
+    requests a point) and output throughput against load, side by side."""
     if df.empty:
         return None
     fig, (left, right) = _figure((11, 3.4), ncols=2)
+    column, tail = carried_tail(df)
     for name, g in _per_arm(df):
-        line, = left.plot(g["load"], g["e2e_ms_p99"], "-o", label=name)
+        line, = left.plot(g["load"], g[column], "-o", label=name)
         right.plot(g["load"], g["output_throughput_tok_s"], "-o", color=line.get_color(), label=name)
-    _mark_unranked(left, df, "load", "e2e_ms_p99", legend=False)
+    _mark_unranked(left, df, "load", column, legend=False)
     _mark_unranked(right, df, "load", "output_throughput_tok_s")
     for ax in (left, right):
         integer_load_ticks(ax, df)
         ax.set_xlabel(load_axis(df))
         ax.grid(alpha=0.3)
-    scale = scale_axis(left, df["e2e_ms_p99"])
+    scale = scale_axis(left, df[column])
     right.set_ylim(bottom=0)
-    left.set(title="Tail latency (lower is better)", ylabel=f"{tail_name(df)} E2E (ms){scale}")
+    left.set(title="Latency (lower is better)", ylabel=f"{tail} E2E (ms){scale}")
     right.set(title="Output throughput (higher is better)", ylabel="tokens / s")
     right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     fig.tight_layout()
@@ -107,11 +129,11 @@ def ttft_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | None = 
         return None
     fig, ax = _figure()
     values = []
-    for arm, df in requests.items():
-        for point, g in _measured(df).groupby("point"):
-            if g["ttft_ms"].notna().any():
-                sns.ecdfplot(x=g["ttft_ms"], ax=ax, label=f"{arm} {point} (n={g['ttft_ms'].notna().sum()})")
-                values.append(g["ttft_ms"])
+    series = [(arm, point, g) for arm, df in requests.items() for point, g in _measured(df).groupby("point")
+              if g["ttft_ms"].notna().any()]
+    for (arm, point, g), colour in zip(series, series_colours(len(series))):
+        sns.ecdfplot(x=g["ttft_ms"], ax=ax, color=colour, label=f"{arm} {point} (n={g['ttft_ms'].notna().sum()})")
+        values.append(g["ttft_ms"])
     _slo_line(ax, getattr(slo, "ttft_ms", None), "TTFT")
     scale = scale_axis(ax, pd.concat(values) if values else [], "x")
     return _finish(fig, ax, out_dir, "ttft_cdf", "TTFT distribution (empirical CDF)", f"TTFT (ms){scale}",
@@ -127,16 +149,16 @@ def tpot_itl_distribution(requests: dict[str, pd.DataFrame], out_dir: Path | Non
         return None
     fig, (left, right) = _figure((11, 3.6), ncols=2)
     tpots, itls = [], []
-    for arm, df in frames.items():
-        for point, g in df.groupby("point"):
-            tpot = g["tpot_ms"].dropna()
-            itl = pd.Series([x for xs in g["itl_ms"] for x in xs], dtype=float)
-            if len(tpot):
-                sns.ecdfplot(x=tpot, ax=left, label=f"{arm} {point} (n={len(tpot)})")
-                tpots.append(tpot)
-            if len(itl):
-                sns.ecdfplot(x=itl, ax=right, label=f"{arm} {point} (n={len(itl)} gaps)")
-                itls.append(itl)
+    series = [(arm, point, g) for arm, df in frames.items() for point, g in df.groupby("point")]
+    for (arm, point, g), colour in zip(series, series_colours(len(series))):  # one colour per series on both panels
+        tpot = g["tpot_ms"].dropna()
+        itl = pd.Series([x for xs in g["itl_ms"] for x in xs], dtype=float)
+        if len(tpot):
+            sns.ecdfplot(x=tpot, ax=left, color=colour, label=f"{arm} {point} (n={len(tpot)})")
+            tpots.append(tpot)
+        if len(itl):
+            sns.ecdfplot(x=itl, ax=right, color=colour, label=f"{arm} {point} (n={len(itl)} gaps)")
+            itls.append(itl)
     _slo_line(left, getattr(slo, "tpot_ms", None), "TPOT")
     lscale = scale_axis(left, pd.concat(tpots) if tpots else [], "x")
     rscale = scale_axis(right, pd.concat(itls) if itls else [], "x")

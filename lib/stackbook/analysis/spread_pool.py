@@ -32,12 +32,19 @@ class SetApart:
     f_ratio: float
     p_value: float
     threshold: float
+    tested: int = 1  # loads the test ran over: the threshold is POOLING_TEST_LEVEL shared among them
 
     def text(self) -> str:
-        return (f"load {self.key:g}'s spread set apart (variance {self.f_ratio:,.0f}× the other loads', "
-                f"p = {self.p_value:.3g} < {self.threshold:.3g}): its own repetitions only"
-                if isinstance(self.key, (int, float)) else
-                f"{self.key}'s spread set apart (F = {self.f_ratio:,.0f}, p = {self.p_value:.3g})")
+        """In words: how much more this load varies, how likely that were it alike, and the bar,
+        the one pooling level shared over the loads tested."""
+        what = f"load {self.key:g}'s" if isinstance(self.key, (int, float)) else f"{self.key}'s"
+        return (f"{what} spread set apart (variance {self.f_ratio:,.0f}× the other loads': a {_share(self.p_value)} "
+                f"chance were it alike, under the pooling test's bar of {_share(POOLING_TEST_LEVEL)} shared over "
+                f"{self.tested} loads, {_share(self.threshold)} each): its own repetitions only")
+
+
+def _share(p: float) -> str:
+    return f"{100 * p:.2g}%"
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ def _most_extreme(cells: dict, keys: list, level: float) -> SetApart | None:
         f = var_k / sd_rest ** 2
         p = float(stats.f.sf(f, _df(cells[k]), df_rest))
         if p < threshold and (worst is None or f > worst.f_ratio):
-            worst = SetApart(k, f, p, threshold)
+            worst = SetApart(k, f, p, threshold, len(tested))
     return worst
 
 

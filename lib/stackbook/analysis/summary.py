@@ -5,6 +5,7 @@ has the answer before any detail."""
 from __future__ import annotations
 
 import html
+import os
 import re
 from pathlib import Path
 
@@ -26,6 +27,12 @@ from stackbook.locations import REPO_ROOT
 RUN_PAGES = {"00_decide": "the team's decision record", "50_demand_map": "the measured demand map",
              "60_compare": "the comparison across runs"}
 ARM_PAGES = {"10_sizing": "sizing", "20_canaries": "canaries", "30_load_sweep": "sweep"}
+# The notebooks that teach the method a report applies, and what each teaches; a run's own page
+# where it rendered one, else the workbook's source notebook.
+METHOD_PAGES = {"00_decide": "deciding before measuring (Little's law, the memory wall)",
+                "10_sizing": "sizing (weights, KV cache, live sequences)",
+                "50_demand_map": "the demand map (MVA, Kingman: where throughput tops out)"}
+METHOD_PATH_DOC = "docs/method-path.md"
 DECISION_TABLE_ID = "decision-table"
 ANSWER_ID = "answer"
 BELOW = ("Below, in this order: the question and the decision per load (every compared figure with its interval), "
@@ -147,6 +154,40 @@ def run_page_links(run: RunDir) -> str:
     return ", ".join(f'<a href="{nb.stem}.html">{what}</a>' for what, nb in pages)
 
 
+def _workbook_file(run: RunDir, target: Path) -> tuple[str, bool]:
+    """A file of the workbook as a run's page reaches it: a link relative to the run where the run
+    lies inside the repository (the committed runs), else its path in the repository as text, so
+    no page carries a path of this machine."""
+    here = run.path.resolve()
+    if here.is_relative_to(REPO_ROOT.resolve()):
+        return os.path.relpath(target, here), True
+    return target.relative_to(REPO_ROOT).as_posix(), False
+
+
+def method_links(run: RunDir) -> list[tuple[str, str, bool]]:
+    """(what it teaches, where, whether a link) for each teaching notebook and the docs' path from
+    a report to the seed's method: the run's own page where it has one, else the workbook's
+    notebook source (jupytext percent: its prose reads as text)."""
+    out = []
+    for nb, what in METHOD_PAGES.items():
+        own = [run.notebook(nb).with_suffix(".html")] + [run.arm(a).notebook(nb).with_suffix(".html")
+                                                         for a in sorted(p.name for p in run.arms_dir.glob("*"))]
+        page = next((p for p in own if p.exists()), None)
+        out.append((what, *((page.relative_to(run.path).as_posix(), True) if page
+                            else _workbook_file(run, REPO_ROOT / "notebooks" / f"{nb}.py"))))
+    out.append(
+        ("from this report to the seed's method, step by step", *_workbook_file(run, REPO_ROOT / METHOD_PATH_DOC))
+    )
+    return out
+
+
+def method_html(run: RunDir) -> str:
+    links = "; ".join(f'<a href="{html.escape(where)}">{html.escape(what)}</a>' if linked
+                      else f"{html.escape(what)} (<code>{html.escape(where)}</code>)"
+                      for what, where, linked in method_links(run))
+    return f'<p class="stackbook-method"><small>The method, taught: {links}.</small></p>'
+
+
 class Summary:
     """The summary as one HTML block (displayed before the headline figure)."""
 
@@ -160,11 +201,12 @@ class Summary:
         return re.sub(r"<[^>]+>", " ", self.body)
 
 
-def answer_html(sentences: list[Sentence]) -> str:
-    """The answer block: one line per question, the question in bold."""
+def answer_html(sentences: list[Sentence], method: str = "") -> str:
+    """The answer block: one line per question, the question in bold, then what lies below and
+    where the method is taught."""
     items = "".join(f"<li><b>{html.escape(s.question)}?</b> {html.escape(s.text)}</li>" for s in sentences)
     return (f'<div class="stackbook-answer" id="{ANSWER_ID}"><p><b>The answer</b></p><ul>{items}</ul>'
-            f"<p><small>{html.escape(BELOW)}</small></p></div>")
+            f"<p><small>{html.escape(BELOW)}</small></p>{method}</div>")
 
 
 def run_answer(run: RunDir, campaign, result) -> list[Sentence]:
@@ -189,7 +231,7 @@ def summary_html(run: RunDir, campaign, arms: dict, result) -> str:
     routed = first_screen_lines(getattr(result, "routing", None) or {})
     routing = ("<h3>Replicas behind a router</h3><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in routed)
                + "</ul>") if routed else ""
-    return (answer_html(run_answer(run, campaign, result)) +
+    return (answer_html(run_answer(run, campaign, result), method_html(run)) +
             f'<div class="stackbook-first-screen"><p class="stackbook-question">{question(campaign, arms)}'
             f" <small>(campaign <code>{html.escape(campaign.name)}</code>: {html.escape(campaign.description)})"
             f"</small></p><h3>Decision per load</h3>{decision}<p><small>{rule} {html.escape(result.ranking_rule)}"

@@ -36,5 +36,7 @@ def refigured_sweep(sweep: dict, records: list, protocol, revision: dict) -> dic
     summed = summarize_sweep(points, sweep.get("telemetry") or {}, 0, protocol,
                              ceiling if ceiling and "unknown" not in ceiling else None)
     summed["peak_engine_rss_gib"] = sweep.get("peak_engine_rss_gib")
-    summed["length_control"] = kept_length_control(sweep.get("length_control") or {}, summed.get("length_control") or {})
+    summed["length_control"] = kept_length_control(
+        sweep.get("length_control") or {}, summed.get("length_control") or {}
+    )
     return sweep | summed | {"figures_recomputed": {"by": revision, "from": "requests.jsonl, latest attempts"}}

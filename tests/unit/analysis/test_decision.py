@@ -182,3 +182,17 @@ def test_one_degree_of_freedom_is_singular():
 
     assert [_degrees(x) for x in (1, 1.0, 3, 1.5)] == [
         "1 degree of freedom", "1 degree of freedom", "3 degrees of freedom", "1.5 degrees of freedom"]
+
+
+def test_a_decision_on_one_degree_of_freedom_says_it_is_weak_and_one_on_two_does_not():
+    from stackbook.analysis.decision import COMPARED_BY_NAME, decide, weak_note
+
+    tp = COMPARED_BY_NAME["output_throughput"]
+    one = decide(4, tp, "a", "b", (4.29, 1.06, 17.45), (2, 2), (12, 12), 0.05, 0.95, "m", degrees_of_freedom=1)
+    assert one.decision == "ahead"
+    assert one.text == "a ahead of b: output throughput 329% higher (6% to 1645%); on one degree of freedom: weak."
+    two = decide(4, tp, "a", "b", (4.29, 1.06, 17.45), (3, 3), (12, 12), 0.05, 0.95, "m", degrees_of_freedom=2)
+    assert two.text == "a ahead of b: output throughput 329% higher (6% to 1645%)."
+    same = decide(4, tp, "a", "b", (1.0, 0.99, 1.01), (2, 2), (12, 12), 0.05, 0.95, "m", degrees_of_freedom=1)
+    assert same.text.endswith("; on one degree of freedom: weak.")
+    assert weak_note(0) == "; no run-to-run spread measured: weak" and weak_note(None) == ""

@@ -104,17 +104,27 @@ def test_the_side_by_side_table_is_split_into_tables_keyed_by_arm_and_load():
         ["arm", "load", "output_throughput_tok_s", "goodput_rps", "extra"]]
 
 
-def test_a_p99_of_fewer_than_100_requests_is_labelled_with_its_sample_size():
-    small = points().assign(completed=[32, 64, 32])
+def test_no_figure_draws_a_percentile_its_sample_cannot_carry():
+    """32 to 64 requests a point carry a p95 (20 needed), not a p99 (100): the figures draw the p95
+    and say why; 12 carry neither and the latency is drawn at p50; 100 carry the p99."""
+    small = points().assign(completed=[32, 64, 32], e2e_ms_p95=[140.0, 800.0, 93.0])
     pareto = plots.pareto(small).axes[0]
-    assert pareto.get_xlabel() == "p99 of n=32-64 (< 100: near the max) end-to-end latency (ms)"
+    assert pareto.get_xlabel() == "p95 (n=32-64 a point: too few for a p99) end-to-end latency (ms)"
+    assert list(pareto.get_lines()[0].get_xdata()) == [140.0, 800.0]  # arm a's p95, not its p99
     head = plots.headline(small).axes[0]
-    assert head.get_ylabel() == "p99 of n=32-64 (< 100: near the max) E2E (ms)"
+    assert head.get_ylabel() == "p95 (n=32-64 a point: too few for a p99) E2E (ms)"
     legend = [t.get_text() for t in plots.latency_vs_load(small, None, "e2e_ms").axes[0].get_legend().get_texts()]
-    assert "a p99 of n=32-64 (< 100: near the max)" in legend
+    assert "a p95 (n=32-64 a point: too few for a p99)" in legend and not any("p99" == t[-3:] for t in legend)
+    tiny = points().assign(completed=[12, 12, 12], e2e_ms_p95=[140.0, 800.0, 93.0])
+    assert plots.headline(tiny).axes[0].get_ylabel() == "p50 (n=12 a point: too few for a p99) E2E (ms)"
+    lines = plots.latency_vs_load(tiny, None, "e2e_ms").axes[0].get_lines()
+    assert [list(line.get_ydata()) for line in lines if not line.get_label().startswith("_")][:1] == [[100.0, 300.0]]
     carried = points().assign(completed=[100, 200, 100])
     assert plots.pareto(carried).axes[0].get_xlabel() == "p99 end-to-end latency (ms)"
-    assert plots.tail_name(points().assign(completed=[40, 40, 40])) == "p99 of n=40 (< 100: near the max)"
+    assert plots.carried_tail(points().assign(completed=[40, 40, 40])) == (
+        "e2e_ms_p50",
+        "p50 (n=40 a point: too few for a p99)",
+    )
 
 
 def test_the_verdicts_figures_of_an_open_loop_run_are_drawn_against_its_offered_rate():

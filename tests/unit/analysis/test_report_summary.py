@@ -116,3 +116,34 @@ def test_the_question_of_a_trace_replay_counts_its_own_requests_and_says_how_it_
     q = summary.question(campaign, {})
     assert q.endswith("under a replayed openai trace (12 requests in 4 sessions, each session a closed loop, every "
                       "step after the reply before it), 12 measured requests per point?")
+
+
+def test_every_report_links_the_notebooks_that_teach_its_method_and_the_path_to_the_seeds_method(tmp_path):
+    from stackbook.evidence.rundir import RunDir
+    from stackbook.locations import REPO_ROOT
+
+    from tests.support.runs import copy_committed_run_to
+
+    committed = RunDir(REPO_ROOT / "outputs/quickstart/reference")
+    links = {what: (where, linked) for what, where, linked in summary.method_links(committed)}
+    path = "from this report to the seed's method, step by step"
+    assert list(links) == [*summary.METHOD_PAGES.values(), path]
+    assert links[summary.METHOD_PAGES["50_demand_map"]] == ("50_demand_map.html", True)  # the run's own page
+    assert links[summary.METHOD_PAGES["10_sizing"]] == ("arms/llama-cpp/10_sizing.html", True)
+    assert links[summary.METHOD_PAGES["00_decide"]] == (
+        "../../../notebooks/00_decide.py",
+        True,
+    )  # the workbook's source
+    assert links[path] == ("../../../docs/method-path.md", True)
+    for where, _ in links.values():
+        assert (committed.path / where).exists(), where
+    # a run outside the repository names the workbook's files by their place in it, with no link
+    bare = RunDir(tmp_path / "run")
+    copy_committed_run_to(bare.path, "quickstart", "avx2-host")
+    outside = {what: (where, linked) for what, where, linked in summary.method_links(bare)}
+    assert outside[summary.METHOD_PAGES["50_demand_map"]] == ("notebooks/50_demand_map.py", False)
+    assert outside[path] == ("docs/method-path.md", False)
+    assert str(tmp_path) not in summary.method_html(bare) and "<code>docs/method-path.md</code>" in summary.method_html(
+        bare
+    )
+    assert 'class="stackbook-method"' in summary.method_html(committed) and "Kingman" in summary.method_html(committed)

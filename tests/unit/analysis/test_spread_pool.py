@@ -54,3 +54,13 @@ def test_one_outlier_cannot_hide_behind_its_own_variance():
 def test_loads_with_no_spread_to_test_against_stay_pooled():
     plan = plan_spread({1: [0.1, 0.1], 2: [0.2, 0.2], 4: [0.0, 0.05]})
     assert plan.set_apart == ()
+
+
+def test_a_load_set_apart_says_in_words_how_likely_its_spread_and_the_one_bar_shared_over_the_loads():
+    from stackbook.analysis.spread_pool import POOLING_TEST_LEVEL, SetApart
+
+    assert POOLING_TEST_LEVEL == 0.20
+    three = SetApart(2, 63.2, 0.0154, POOLING_TEST_LEVEL / 3, 3).text()
+    assert three == ("load 2's spread set apart (variance 63× the other loads': a 1.5% chance were it alike, under "
+                     "the pooling test's bar of 20% shared over 3 loads, 6.7% each): its own repetitions only")
+    assert "bar of 20% shared over 2 loads, 10% each" in _decisions(ODD)[4].method
