@@ -192,7 +192,10 @@ def carried_tail(df: pd.DataFrame, metric: str = "e2e_ms", count: str = "complet
         if column in df and counts.min() >= min_sample(pct):
             return column, (f"p{pct}" if pct == TAIL_ORDER[0] else
                             f"p{pct} ({n} a point: too few for a p99)")
-    return f"{metric}_p50", f"p50 ({n} a point: too few for a p99)"
+    if f"{metric}_p50" in df:
+        return f"{metric}_p50", f"p50 ({n} a point: too few for a p99)"
+    stored = next((p for p in TAIL_ORDER if f"{metric}_p{p}" in df), 50)  # a point summary without its median
+    return f"{metric}_p{stored}", f"p{stored} as stored ({n} a point: too few to carry it)"
 
 
 def _finish(fig, ax, out_dir: Path | None, name: str, title: str, xlabel: str, ylabel: str):
