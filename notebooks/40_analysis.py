@@ -87,6 +87,18 @@ if reuse is not None:
     display(readable(reuse))
 
 # %% [markdown]
+# An agent trace's subagents read their parent's context: the same reuse at each session depth
+# (0: the sessions the trace starts, 1: the subagents they spawn), implied beside what the replies
+# at that depth reported as cached. Nothing shows for a trace without subagents.
+
+# %%
+from stackbook.analysis.prefix_reuse import depth_table
+
+depths = depth_table(arms)
+if depths is not None:
+    display(readable(depths))
+
+# %% [markdown]
 # A replayed trace is only evidence if it was replayed as recorded: each session's steps in order,
 # each sent after the reply it acts on, and the input lengths the engine counted drawn from the
 # trace's own distribution (a two-sample Kolmogorov-Smirnov test; p above 0.05 finds no

@@ -38,3 +38,16 @@ def finding(implied: float, realized: float | None, policy: str | None = None) -
     why = f"its cache: {policy}" if policy else "the engine's cache kept less of what the workload re-sent"
     return (f"not realized: {realized:.0%} from cache against {implied:.0%} implied, "
             f"{gap * 100:.0f} points short ({why})")
+
+
+def depth_table(arms: dict) -> pd.DataFrame | None:
+    """An agent trace's reuse at each session depth (0: the sessions it starts; 1: their subagents;
+    ...): the trace's implied rate beside the cached tokens the replies at that depth reported. None
+    where no point records depths (a trace without subagents, or any other workload)."""
+    rows = []
+    for name, a in arms.items():
+        for point, s in ((((a.get("results") or {}).get("sweep")) or {}).get("points") or {}).items():
+            for depth, x in ((s.get("prefix_cache") or {}).get("implied_by_depth") or {}).items():
+                rows.append({"arm": name, "point": point, "depth": int(depth), "requests": x.get("requests"),
+                             "implied hit rate": x.get("hit_rate"), "replies reported": x.get("reported_hit_rate")})
+    return pd.DataFrame(rows).set_index(["arm", "point", "depth"]) if rows else None

@@ -39,6 +39,11 @@ class ArrivalPattern(Strict):
     kind: str  # each pattern narrows it to its own tag; declared here so dumps list it first
     plan_type: ClassVar[type] = OpenPlan  # the plan its points are sent by
 
+    @property
+    def judged_plan(self) -> type:
+        """The plan kind whose rule judges this pattern's points (loadgen.plans: load_validity)."""
+        return self.plan_type
+
     def point_plan(self, level: LoadLevel, prompts: int, seed: int, cooldown: int) -> PointPlan:
         """How this level's `prompts` prompts are sent (the last `cooldown` after the measured)."""
         return self.plan_type(self.schedule(level, prompts, seed), cooldown)

@@ -48,6 +48,11 @@ class TraceReplay(ArrivalPattern):
     _context: int | None = PrivateAttr(None)  # set by the protocol where fit is drop
     _fitted: tuple | None = PrivateAttr(None)
 
+    @property
+    def judged_plan(self) -> type:
+        """A replay by session is judged as one: its steps wait on replies."""
+        return SessionPlan if self.order == "session" else TracePlan
+
     def point_plan(self, level: LoadLevel, prompts: int, seed: int, cooldown: int) -> PointPlan:
         schedule = self.schedule(level, prompts, seed)
         if self.order == "timestamp":

@@ -230,6 +230,8 @@ class PointSummary(Open):
     client_gap_in_flight: Number | None = None  # closed loop: clients between a reply and their next send
     client_gap_ms_p99: Number | None = None
     schedule_lag_ms_p99: Number | None = None
+    schedule_lag_in_flight: Number | None = Field(None, description="sends held back past their deadlines by the "
+                                                  "client, time-weighted over the window")
     scheduled_rate_rps: Number | None = None
     achieved_rate_rps: Number | None = None
     decode_tok_s_per_stream_mean: Number | None = None

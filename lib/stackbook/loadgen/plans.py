@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
-from stackbook.measure.validity import closed_loop_validity, open_loop_validity
+from stackbook.measure.validity import closed_loop_validity, open_loop_validity, session_replay_validity
 
 
 def concurrency_shares(concurrency: int, processes: int) -> list[int]:
@@ -63,6 +63,10 @@ class SessionPlan(TracePlan):
     def client_weights(self, processes: int) -> list[int]:
         """One process: a session's steps wait on each other's replies, so they cannot be dealt apart."""
         return [1]
+
+    @staticmethod
+    def load_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
+        return session_replay_validity(s, harness_ceiling)
 
     def share(self, positions: list[int], clients: int) -> SessionPlan:
         def pick(values: tuple) -> tuple:

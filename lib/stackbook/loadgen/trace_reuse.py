@@ -56,4 +56,5 @@ def implied_reuse(trace: Trace) -> dict | None:
         return None
     seen = {h for r in trace.requests for h in r.hash_ids}
     return implied_hit_rates(trace.requests, trace.block_tokens) | {
-        "blocks": sum(len(r.hash_ids) for r in trace.requests), "distinct_blocks": len(seen)}
+        "blocks": sum(len(r.hash_ids) for r in trace.requests), "distinct_blocks": len(seen),
+        "depth_of": [r.depth for r in trace.requests]}

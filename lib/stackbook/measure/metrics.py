@@ -211,6 +211,10 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     offered = [r for r in records if r.phase in MEASURED_LOAD]
     out["scheduled_rate_rps"] = rate_rps([r.scheduled_s for r in offered])
     out["achieved_rate_rps"] = rate_rps([r.sent_s for r in offered])
+    # How many sends the client held back past their deadlines, on average over the window: what
+    # a session replay's lateness is judged by (measure.validity.sends_held).
+    out["schedule_lag_in_flight"] = (sum(max(0.0, schedule_lag_ms(r)) for r in offered) / 1000 / window
+                                     if window > 0 else None)
     # Per-stream decode rate: what one user sees once tokens flow.
     rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]
     out["decode_tok_s_per_stream_mean"], out["decode_tok_s_per_stream_ci95"] = mean_ci95(rates)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from stackbook.measure.metrics import point_summary
 from stackbook.measure.sweep import summarize_sweep
+from stackbook.measure.sweep_point import with_implied_reuse
 
 
 # What the engine told the run of its length control: no record says it again, so it is kept.
@@ -28,10 +29,13 @@ def refigured_sweep(sweep: dict, records: list, protocol, revision: dict) -> dic
     """The sweep section with every point's figures recomputed from its latest attempt's records,
     and its validity, discards and totals summed again."""
     points = {}
+    implied = protocol.arrival.implied_reuse()
     for name, stored in sweep["points"].items():
         mine = [r for r in records if r.point == name]
         kept = {k: v for k, v in stored.items() if k != "discarded"}
         points[name] = kept | point_summary(mine, protocol.slo) if mine else kept
+        if mine and implied and isinstance(kept.get("prefix_cache"), dict):
+            points[name]["prefix_cache"] = with_implied_reuse(kept["prefix_cache"], mine, implied)
     ceiling = sweep.get("harness_ceiling")
     summed = summarize_sweep(points, sweep.get("telemetry") or {}, 0, protocol,
                              ceiling if ceiling and "unknown" not in ceiling else None)

@@ -209,7 +209,7 @@ def summarize_sweep(points: dict, telemetry: dict, peak_rss_bytes: int, protocol
     short = sum(s.get("length_not_honoured", 0) for s in points.values())
     as_json = protocol.workload.response_format == "json_schema"
     completed = sum(s.get("completed", 0) for s in points.values())
-    load_validity = {name: point_validity(s, harness_ceiling, plan=protocol.arrival.plan_type)
+    load_validity = {name: point_validity(s, harness_ceiling, plan=protocol.arrival.judged_plan)
                      for name, s in points.items()}
     # The client's own event-loop delay (measure.validity.client_delay_validity): a point it would distort is invalid.
     load_validity = {name: with_client_delay(v, points[name]) for name, v in load_validity.items()}

@@ -21,6 +21,7 @@ from stackbook.measure.prefix_cache import cache_counters, prepare_point
 from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.session_order import session_order
+from stackbook.measure.shared_prefix_reuse import reported_hit_rate
 from stackbook.measure.telemetry import metrics_delta, scrape_metrics
 from stackbook.measure.validity import client_cpu_warning
 
@@ -151,6 +152,26 @@ def realized_output_tokens(records) -> float | None:
     return sum(counts) / len(counts) if counts else None
 
 
+def with_implied_reuse(prefix_cache: dict, records: list, implied: dict) -> dict:
+    """A point's prefix-cache readings with the reuse its trace implies beside them; for an agent
+    trace's subagents, at each session depth, beside what the replies at that depth reported."""
+    out = prefix_cache | {"implied_hit_rate": implied["hit_rate"]}
+    if len(implied.get("by_depth") or {}) > 1:
+        out |= {"implied_mean_hit_rate": implied["mean_hit_rate"], "implied_by_depth": {
+            str(d): {k: x[k] for k in ("requests", "hit_rate", "mean_hit_rate")}
+            | {"reported_hit_rate": reported_at_depth(records, implied.get("depth_of") or [], d)}
+            for d, x in implied["by_depth"].items()}}
+    return out
+
+
+def reported_at_depth(records: list, depth_of: list[int], depth: int) -> float | None:
+    """The cached prompt tokens the replies to one session depth's measured steps reported, over
+    their prompt tokens (None where no reply at that depth reported any)."""
+    mine = [r for r in records if r.phase == Phase.MEASURE and r.request_index < len(depth_of)
+            and depth_of[r.request_index] == depth]
+    return reported_hit_rate(mine)
+
+
 def point_figures(protocol, level: dict, repetition: int, records: list, *, readings: PointReadings | None,
                   earlier: dict | None, sentinels: list, sent: dict, trace_lengths, implied: dict | None) -> dict:
     """One point's summary from its latest attempt's records, with the readings taken while it
@@ -169,11 +190,7 @@ def point_figures(protocol, level: dict, repetition: int, records: list, *, read
         s.update(readings.cost.summary())
         s.update(readings.server_side)
     if implied and isinstance(s.get("prefix_cache"), dict):  # beside the engine's realized hit rate
-        s["prefix_cache"] = s["prefix_cache"] | {"implied_hit_rate": implied["hit_rate"]}
-        if len(implied.get("by_depth") or {}) > 1:  # an agent trace's subagents: the rate at each depth
-            s["prefix_cache"] |= {"implied_mean_hit_rate": implied["mean_hit_rate"], "implied_by_depth": {
-                str(d): {k: x[k] for k in ("requests", "hit_rate", "mean_hit_rate")}
-                for d, x in implied["by_depth"].items()}}
+        s["prefix_cache"] = with_implied_reuse(s["prefix_cache"], records, implied)
     s.update(sent)
     s["output_tokens_server_mean"] = realized_output_tokens(records)
     if trace_lengths is not None:

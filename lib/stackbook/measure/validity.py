@@ -154,6 +154,34 @@ def open_loop_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
            "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
            "littles_law_concurrency": s.get("littles_law_concurrency")}
     out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
+    return out | above_ceiling_validity(s, harness_ceiling, out["valid"])
+
+
+def session_replay_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
+    """A trace replayed closed loop by session: each later step leaves after a reply, as in a
+    closed loop, so its lateness is judged as a closed loop's slow client is (`sends_held`): a few
+    late sends (sessions starting together, a reply that sets off a subagent and its parent's next
+    step at once) beside steps seconds apart leave the replay intact."""
+    out = open_loop_validity(s, harness_ceiling)
+    out["schedule_lag_in_flight"] = s.get("schedule_lag_in_flight")
+    held = sends_held(out) and not rate_strayed(s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
+    return out | {"valid": held and not out.get("above_harness_ceiling")}
+
+
+def sends_held(v: dict) -> bool:
+    """Whether a point's sends kept their schedule: p99 lag within the limit; for a session replay
+    (which records `schedule_lag_in_flight`, the mean number of sends held back by the client over
+    the window) also a longer lag that held no material share of the sessions in flight."""
+    lag = v.get("schedule_lag_ms_p99")
+    if sent_on_time(lag) or "schedule_lag_in_flight" not in v:
+        return sent_on_time(lag)
+    late, sessions = v.get("schedule_lag_in_flight"), v.get("in_flight_mean")
+    return lag is not None and late is not None and bool(sessions) and not slow_client(lag, late, sessions)
+
+
+def above_ceiling_validity(s: dict, harness_ceiling: dict | None, valid: bool) -> dict:
+    """An open-loop point offered at or above the harness's ceiling is invalid, and says so."""
+    out = {"valid": valid}
     offered = s.get("scheduled_rate_rps") or s.get("rate")
     if above_ceiling(offered, harness_ceiling):
         out["above_harness_ceiling"] = (f"offered {offered:.3g} req/s, at or above "
@@ -217,9 +245,12 @@ def describe_validity(v: dict) -> str:
     if v.get("too_few_measured_requests"):
         parts.append(v["too_few_measured_requests"])
     lag = v.get("schedule_lag_ms_p99")
-    if "scheduled_rate_rps" in v and not sent_on_time(lag):
-        parts.append(f"sends were late by {lag:.1f} ms at p99 (limit {MAX_SCHEDULE_LAG_MS:g} ms)" if lag is not None
-                     else "no send was timed against its schedule")
+    if "scheduled_rate_rps" in v and not sends_held(v):
+        held_back = v.get("schedule_lag_in_flight")
+        share = (f", holding back {held_back / v['in_flight_mean']:.0%} of the sessions in flight (limit "
+                 f"{CONCURRENCY_TOLERANCE:.0%})" if held_back is not None and v.get("in_flight_mean") else "")
+        parts.append(f"sends were late by {lag:.1f} ms at p99 (limit {MAX_SCHEDULE_LAG_MS:g} ms){share}"
+                     if lag is not None else "no send was timed against its schedule")
     sched, got = v.get("scheduled_rate_rps"), v.get("achieved_rate_rps")
     if rate_strayed(sched, got):
         parts.append(f"sent at {got:.3g} req/s against the schedule's {sched:.3g} "

@@ -1,6 +1,6 @@
 """The reuse a workload implies beside what each engine realized, with the finding in words."""
 import pandas as pd
-from stackbook.analysis.prefix_reuse import finding, reuse_table
+from stackbook.analysis.prefix_reuse import depth_table, finding, reuse_table
 
 
 def arm(**pc):
@@ -27,3 +27,13 @@ def test_a_shortfall_names_the_engines_own_cache_policy():
     t = reuse_table({"vllm-cpu": a})
     assert t.loc[("vllm-cpu", "trace-r0"), "finding"] == ("not realized: 20% from cache against 55% implied, 35 points "
                                                           "short (its cache: hashed KV blocks of 128 tokens)")
+
+
+def test_an_agent_trace_shows_each_session_depth_beside_what_its_replies_reported():
+    by_depth = {"0": {"requests": 10, "hit_rate": 0.68, "mean_hit_rate": 0.58, "reported_hit_rate": 0.61},
+                "1": {"requests": 10, "hit_rate": 0.60, "mean_hit_rate": 0.55, "reported_hit_rate": None}}
+    t = depth_table({"vllm-cpu": arm(implied_hit_rate=0.66, implied_by_depth=by_depth)})
+    assert list(t.index) == [("vllm-cpu", "trace-r0", 0), ("vllm-cpu", "trace-r0", 1)]
+    assert t.loc[("vllm-cpu", "trace-r0", 0), "replies reported"] == 0.61
+    assert pd.isna(t.loc[("vllm-cpu", "trace-r0", 1), "replies reported"])
+    assert depth_table({"a": arm(implied_hit_rate=0.5)}) is None

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from stackbook.harness import fidelity
 from stackbook.locations import REPO_ROOT
-from stackbook.loadgen.plans import ClosedPlan, OpenPlan
+from stackbook.loadgen.plans import ClosedPlan, OpenPlan, SessionPlan
 from stackbook.measure.validity import (
     MAX_SCHEDULE_LAG_MS,
     RATE_TOLERANCE,
@@ -101,6 +101,44 @@ def test_a_few_long_client_gaps_beside_long_replies_leave_the_load_intact():
     assert s["client_gap_ms_p99"] == pytest.approx(6.5)
     assert s["client_gap_in_flight"] < 0.002
     assert point_validity(s, plan=ClosedPlan)["valid"]
+
+
+def _sessions(late_s: float, service_s: float = 4.0, steps: int = 10):
+    """Two sessions replayed closed loop, each step 1 s of tool time after its reply, both starting
+    at 0: the second session's first send is `late_s` behind its deadline (the first one's send
+    held the loop), every other send on time."""
+    out = []
+    lengths = dict(prompt_tokens_client=4, prompt_tokens_server=4, output_tokens_server=1, output_tokens_client=1,
+                   output_tokens_requested=1, finish_reason="length", concurrency=0)
+    for session in (0, 1):
+        t = 0.0
+        for k in range(steps):
+            sent = t + (late_s if session and not k else 0.0)
+            end = sent + service_s
+            out.append(request_record(request_index=2 * k + session, scheduled_s=t, sent_s=sent,
+                                      first_token_s=sent + 0.5, end_s=end, chunk_times_s=[end], chunk_tokens=[1],
+                                      **lengths))
+            t = end + 1.0
+    return out
+
+
+def test_a_session_replay_judges_a_late_send_by_the_share_of_sessions_it_held_back():
+    """A send 100 ms late (p99 far past 5 ms) among 20 steps seconds apart held back 0.1% of the
+    two sessions in flight: the replay stands. An open loop with the same lateness does not, and a
+    replay whose client held a tenth of its sessions back does not either."""
+    from stackbook.config.protocol import Slo
+    from stackbook.measure.metrics import point_summary
+    from stackbook.measure.validity import describe_validity
+    s = point_summary(_sessions(0.1), Slo()) | {"concurrency": 0}
+    assert s["schedule_lag_ms_p99"] > 5 and 0 < s["schedule_lag_in_flight"] < 0.01
+    assert point_validity(s, plan=SessionPlan)["valid"]
+    assert not point_validity(s, plan=OpenPlan)["valid"]
+    slow = point_summary(_sessions(9.0), Slo()) | {"concurrency": 0}
+    v = point_validity(slow, plan=SessionPlan)
+    assert slow["schedule_lag_in_flight"] / slow["in_flight_mean"] > 0.1 and not v["valid"]
+    share = slow["schedule_lag_in_flight"] / slow["in_flight_mean"]
+    assert describe_validity(v) == (f"sends were late by {slow['schedule_lag_ms_p99']:.1f} ms at p99 (limit 5 ms), "
+                                    f"holding back {share:.0%} of the sessions in flight (limit 10%)")
 
 
 def test_a_client_near_one_core_is_named_with_the_setting_that_spreads_it():
