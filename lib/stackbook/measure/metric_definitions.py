@@ -164,6 +164,12 @@ def column(metric: str, statistic: str | None = None, metrics: Mapping[str, Metr
     return f"{m.name}_{statistic}"
 
 
+def columns(*wanted: tuple[str, ...], metrics: Mapping[str, Metric] = METRICS) -> tuple[str, ...]:
+    """Several metrics' statistics in the order asked: columns(("ttft_ms", "p50", "p99"), ("e2e_ms", "p50"))
+    -> the TTFT p50 and p99 columns, then the E2E p50 column."""
+    return tuple(column(m, s, metrics) for m, *stats in wanted for s in stats)
+
+
 def summarized(over: str, metrics: Mapping[str, Metric] = METRICS) -> tuple[Metric, ...]:
     """The metrics a point summary keeps statistics of over these requests ("answered" or "sent")."""
     return tuple(m for m in metrics.values() if m.summarized == over)

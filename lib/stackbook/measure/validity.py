@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from stackbook.measure.metric_definitions import column
+
+LAG_P99 = column("schedule_lag_ms", "p99")  # the column the open-loop check reads
 RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and TPOT within 5% of the engine's own histograms
 MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
 RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
@@ -148,10 +151,10 @@ def closed_loop_validity(s: dict) -> dict:
 def open_loop_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
     """An open-loop point: were its sends on time and at the schedule's rate? One offered above
     the harness's ceiling measured at campaign start is invalid too."""
-    lag = s.get("schedule_lag_ms_p99")
+    lag = s.get(LAG_P99)
     out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
            "achieved_rate_rps": s.get("achieved_rate_rps"),
-           "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
+           LAG_P99: lag, "in_flight_mean": s.get("in_flight_mean"),
            "littles_law_concurrency": s.get("littles_law_concurrency")}
     out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
     offered = s.get("scheduled_rate_rps") or s.get("rate")
@@ -216,7 +219,7 @@ def describe_validity(v: dict) -> str:
                      f"at p99 (limit {MAX_CLIENT_GAP_MS:g} ms) over {gap / c:.0%} of the slots")
     if v.get("too_few_measured_requests"):
         parts.append(v["too_few_measured_requests"])
-    lag = v.get("schedule_lag_ms_p99")
+    lag = v.get(LAG_P99)
     if "scheduled_rate_rps" in v and not sent_on_time(lag):
         parts.append(f"sends were late by {lag:.1f} ms at p99 (limit {MAX_SCHEDULE_LAG_MS:g} ms)" if lag is not None
                      else "no send was timed against its schedule")
@@ -268,9 +271,9 @@ def client_delay_validity(s: dict) -> dict:
     whether both are within MAX_CLIENT_DELAY_SHARE. A point without a probe reading (an older
     run), or whose judged delay is under MIN_JUDGED_CLIENT_DELAY_MS, is not judged."""
     delay = s.get("client_loop_delay_ms_p99")
-    ttft, tpot = s.get("ttft_ms_p50"), s.get("tpot_ms_p50")
-    if delay is not None and s.get("client_kernel_stamps") and ttft is not None and s.get("e2e_ms_p50") is not None:
-        delay = min(delay, max(0.0, s["e2e_ms_p50"] - ttft))
+    ttft, tpot, e2e = (s.get(column(m, "p50")) for m in ("ttft_ms", "tpot_ms", "e2e_ms"))
+    if delay is not None and s.get("client_kernel_stamps") and ttft is not None and e2e is not None:
+        delay = min(delay, max(0.0, e2e - ttft))
     tokens = s["output_tokens"] / s["completed"] if s.get("output_tokens") and s.get("completed") else None
     decode_ms = tpot * (tokens - 1) if tpot and tokens and tokens > 1 else None
     out = {"client_loop_delay_ms_p99": s.get("client_loop_delay_ms_p99"), "client_delay_judged_ms": delay,
