@@ -175,12 +175,12 @@ def client_gaps(records: list[RequestRecord]) -> dict:
     return {k: v for k, v in out.items() if k in ("client_gap_in_flight", "client_gap_ms_p50", "client_gap_ms_p99")}
 
 
-def answered_figures(ok: list[dict], metrics=METRICS) -> dict:
-    """The statistics of every metric the list summarizes over the answered requests (`request_metrics`
-    rows; a list-valued metric, such as the chunk gaps, pooled), and the intervals of those that ask."""
+def answered_figures(answered: list[RequestRecord], metrics=METRICS) -> dict:
+    """The statistics of every metric the list summarizes over the answered requests (a list-valued
+    metric, such as the chunk gaps, pooled over them), and the intervals of those that ask."""
     named = summarized("answered", metrics)
-    pooled = {m.name: [v for x in ok for v in (x[m.name] if isinstance(x[m.name], list) else [x[m.name]])]
-              for m in named}
+    values = {m.name: [m.compute(r) for r in answered] for m in named}
+    pooled = {k: [x for v in vs for x in (v if isinstance(v, list) else [v])] for k, vs in values.items()}
     out = {}
     for m in named:
         out.update(_stats(pooled[m.name], m.name))
@@ -204,7 +204,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     window = end - start
     out["window_s"] = window
     workload = window_activity([r for r in records if r.phase != Phase.SENTINEL], start, end)
-    out.update(answered_figures(ok))
+    out.update(answered_figures([r for r in measured if r.ok]))
     out["output_tokens"] = sum(x["output_tokens"] for x in ok)
     mean_prompt = sum(x["prompt_tokens"] for x in ok) / len(ok) if ok else 0
     out.update(throughput(workload, window, mean_prompt))
