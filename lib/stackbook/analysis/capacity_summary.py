@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from stackbook.analysis.demand_map.experiments import mva_on_centres
+from stackbook.analysis.demand_map.experiments import E2E_MEAN, mva_on_centres
 from stackbook.analysis.demand_map.measured import e2e_slo_ms
 from stackbook.analysis.queueing import fit_closed_loop
 from stackbook.capacity.predictions import (
@@ -81,10 +81,10 @@ def arm_capacity_row(name: str, a: dict, cost: dict | None) -> dict | None:
 
 def _sweep_points(sweep: dict) -> list[dict]:
     """The sweep's closed-loop points no rule discarded, lightest first."""
-    pts = [{"point": n, "concurrency": int(p["concurrency"]), "e2e_ms": p["e2e_ms_mean"],
+    pts = [{"point": n, "concurrency": int(p["concurrency"]), "e2e_ms": p[E2E_MEAN],
             "throughput_rps": p["request_throughput_rps"]}
            for n, p in (sweep.get("points") or {}).items()
-           if p.get("concurrency") and p.get("e2e_ms_mean") and p.get("request_throughput_rps")
+           if p.get("concurrency") and p.get(E2E_MEAN) and p.get("request_throughput_rps")
            and not p.get("discarded")]
     return sorted(pts, key=lambda p: (p["concurrency"], p["point"]))
 

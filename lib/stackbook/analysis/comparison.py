@@ -9,6 +9,7 @@ import pandas as pd
 
 from stackbook.analysis.capacity_summary import capacity_tables
 from stackbook.analysis.demand_map import ArmDemandMap, demand_maps_of
+from stackbook.measure.metric_definitions import column, columns
 from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.measure.validity import worded_discards
 from stackbook.analysis.fairness import DIFFERS, fairness_table, remedy_words
@@ -31,6 +32,8 @@ from stackbook.evidence.files import write_model
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import Open
 from stackbook.evidence.rundir import STAGE_NOTEBOOK, ArmDir, RunDir
+
+E2E_MEAN = column("e2e_ms", "mean")  # a point's mean response time, what the closed-loop model fits
 
 
 def comparison_frame(arms: dict, fairness: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -81,7 +84,7 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
         return df
     cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate",
             "speedup",
-            "completed", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99",
+            "completed", *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50", "p95", "p99")),
             "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
     return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(2).reset_index(drop=True)
 
@@ -200,11 +203,11 @@ def queueing_fits(df: pd.DataFrame, fairness: pd.DataFrame | None = None) -> tup
     if fairness is not None:
         ranked = ranked[ranked["arm"].isin(comparable_arms(df, fairness))]
     for arm, g in ranked.groupby("arm"):
-        pts = [{"point": r["point"], "concurrency": int(r["concurrency"]), "response_s": r["e2e_ms_mean"] / 1000,
+        pts = [{"point": r["point"], "concurrency": int(r["concurrency"]), "response_s": r[E2E_MEAN] / 1000,
                 "throughput_rps": r["request_throughput_rps"], "completed": r.get("completed"),
                 "window_s": r.get("window_s")}
                for _, r in g.iterrows()
-               if pd.notna(r.get("concurrency")) and r.get("request_throughput_rps") and r.get("e2e_ms_mean")]
+               if pd.notna(r.get("concurrency")) and r.get("request_throughput_rps") and r.get(E2E_MEAN)]
         fit, held, said = closed_loop_check(pts)
         if fit is None:
             continue

@@ -29,30 +29,13 @@ from scipy import stats
 
 from stackbook.analysis.rounds_needed import df_per_round, undecided_words
 from stackbook.analysis.spread_pool import plan_spread
+from stackbook.measure.metric_definitions import Figure, compared_figures
 
 AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
 
 
-@dataclass(frozen=True)
-class Compared:
-    """One figure the verdict compares: its column in the points, its words, unit and direction;
-    a percentile ranks only where every repetition's sample supports it."""
-    name: str
-    column: str
-    label: str
-    unit: str
-    higher_is_better: bool
-    percentile: int | None = None
-
-
-COMPARED = (
-    Compared("output_throughput", "output_throughput_tok_s", "output throughput", "tok/s", True),
-    Compared("ttft_p50", "ttft_ms_p50", "TTFT p50", "ms", False, 50),
-    Compared("tpot_p50", "tpot_ms_p50", "TPOT p50", "ms", False, 50),
-    Compared("itl_p50", "itl_ms_p50", "chunk ITL p50", "ms", False, 50),
-    Compared("e2e_p50", "e2e_ms_p50", "E2E p50", "ms", False, 50),
-    Compared("e2e_p99", "e2e_ms_p99", "E2E p99", "ms", False, 99),
-)
+Compared = Figure  # one figure the verdict compares (measure.metric_definitions)
+COMPARED = compared_figures()
 COMPARED_BY_NAME = {c.name: c for c in COMPARED}
 
 

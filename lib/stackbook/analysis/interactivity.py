@@ -16,8 +16,10 @@ import pandas as pd
 from stackbook.analysis.decision import confidence_text
 from stackbook.analysis.figure_scale import decided_top, mark_off_scale
 from stackbook.analysis.figure_style import _figure, _save
+from stackbook.measure.metric_definitions import figure
 
 PER_USER = "tokens/s per user"
+TPOT_P50 = figure("tpot_ms", "p50").name  # the load table's figure a user's rate is read from
 
 
 class Devices(NamedTuple):
@@ -39,14 +41,14 @@ def _per_user(tpot_ms: float | None) -> float | None:
 def interactivity_table(table: pd.DataFrame, devices: Devices) -> pd.DataFrame:
     """Per arm and load: tokens/s per user and output tokens/s per device, each with its interval,
     and whether another point beats it decidedly on both (its intervals clear this one's)."""
-    if table.empty or "tpot_p50" not in table:
+    if table.empty or TPOT_P50 not in table:
         return pd.DataFrame()
     per_device = f"output tokens/s per {devices.name}"
     rows = []
     for _, r in table.iterrows():
         rows.append({"arm": r["arm"], "load": r["load"], "status": r["status"], "repetitions": r.get("repetitions"),
-                     PER_USER: _per_user(r["tpot_p50"]), f"{PER_USER} lo": _per_user(r["tpot_p50_hi"]),
-                     f"{PER_USER} hi": _per_user(r["tpot_p50_lo"]),
+                     PER_USER: _per_user(r[TPOT_P50]), f"{PER_USER} lo": _per_user(r[f"{TPOT_P50}_hi"]),
+                     f"{PER_USER} hi": _per_user(r[f"{TPOT_P50}_lo"]),
                      per_device: r["output_throughput"] / devices.count,
                      f"{per_device} lo": _scaled(r["output_throughput_lo"], devices),
                      f"{per_device} hi": _scaled(r["output_throughput_hi"], devices)})

@@ -19,9 +19,10 @@ import math
 import pandas as pd
 
 from stackbook.analysis.decision import AHEAD, COMPARED_BY_NAME, PairDecision
+from stackbook.measure.metric_definitions import figure
 
 # The figures a known delay moves by a known amount: every gap between token events.
-MOVED = ("tpot_p50", "itl_p50")
+MOVED = tuple(figure(m, "p50").name for m in ("tpot_ms", "itl_ms"))
 
 
 def true_ratio(baseline: list[float], added_ms: float, delayed_is_a: bool) -> float:

@@ -12,11 +12,13 @@ import re
 
 import pandas as pd
 
+from stackbook.measure.metric_definitions import acronyms, columns
+
 # Suffix of a data column -> its unit, longest first so "_tok_s" wins over "_s".
 UNITS = (("_tok_s", "tok/s"), ("_rps", "req/s"), ("_gib", "GiB"), ("_bytes", "bytes"), ("_ms", "ms"),
          ("_s", "s"))
 STATISTICS = {"p50", "p90", "p95", "p99", "mean", "std", "min", "max", "ci95", "count"}
-ACRONYMS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E", "slo": "SLO", "kv": "KV"}
+ACRONYMS = {**acronyms(), "slo": "SLO", "kv": "KV"}
 FRACTIONS = {"slo_attainment": "fraction", "failed_fraction": "fraction"}
 NUMERIC_TEXT = re.compile(r"[-+]?[\d,]*\.?\d+%?|–")
 DIGEST = re.compile(r"[0-9a-f]{32,}")  # a sha256 or similar: shown as its first 12 characters
@@ -133,8 +135,8 @@ def readable_or_absent(frame: pd.DataFrame, reason: str, caption: str | None = N
 # its throughput; each keyed by arm and load.
 SIDE_BY_SIDE = {
     "Points: status and size": ("label", "status", "discarded", "discard_rule", "completed"),
-    "Latency (ms)": ("ttft_ms_p50", "ttft_ms_p99", "ttft_ms_mean", "ttft_ms_ci95", "tpot_ms_p50", "tpot_ms_mean",
-                     "tpot_ms_ci95", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99", "e2e_ms_mean", "e2e_ms_ci95"),
+    "Latency (ms)": columns(("ttft_ms", "p50", "p99", "mean", "ci95"), ("tpot_ms", "p50", "mean", "ci95"),
+                            ("e2e_ms", "p50", "p95", "p99", "mean", "ci95")),
     "Throughput and SLO": ("output_throughput_tok_s", "request_throughput_rps", "goodput_rps", "slo_attainment",
                            "failed_fraction"),
 }

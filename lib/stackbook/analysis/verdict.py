@@ -26,6 +26,7 @@ from stackbook.analysis.decision import (
 )
 from stackbook.analysis.pairing import pairable_rounds, rounds_left_out
 from stackbook.evidence.label import Label
+from stackbook.measure.metric_definitions import figure
 from stackbook.measure.slo_bounds import PROVEN, REFUTED, UNDECIDED, AttainmentClaim, attainment_claim
 from stackbook.measure.validity import offered_words
 from stackbook.analysis.per_load import (  # noqa: F401 - the notebooks read the per-load table through verdict
@@ -153,10 +154,10 @@ def verdict_lines(df: pd.DataFrame, found: list[PairDecision], protocol, unit: s
 
 def tail_figure(table: pd.DataFrame) -> Compared:
     """The latency axis of the frontier: E2E p99 where every repetition supports it, else E2E p50."""
-    p99 = COMPARED_BY_NAME["e2e_p99"]
-    if not table.empty and table["e2e_p99_supported"].all():
+    p99 = figure("e2e_ms", "p99")
+    if not table.empty and table[f"{p99.name}_supported"].all():
         return p99
-    return COMPARED_BY_NAME["e2e_p50"]
+    return figure("e2e_ms", "p50")
 
 
 def pareto_frontier(table: pd.DataFrame) -> pd.DataFrame:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from stackbook.capacity.verdict import ProbeVerdict, attainment_verdict
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.measure.metric_definitions import columns
 from stackbook.measure.metrics import client_gaps, point_summary
 from stackbook.measure.validity import closed_loop_validity, measured_requests_for
 
-PROBE_FIELDS = ("concurrency", "requests", "completed", "slo_attainment", "ttft_ms_p50", "ttft_ms_p99",
-                "tpot_ms_p50", "tpot_ms_p99", "e2e_ms_p50", "output_throughput_tok_s", "request_throughput_rps",
+PROBE_FIELDS = ("concurrency", "requests", "completed", "slo_attainment",
+                *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50", "p99"), ("e2e_ms", "p50")),
+                "output_throughput_tok_s", "request_throughput_rps",
                 "in_flight_mean", "littles_law_concurrency", "window_s")
 
 

@@ -11,6 +11,7 @@ from stackbook.config.capacity_search import CapacitySearch
 from stackbook.config.length_distributions import Length
 from stackbook.config.precision import Precision
 from stackbook.config.strict import Strict
+from stackbook.measure.metric_definitions import compared_names, decided_names
 
 DECODING_PRESETS: dict[str, dict[str, float | int]] = {
     # Every sampling knob is explicit: engines disagree on defaults (llama.cpp applies
@@ -236,6 +237,9 @@ class Repetitions(Strict):
         return self.most - self.min + 1
 
 
+ComparedName = Literal[compared_names()]  # the figures a decision may compare: measure.metric_definitions
+
+
 class Decision(Strict):
     """The preregistered decision rule: a difference smaller than `min_effect` is no difference,
     and a ranking needs its whole interval (at `confidence`, adjusted for sequential looks) on one
@@ -243,11 +247,11 @@ class Decision(Strict):
     min_effect: float = Field(0.05, gt=0, lt=1, description="the smallest relative difference that counts "
                               "(0.05: 5%)")
     confidence: float = Field(0.95, gt=0.5, lt=1, description="the confidence of every interval the verdict uses")
-    metrics: list[Literal["output_throughput", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "e2e_p99"]] = Field(
-        default_factory=lambda: ["output_throughput", "ttft_p50", "tpot_p50", "e2e_p50", "e2e_p99"],
+    metrics: list[ComparedName] = Field(
+        default_factory=decided_names,
         min_length=1, description="the figures compared pairwise at every load (a percentile only where the "
         "sample supports it)")
-    primary: Literal["output_throughput", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "e2e_p99"] = Field(
+    primary: ComparedName = Field(
         "output_throughput", description="the figure sequential stopping waits on: another round runs while "
         "a comparison on it is undecided")
 

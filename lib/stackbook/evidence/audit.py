@@ -22,8 +22,10 @@ from pathlib import Path
 
 from stackbook.evidence.files import file_sha256, model_json, read_json
 from stackbook.evidence.rundir import RunDir
+from stackbook.measure.metric_definitions import columns
 
-POINT_FIGURES = ("completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p99",
+POINT_FIGURES = ("completed", "requests",
+                 *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50", "p99")),
                  "output_throughput_tok_s", "achieved_rate_rps", "scheduled_rate_rps", "slo_attainment")
 # The load check's figures, compared where the run states it counted the requests as this version does.
 LOAD_FIGURES = ("in_flight_mean", "littles_law_concurrency")

@@ -25,6 +25,7 @@ from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
 from stackbook.evidence.sent_workload import sent_words, sent_workload
 from stackbook.host import host_identity, topology_line
+from stackbook.measure.metric_definitions import columns
 from stackbook.measure.reconciliation import arm_reconciliation
 from stackbook.measure.validity import worded_discards
 
@@ -374,9 +375,10 @@ def passport_markdown(p: dict) -> str:
                 if q and q > 50 and n < min_sample(q):
                     return undersampled_text(q, n, v, s.get(f"{k.rsplit('_p', 1)[0]}_max"))
                 return f"{v:,.1f}"
-            lines.append(f"| {name} | {s['completed']}/{s['requests']} | {g('ttft_ms_p50')} / {g('ttft_ms_p99')} | "
-                         f"{g('tpot_ms_p50')} / {g('tpot_ms_p99')} | {g('e2e_ms_p50')} / {g('e2e_ms_p95')} / "
-                         f"{g('e2e_ms_p99')} | {g('output_throughput_tok_s')} | {g('goodput_rps')} |")
+            ttft, tpot, e2e = (" / ".join(map(g, columns(cell))) for cell in
+                               (("ttft_ms", "p50", "p99"), ("tpot_ms", "p50", "p99"), ("e2e_ms", "p50", "p95", "p99")))
+            lines.append(f"| {name} | {s['completed']}/{s['requests']} | {ttft} | {tpot} | {e2e} | "
+                         f"{g('output_throughput_tok_s')} | {g('goodput_rps')} |")
     return "\n".join(lines) + "\n"
 
 

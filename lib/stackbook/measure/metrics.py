@@ -19,6 +19,11 @@ from stackbook.loadgen.records import RequestRecord
 from stackbook.loadgen.phases import MEASURED_LOAD, Phase
 from stackbook.measure.steady_state import GREW, TOO_FEW, steady_state
 from stackbook.measure.metric_definitions import (
+    INTERVAL,
+    METRICS,
+    STATISTICS,
+    column,
+    percentile,
     e2e_ms,
     e2e_s,
     in_flight_mean,
@@ -26,13 +31,13 @@ from stackbook.measure.metric_definitions import (
     norm_e2e_ms,
     output_tokens,
     rate_rps,
-    schedule_lag_ms,
+    schedule_lag_s,
+    summarized,
     tpot_ms,
     ttft_ms,
     ttft_s,
 )
 
-PERCENTILES = (50, 95, 99)
 
 
 def request_metrics(r: RequestRecord) -> dict:
@@ -57,9 +62,9 @@ def requests_frame(records: list[RequestRecord]) -> pd.DataFrame:
 def _stats(values, prefix: str) -> dict:
     v = np.asarray([x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))], float)
     if v.size == 0:
-        return {f"{prefix}_{k}": None for k in ("mean", *(f"p{p}" for p in PERCENTILES), "max")}
+        return {f"{prefix}_{k}": None for k in STATISTICS}
     out = {f"{prefix}_mean": float(v.mean()), f"{prefix}_max": float(v.max())}
-    out.update({f"{prefix}_p{p}": float(np.percentile(v, p)) for p in PERCENTILES})
+    out.update({f"{prefix}_{k}": float(np.percentile(v, percentile(k))) for k in STATISTICS if percentile(k)})
     return out
 
 
@@ -171,6 +176,19 @@ def client_gaps(records: list[RequestRecord]) -> dict:
     return {k: v for k, v in out.items() if k in ("client_gap_in_flight", "client_gap_ms_p50", "client_gap_ms_p99")}
 
 
+def answered_figures(answered: list[RequestRecord], metrics=METRICS) -> dict:
+    """The statistics of every metric the list summarizes over the answered requests (a list-valued
+    metric, such as the chunk gaps, pooled over them), and the intervals of those that ask."""
+    named = summarized("answered", metrics)
+    values = {m.name: [m.compute(r) for r in answered] for m in named}
+    pooled = {k: [x for v in vs for x in (v if isinstance(v, list) else [v])] for k, vs in values.items()}
+    out = {}
+    for m in named:
+        out.update(_stats(pooled[m.name], m.name))
+    out.update({column(m.name, INTERVAL, metrics): mean_ci95(pooled[m.name])[1] for m in named if m.interval})
+    return out
+
+
 def point_summary(records: list[RequestRecord], slo) -> dict:
     """Aggregate one sweep point. Latencies come from the measured requests only; throughput
     is what the workload's requests streamed inside the measurement window (first measured send to
@@ -187,13 +205,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     window = end - start
     out["window_s"] = window
     workload = window_activity([r for r in records if r.phase != Phase.SENTINEL], start, end)
-    out.update(_stats([x["ttft_ms"] for x in ok], "ttft_ms"))
-    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        out[f"{key}_ci95"] = mean_ci95([x[key] for x in ok])[1]
-    out.update(_stats([x["tpot_ms"] for x in ok], "tpot_ms"))
-    out.update(_stats([g for x in ok for g in x["itl_ms"]], "itl_ms"))
-    out.update(_stats([x["e2e_ms"] for x in ok], "e2e_ms"))
-    out.update(_stats([x["norm_e2e_ms"] for x in ok], "norm_e2e_ms"))
+    out.update(answered_figures([r for r in measured if r.ok]))
     out["output_tokens"] = sum(x["output_tokens"] for x in ok)
     mean_prompt = sum(x["prompt_tokens"] for x in ok) / len(ok) if ok else 0
     out.update(throughput(workload, window, mean_prompt))
@@ -204,7 +216,8 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out.update(measured_load(records, start, end))
     out["engine_in_flight_mean"] = in_flight_mean(records, start, end)  # every request: what the engine held
     # Open-loop fidelity: how late each send was against its deadline, and the rate achieved.
-    out.update(_stats([schedule_lag_ms(r) for r in records], "schedule_lag_ms"))
+    for m in summarized("sent"):
+        out.update(_stats([m.compute(r) for r in records], m.name))
     # The schedule's own rate over the measured window (a short Poisson sample strays from its
     # mean), against the rate the client achieved; sentinels are sent on the same schedule,
     # among the measured requests, so they count: this is the load the engine was offered.
@@ -213,7 +226,7 @@ def point_summary(records: list[RequestRecord], slo) -> dict:
     out["achieved_rate_rps"] = rate_rps([r.sent_s for r in offered])
     # How many sends the client held back past their deadlines, on average over the window: what
     # a session replay's lateness is judged by (measure.validity.sends_held).
-    out["schedule_lag_in_flight"] = (sum(max(0.0, schedule_lag_ms(r)) for r in offered) / 1000 / window
+    out["schedule_lag_in_flight"] = (sum(max(0.0, schedule_lag_s(r)) for r in offered) / window
                                      if window > 0 else None)
     # Per-stream decode rate: what one user sees once tokens flow.
     rates = [1000 / x["tpot_ms"] for x in ok if x["tpot_ms"]]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from stackbook.measure.metric_definitions import column
+
+LAG_P99 = column("schedule_lag_ms", "p99")  # the column the open-loop check reads
 RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and TPOT within 5% of the engine's own histograms
 MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
 RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
@@ -148,10 +151,10 @@ def closed_loop_validity(s: dict) -> dict:
 def open_loop_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
     """An open-loop point: were its sends on time and at the schedule's rate? One offered above
     the harness's ceiling measured at campaign start is invalid too."""
-    lag = s.get("schedule_lag_ms_p99")
+    lag = s.get(LAG_P99)
     out = {"configured_rate_rps": s.get("rate"), "scheduled_rate_rps": s.get("scheduled_rate_rps"),
            "achieved_rate_rps": s.get("achieved_rate_rps"),
-           "schedule_lag_ms_p99": lag, "in_flight_mean": s.get("in_flight_mean"),
+           LAG_P99: lag, "in_flight_mean": s.get("in_flight_mean"),
            "littles_law_concurrency": s.get("littles_law_concurrency")}
     out["valid"] = rate_held(lag, s.get("scheduled_rate_rps"), s.get("achieved_rate_rps"))
     return out | above_ceiling_validity(s, harness_ceiling, out["valid"])
@@ -172,7 +175,7 @@ def sends_held(v: dict) -> bool:
     """Whether a point's sends kept their schedule: p99 lag within the limit; for a session replay
     (which records `schedule_lag_in_flight`, the mean number of sends held back by the client over
     the window) also a longer lag that held no material share of the sessions in flight."""
-    lag = v.get("schedule_lag_ms_p99")
+    lag = v.get(LAG_P99)
     if sent_on_time(lag) or "schedule_lag_in_flight" not in v:
         return sent_on_time(lag)
     late, sessions = v.get("schedule_lag_in_flight"), v.get("in_flight_mean")
@@ -244,7 +247,7 @@ def describe_validity(v: dict) -> str:
                      f"at p99 (limit {MAX_CLIENT_GAP_MS:g} ms) over {gap / c:.0%} of the slots")
     if v.get("too_few_measured_requests"):
         parts.append(v["too_few_measured_requests"])
-    lag = v.get("schedule_lag_ms_p99")
+    lag = v.get(LAG_P99)
     if "scheduled_rate_rps" in v and not sends_held(v):
         held_back = v.get("schedule_lag_in_flight")
         share = (f", holding back {held_back / v['in_flight_mean']:.0%} of the sessions in flight (limit "
@@ -299,9 +302,9 @@ def client_delay_validity(s: dict) -> dict:
     whether both are within MAX_CLIENT_DELAY_SHARE. A point without a probe reading (an older
     run), or whose judged delay is under MIN_JUDGED_CLIENT_DELAY_MS, is not judged."""
     delay = s.get("client_loop_delay_ms_p99")
-    ttft, tpot = s.get("ttft_ms_p50"), s.get("tpot_ms_p50")
-    if delay is not None and s.get("client_kernel_stamps") and ttft is not None and s.get("e2e_ms_p50") is not None:
-        delay = min(delay, max(0.0, s["e2e_ms_p50"] - ttft))
+    ttft, tpot, e2e = (s.get(column(m, "p50")) for m in ("ttft_ms", "tpot_ms", "e2e_ms"))
+    if delay is not None and s.get("client_kernel_stamps") and ttft is not None and e2e is not None:
+        delay = min(delay, max(0.0, e2e - ttft))
     tokens = s["output_tokens"] / s["completed"] if s.get("output_tokens") and s.get("completed") else None
     decode_ms = tpot * (tokens - 1) if tpot and tokens and tokens > 1 else None
     out = {"client_loop_delay_ms_p99": s.get("client_loop_delay_ms_p99"), "client_delay_judged_ms": delay,

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pandas as pd
 from tqdm import tqdm
 
+from stackbook.analysis.tables import column_title
 from stackbook.capacity.engine_probe import EngineProbe
 from stackbook.capacity.record import CapacityResults, SearchRound, search_round
 from stackbook.capacity.search import search_capacity
 from stackbook.evidence.files import read_json, update_results
 from stackbook.loadgen.records import RecordWriter
+from stackbook.measure.metric_definitions import columns
 
 
 def earlier_rounds(session) -> dict[str, dict]:
@@ -69,7 +71,7 @@ def probes_table(capacity: dict) -> pd.DataFrame:
             rows.append({"repetition": int(rep), "probe": d["point"], "concurrency": d["load"],
                          "verdict": d["verdict"], "met / requests": f"{d['met']}/{d['requests']}",
                          "load held": d.get("load_held"), "in flight": d.get("in_flight_mean"),
-                         "TTFT p99 (ms)": d.get("ttft_ms_p99"), "TPOT p99 (ms)": d.get("tpot_ms_p99"),
+                         **{column_title(c): d.get(c) for c in columns(("ttft_ms", "p99"), ("tpot_ms", "p99"))},
                          "output tok/s": d.get("output_throughput_tok_s"), "seconds": d["duration_s"],
                          "reason": d["reason"]})
     return pd.DataFrame(rows)

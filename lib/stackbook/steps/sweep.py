@@ -11,6 +11,7 @@ from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.passport import write_passport
 from stackbook.evidence.results import ArmResults
 from stackbook.loadgen.records import read_records
+from stackbook.measure.metric_definitions import columns
 from stackbook.measure.metrics import peer_definitions
 from stackbook.measure.sweep import point_name, run_sweep
 from stackbook.measure.validity import CLIENT_CPU_NEAR_CORE
@@ -30,9 +31,10 @@ def arm_sweep(session, run_id: str | None = None, progress: bool = True, repetit
 
 
 def points_table(sweep: dict) -> pd.DataFrame:
-    cols = ["concurrency", "repetition", "completed", "requests", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
-            "tpot_ms_p99", "itl_ms_p50", "e2e_ms_p50", "e2e_ms_p95", "e2e_ms_p99", "output_throughput_tok_s",
-            "goodput_rps", "slo_attainment", "littles_law_concurrency"]
+    cols = ["concurrency", "repetition", "completed", "requests",
+            *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50", "p99"), ("itl_ms", "p50"),
+                     ("e2e_ms", "p50", "p95", "p99")),
+            "output_throughput_tok_s", "goodput_rps", "slo_attainment", "littles_law_concurrency"]
     from stackbook.analysis.decision import sized_percentiles
 
     df = pd.DataFrame.from_dict(sweep["points"], orient="index")

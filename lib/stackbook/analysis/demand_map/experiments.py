@@ -9,7 +9,10 @@ from stackbook.analysis.demand_map.centres import point_centres, point_counts
 from stackbook.analysis.demand_map.layers import Layer, demand_map, improve
 from stackbook.analysis.demand_map.orchestration import ROUTER_CENTRE
 from stackbook.analysis.queueing import mva
+from stackbook.measure.metric_definitions import column
 
+
+E2E_MEAN = column("e2e_ms", "mean")  # a point's mean time in system, what the closed-loop model reads
 
 # Two centres one request holds at once: the engine's scheduler works beside its compute, on the
 # same steps, in a process of its own (engines/facts.py, schedules_beside).
@@ -55,9 +58,9 @@ def closed_loop_points(sweep: dict) -> list[dict]:
     """Valid closed-loop points with CPU readings, by concurrency."""
     out = []
     for n, p in (sweep.get("points") or {}).items():
-        if p.get("concurrency") and p.get("e2e_ms_mean") and p.get("request_throughput_rps") and \
+        if p.get("concurrency") and p.get(E2E_MEAN) and p.get("request_throughput_rps") and \
                 point_counts(n, p, sweep) and p.get("cpu_seconds") and p.get("requests_in_cpu_window"):
-            out.append({"point": n, "concurrency": int(p["concurrency"]), "e2e_ms": p["e2e_ms_mean"],
+            out.append({"point": n, "concurrency": int(p["concurrency"]), "e2e_ms": p[E2E_MEAN],
                         "throughput_rps": p["request_throughput_rps"], "summary": p})
     return sorted(out, key=lambda p: (p["concurrency"], p["point"]))
 

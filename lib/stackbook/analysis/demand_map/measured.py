@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from stackbook.analysis.demand_map.centres import point_centres, point_counts
 from stackbook.analysis.demand_map.experiments import (
+    E2E_MEAN,
     closed_loop_points,
     demand_ci,
     mva_check,
@@ -259,7 +260,7 @@ def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log
         measured_saturation_rps=sat, saturation_point=sat_point, measured_over_bound=util,
         busy_fractions={k: round(v, 4) for k, v in busy.items()},
         why_not_closer=why_not_closer(m["bottleneck"], busy, name, point.get("batch_size_mean"), in_flight,
-                                      load.words, engine_queue(point), point.get("e2e_ms_mean")),
+                                      load.words, engine_queue(point), point.get(E2E_MEAN)),
         batch_size_mean=point.get("batch_size_mean"), engine_time_ms=point.get("engine_time_ms"),
         spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"), load_model=load.model)
     over = above_bound(sat, sat_point, bound, interval, from_repetitions, name) if sat else None
@@ -293,7 +294,7 @@ def rank_next(out: ArmDemandMap, centres: list[Layer], delay: float, load: Point
         out.next_experiments_note = f"no candidate is ranked: no network predicts this point ({load.model})"
         return
     predicted = predicted_response_ms(centres, delay, load.population, load.rate_rps)
-    measured = point.get("e2e_ms_mean")
+    measured = point.get(E2E_MEAN)
     out.own_point_error_pct = own_point_error_pct(predicted, measured)
     out.own_point_e2e_ms = predicted if out.own_point_error_pct is not None else None
     refusal = own_point_refusal(out.own_point_error_pct, predicted, measured or 0.0, out.point)
