@@ -44,7 +44,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
-    from stackbook.config.preflight import preflight
+    from stackbook.run_checks.preflight import preflight
     from stackbook.evidence.rundir import RunDir, check_run_id
 
     if campaign is None and resume is None:
@@ -291,7 +291,7 @@ def report(run_dir: Path = typer.Argument(..., help="a finished run, e.g. output
 def audit(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outputs/quickstart/reference")) -> None:
     """Re-check a run from its raw records: file hashes, each point's figures, the analysis and the
     passports recomputed; exit 0 when consistent, 1 naming each disagreement."""
-    from stackbook.evidence.audit import audit_run
+    from stackbook.run_checks.audit import audit_run
 
     try:
         result = audit_run(run_dir)
