@@ -34,7 +34,7 @@ from pathlib import Path
 
 from stackbook.host import cpu_model, isa_flags
 from stackbook.search import knee
-from stackbook.search.knobs import grid_size
+from stackbook.engines.knobs import grid_size
 from stackbook.search.loop import Plan, run_search
 
 ROUNDS, MARGIN, CONFIDENCE, REQUESTS, TRUTH_REQUESTS, HIT_WITHIN, MEETABLE = 3, 0.05, 0.95, 200, 4000, 0.01, 0.5

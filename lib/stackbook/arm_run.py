@@ -16,7 +16,7 @@ from stackbook.arm_stages import StageContext, slot_stages
 from stackbook.config.campaign import Arm, Campaign
 from stackbook.engines import EngineStartError
 from stackbook.evidence.files import file_sha256, read_json
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
 from stackbook.harness.delay_relay import RelayProcess
 from stackbook.locations import symbolic

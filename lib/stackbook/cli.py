@@ -44,7 +44,7 @@ def run(campaign: Optional[Path] = typer.Argument(None, help="campaign file, e.g
         no_progress: bool = typer.Option(False, "--no-progress")) -> None:
     """Run a campaign: every arm's notebooks, then the analysis and the report."""
     from stackbook.config.loading import load_campaign
-    from stackbook.config.preflight import preflight
+    from stackbook.run_checks.preflight import preflight
     from stackbook.evidence.rundir import RunDir, check_run_id
 
     if campaign is None and resume is None:
@@ -143,6 +143,16 @@ def engines(write_docs: bool = typer.Option(False, "--write-docs", help="also re
                               doc.read_text(), flags=re.S))
 
 
+def quickstart_precisions() -> tuple[str, ...]:
+    """What the set-up converts by default: the precision the quickstart runs in on this host (its
+    `native`), and bf16, which the committed campaigns name."""
+    from stackbook.config.loading import load_campaign
+    from stackbook.locations import REPO_ROOT
+
+    native = load_campaign(REPO_ROOT / "campaigns" / "quickstart.yaml").protocol.precision.weights
+    return tuple(dict.fromkeys((native, "bf16")))
+
+
 @app.command("setup-model")
 def setup_model(as_json: bool = typer.Option(False, "--json", help="print the model's identity (paths, digests)"),
                 precision: list[str] = typer.Option([], "--precision", help="a GGUF in this precision (bf16, fp16, "
@@ -151,7 +161,7 @@ def setup_model(as_json: bool = typer.Option(False, "--json", help="print the mo
     """Fetch, check and convert the embedded SmolLM2-135M-Instruct (cached outside the checkout)."""
     import time
 
-    from stackbook.model.artifacts import quickstart_precisions, setup_embedded_model
+    from stackbook.model.artifacts import setup_embedded_model
 
     began = time.monotonic()
     try:
@@ -291,7 +301,7 @@ def report(run_dir: Path = typer.Argument(..., help="a finished run, e.g. output
 def audit(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outputs/quickstart/reference")) -> None:
     """Re-check a run from its raw records: file hashes, each point's figures, the analysis and the
     passports recomputed; exit 0 when consistent, 1 naming each disagreement."""
-    from stackbook.evidence.audit import audit_run
+    from stackbook.run_checks.audit import audit_run
 
     try:
         result = audit_run(run_dir)

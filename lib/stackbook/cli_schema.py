@@ -10,7 +10,7 @@ from stackbook.cli_common import fail as _fail
 SCHEMAS = {
     "campaign": ("stackbook.config.campaign", "Campaign"),
     "results": ("stackbook.evidence.results", "ArmResults"),
-    "passport": ("stackbook.evidence.passport", "Passport"),
+    "passport": ("stackbook.run_checks.passport", "Passport"),
     "analysis": ("stackbook.analysis.comparison", "CampaignAnalysis"),
     "manifest": ("stackbook.evidence.manifest", "Manifest"),
 }

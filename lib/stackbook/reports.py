@@ -79,7 +79,7 @@ def rerender(run_dir: str | os.PathLike) -> RunDir:
     and rewrite results.json, passports, analysis.json, figures/ and report.html (and their hashes
     in the manifest): the run as today's workbook computes and draws it."""
     from stackbook.config.loading import load_campaign
-    from stackbook.evidence.passport import write_passport
+    from stackbook.run_checks.passport import write_passport
     from stackbook.evidence.portable import make_portable
 
     run = RunDir.existing(run_dir)

@@ -23,7 +23,7 @@ from stackbook.config.errors import CampaignError
 from stackbook.config.estimate import ArmEstimate, campaign_plan
 from stackbook.config.loading import load_campaign
 from stackbook.config.precision import precision_record
-from stackbook.config.preflight import load_refusals
+from stackbook.run_checks.preflight import load_refusals
 from stackbook.evidence.files import file_sha256
 from stackbook.evidence.phase_times import phase_times
 from stackbook.evidence.harness import fix_revision, starting_revision

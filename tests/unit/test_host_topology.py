@@ -7,7 +7,7 @@ import subprocess
 
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.rundir import RunDir
 from stackbook.host import (
     accelerator_links,

@@ -147,7 +147,3 @@ class ArrivalPattern(Strict):
         """Why the pattern's own requests do not fit `context_length`; None where they do (or
         where the workload decides the lengths)."""
         return None
-
-    @staticmethod
-    def point_name(level: LoadLevel, repetition: int) -> str:
-        return f"{level['level']}-r{repetition}"

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from stackbook.host import FLOAT_FORMAT_FLAGS
-from stackbook.search.knobs import Knob
+from stackbook.engines.knobs import Knob
 
 Centre = Literal["front end", "scheduler", "compute"]
 

@@ -18,7 +18,7 @@ from stackbook import sizing
 from stackbook.engines.base import EngineAdapter
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.facts import AA_LABEL, DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
-from stackbook.search.knobs import Knob
+from stackbook.engines.knobs import Knob
 from stackbook.engines.install import InstallContext, InstallFailed, log, run_logged, tail
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 from stackbook.evidence.files import file_sha256

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from stackbook import sizing
 from stackbook.engines.facts import AA_LABEL, DecisionFacts
-from stackbook.search.knobs import Knob
+from stackbook.engines.knobs import Knob
 from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
                                       pip_logged, run_logged, torch_cpu_index)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec

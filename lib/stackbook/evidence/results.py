@@ -11,7 +11,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from stackbook.capacity.record import CapacityResults
+from stackbook.evidence.capacity_record import CapacityResults
 from stackbook.evidence.label import Label, arm_label
 
 Number = Union[int, float]  # an int stays an int in the file, a float a float

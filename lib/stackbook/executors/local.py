@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from stackbook.arm_run import ArmSlot, run_arm
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.executors.rounds import run_rounds
 
 

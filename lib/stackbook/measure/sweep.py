@@ -5,7 +5,6 @@ import statistics
 
 from tqdm import tqdm
 
-from stackbook.config.arrival_patterns import ArrivalPattern
 from stackbook.gate.canaries import load_suite
 from stackbook.gate.sentinels import sentinel_checks
 from stackbook.loadgen.client_processes import merge_parts
@@ -48,7 +47,8 @@ def requests_at(protocol, level: dict) -> int:
 
 
 def point_name(level: dict, repetition: int) -> str:
-    return ArrivalPattern.point_name(level, repetition)
+    """A point's name: its load level and repetition, as its folder and every record name it."""
+    return f"{level['level']}-r{repetition}"
 
 
 def sentinels_for(protocol) -> list:

@@ -92,16 +92,6 @@ def artifacts_for(model_spec, precision: str = "bf16") -> ModelArtifacts:
                           resolve_symbolic(model_spec.gguf_path) if model_spec.gguf_path else None)
 
 
-def quickstart_precisions() -> tuple[str, ...]:
-    """What the set-up converts by default: the precision the quickstart runs in on this host (its
-    `native`), and bf16, which the committed campaigns name."""
-    from stackbook.config.loading import load_campaign
-    from stackbook.locations import REPO_ROOT
-
-    native = load_campaign(REPO_ROOT / "campaigns" / "quickstart.yaml").protocol.precision.weights
-    return tuple(dict.fromkeys((native, "bf16")))
-
-
 def setup_embedded_model(log=print, precisions: tuple[str, ...] = ("bf16",)) -> ModelArtifacts:
     """Fetch, check and convert the embedded model, with a GGUF in each of `precisions`; each step
     is skipped when already done. The conversions run in vLLM's CPU environment with llama.cpp's

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from stackbook.config.errors import CampaignError, format_validation_error
 from stackbook.search import knee
-from stackbook.search.knobs import Knob, Value, by_name
+from stackbook.engines.knobs import Knob, Value, by_name
 
 
 class KneeSystem(knee.KneeLoad):

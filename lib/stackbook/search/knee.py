@@ -15,7 +15,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from stackbook.harness.knee_scheduler import Knee, Lengths, SloBounds, simulate_closed_loop, steady_state
-from stackbook.search.knobs import Knob, Value
+from stackbook.engines.knobs import Knob, Value
 from stackbook.search.step import Point, point_from_requests
 
 KNOBS = (

@@ -16,7 +16,7 @@ from stackbook.loadgen.drivers import Target, run_closed_loop
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.search.knee import KneeLoad, knee_of
-from stackbook.search.knobs import Value
+from stackbook.engines.knobs import Value
 from stackbook.search.step import Point, point_from_requests
 
 ADMIT_WINDOW_MS = 2.0  # the server's admission window (Knee.parse's default)

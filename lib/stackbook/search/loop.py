@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackbook.search import record as rec
-from stackbook.search.knobs import Knob, Value
+from stackbook.engines.knobs import Knob, Value
 from stackbook.analysis.decision import look_confidence
 from stackbook.search.step import Judgement, Point, bottleneck, choose, judge, mean_goodput, rank, stop_reason
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from stackbook.search.knobs import Layer, Value
+from stackbook.engines.knobs import Layer, Value
 from stackbook.search.step import Candidate, Judgement, Point
 
 FORMAT = "stackbook-search-step/1"

@@ -3,7 +3,7 @@ configuration against the default with their goodput inside the SLO, and the kno
 never tried, each with why."""
 from __future__ import annotations
 
-from stackbook.search.knobs import Knob, Value
+from stackbook.engines.knobs import Knob, Value
 from stackbook.search.record import StepRecord
 from stackbook.search.step import mean_goodput
 

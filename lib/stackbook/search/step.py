@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pydantic import BaseModel, ConfigDict
 
 from stackbook.analysis.decision import AHEAD, Compared, decide, paired_ratio_interval
-from stackbook.search.knobs import Knob, Layer, Value
+from stackbook.engines.knobs import Knob, Layer, Value
 
 GOODPUT = Compared("goodput", "goodput_tok_s", "goodput inside the SLO", "tok/s", True)
 MOST_GAIN = 100.0  # a gain predicted from nothing (the incumbent's goodput zero) is written as +10,000%

@@ -8,8 +8,9 @@ from tqdm import tqdm
 
 from stackbook.analysis.tables import column_title
 from stackbook.capacity.engine_probe import EngineProbe
-from stackbook.capacity.record import CapacityResults, SearchRound, search_round
+from stackbook.capacity.probing import CapacityInterval
 from stackbook.capacity.search import search_capacity
+from stackbook.evidence.capacity_record import CapacityResults, ProbeRecord, SearchRound
 from stackbook.evidence.files import read_json, update_results
 from stackbook.loadgen.records import RecordWriter
 from stackbook.measure.metric_definitions import columns
@@ -17,6 +18,19 @@ from stackbook.measure.metric_definitions import columns
 
 def earlier_rounds(session) -> dict[str, dict]:
     return ((read_json(session.arm_dir.results, {}) or {}).get("capacity") or {}).get("rounds") or {}
+
+
+def search_round(interval: CapacityInterval, figures: dict[str, dict]) -> SearchRound:
+    """The round's record: each probe in order beside the figures its verdict came from."""
+    names = list(figures)
+    probes = [ProbeRecord(point=name, load=v.load, verdict=v.verdict, reason=v.reason, requests=v.requests,
+                          met=v.met, duration_s=round(v.duration_s, 3),
+                          **{k: x for k, x in figures[name].items()
+                             if k not in ("verdict", "reason", "requests", "met")})
+              for name, v in zip(names, interval.probes)]
+    return SearchRound(lower=interval.lower, upper=interval.upper, resolved=interval.resolved,
+                       stop_reason=interval.stop_reason, undecided=list(interval.undecided),
+                       requests=interval.requests, duration_s=round(interval.duration_s, 3), probes=probes)
 
 
 def arm_capacity(session, run_id: str | None = None, repetitions: list[int] | None = None,

@@ -8,7 +8,7 @@ import pandas as pd
 
 from stackbook.analysis.run_data import arm_requests_frame
 from stackbook.evidence.files import read_json, update_results
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.results import ArmResults
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metric_definitions import columns

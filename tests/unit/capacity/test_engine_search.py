@@ -84,7 +84,7 @@ def test_a_search_that_could_never_prove_the_target_is_refused_and_the_plan_says
     from stackbook.capacity.verdict import requests_to_prove
     from stackbook.config.errors import CampaignError
     from stackbook.config.loading import load_campaign
-    from stackbook.config.preflight import capacity_sample_note
+    from stackbook.run_checks.preflight import capacity_sample_note
     from stackbook.measure.slo_bounds import wilson_interval
 
     # The fewest requests that, all inside, prove the target: one fewer does not.

@@ -23,7 +23,7 @@ def test_closed_loop_levels_cooldown_and_counts():
     assert [p.arrival.prompts_at(lv, p) for lv in levels] == [13, 16]
     assert p.requests_per_arm() == 2 * (13 + 16)
     assert p.arrival.schedule(levels[0], 5, seed=0) is None
-    assert p.arrival.point_name(levels[1], 1) == "c4-r1"
+    assert sweep.point_name(levels[1], 1) == "c4-r1"
 
 
 def test_conversation_turns_multiply_requests_not_prompts():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stackbook.cli import app
 from stackbook.config.errors import CampaignError
 from stackbook.config.loading import parse_campaign
-from stackbook.config.preflight import preflight
+from stackbook.run_checks.preflight import preflight
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT
 from typer.main import get_command

@@ -12,7 +12,7 @@ import yaml
 from stackbook.config.arrival_patterns import ClosedLoop
 from stackbook.config.errors import CampaignError
 from stackbook.config.loading import load_campaign, parse_campaign
-from stackbook.config.preflight import load_refusals, preflight
+from stackbook.run_checks.preflight import load_refusals, preflight
 from stackbook.config.protocol import Protocol
 from stackbook.measure.validity import (CONCURRENCY_TOLERANCE, expected_in_flight, measured_requests_for,
                                         measured_requests_to_hold)

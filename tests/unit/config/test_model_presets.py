@@ -2,7 +2,7 @@
 reasoning switch sent through the chat template and stated in the passport."""
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.rundir import RunDir
 
 

@@ -13,7 +13,7 @@ from stackbook.config.loading import parse_campaign
 from stackbook.config.precision import choose_native, named_precision, precision_lines
 from stackbook.engines.registry import adapter_class
 from stackbook.evidence.files import read_json
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.rundir import RunDir
 
 AVX2 = ["avx2", "f16c", "fma"]  # the AMD EPYC the quickstart took 42 minutes on

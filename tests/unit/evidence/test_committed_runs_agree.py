@@ -4,7 +4,7 @@ computes from those records, and its passports rebuilt the same."""
 from pathlib import Path
 
 import pytest
-from stackbook.evidence.audit import audit_run
+from stackbook.run_checks.audit import audit_run
 
 RUNS = sorted(p.parent for p in Path("outputs").glob("*/*/manifest.json"))
 

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from stackbook.evidence.files import file_sha256, model_json, read_json, update_results
 from stackbook.evidence.manifest import Manifest
-from stackbook.evidence.passport import Passport
+from stackbook.run_checks.passport import Passport
 from stackbook.evidence.results import ArmResults, validate_section
 from stackbook.evidence.rundir import RunDir
 

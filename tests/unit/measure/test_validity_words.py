@@ -36,7 +36,7 @@ def test_the_passport_words_its_discards_as_the_report_does():
     """workloads vllm-cpu's passport listed the raw figures ("configured_rate_rps=0.5, ..."); it
     now gives the reason the analysis gives."""
     from stackbook.config.loading import load_campaign
-    from stackbook.evidence.passport import build_passport
+    from stackbook.run_checks.passport import build_passport
     from stackbook.evidence.rundir import RunDir
 
     run = RunDir("outputs/workloads/reference")

@@ -11,7 +11,7 @@ from stackbook.engines.llama_cpp import LlamaCppAdapter
 from stackbook.engines.vllm_cpu import VllmCpuAdapter
 from stackbook.search import knee
 from stackbook.search.campaign import load_search_campaign
-from stackbook.search.knobs import Knob
+from stackbook.engines.knobs import Knob
 from stackbook.search.loop import Plan, run_search
 from stackbook.search.record import read
 from stackbook.search.report import report_text

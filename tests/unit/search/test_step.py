@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackbook.search.knobs import Knob, grid_size
+from stackbook.engines.knobs import Knob, grid_size
 from stackbook.search.step import (MOST_GAIN, Point, bottleneck, changes_from, choose, judge, model_error,
                                    point_from_requests, predicted_gain, rank, stop_reason)
 

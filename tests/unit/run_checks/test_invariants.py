@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stackbook.evidence.invariants import INVARIANTS, RunFacts, violations
+from stackbook.run_checks.invariants import INVARIANTS, RunFacts, violations
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "offending_runs"
 

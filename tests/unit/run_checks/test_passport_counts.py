@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from stackbook.config.protocol import Protocol
-from stackbook.evidence.passport import failure_counts
+from stackbook.run_checks.passport import failure_counts
 from stackbook.gate.verdict import verdict
 from stackbook.measure.sweep import summarize_sweep
 

@@ -23,7 +23,7 @@ from stackbook.analysis.decision import min_sample, undersampled_text
 from stackbook.config.precision import arm_precision
 from stackbook.evidence.harness import describe as describe_revision
 from stackbook.evidence.rundir import ArmDir, RunDir
-from stackbook.evidence.sent_workload import sent_words, sent_workload
+from stackbook.run_checks.sent_workload import sent_words, sent_workload
 from stackbook.host import host_identity, topology_line
 from stackbook.measure.metric_definitions import columns
 from stackbook.measure.reconciliation import arm_reconciliation

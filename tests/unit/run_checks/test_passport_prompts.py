@@ -1,7 +1,7 @@
 """The passport's protocol part says where the exact bodies are kept, with their digests per point."""
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json, update_results
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.rundir import RunDir
 
 CAMPAIGN = parse_campaign({

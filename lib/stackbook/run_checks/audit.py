@@ -9,7 +9,7 @@ Six checks, each said to apply or not (a run made by an older version may lack w
              again), capacity sentences (from their interval) and prediction errors;
   passports  each arm's passport.json, rebuilt from its results, engine record and the manifest;
   invariants what any honest analysis satisfies, read from the stored files whichever code wrote
-             them (evidence/invariants.py): each broken one named.
+             them (run_checks/invariants.py): each broken one named.
 Every disagreement names the file, the field, the stored and the recomputed value. A field only
 one side has (written by an older or a newer version) is listed apart, not compared.
 """
@@ -239,7 +239,7 @@ def _prediction_claims(stored: dict, audit: Audit) -> int:
 
 
 def check_passports(run: RunDir, campaign, audit: Audit) -> None:
-    from stackbook.evidence.passport import build_passport
+    from stackbook.run_checks.passport import build_passport
 
     n = 0
     entries = (read_json(run.manifest, {}) or {}).get("arms", {})
@@ -256,7 +256,7 @@ def check_passports(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def check_invariants(run: RunDir, campaign, audit: Audit) -> None:
-    from stackbook.evidence.invariants import RunFacts, violations
+    from stackbook.run_checks.invariants import RunFacts, violations
     from stackbook.loadgen.phases import Phase
     from stackbook.loadgen.records import read_records
 

@@ -4,7 +4,7 @@ states the sentinels' own figures is compared like any other."""
 import json
 import shutil
 
-from stackbook.evidence.audit import audit_run
+from stackbook.run_checks.audit import audit_run
 
 
 def test_a_throughput_that_counted_its_sentinels_is_listed_apart_and_a_new_one_compared(tmp_path):

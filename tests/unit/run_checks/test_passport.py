@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json, update_results
 from stackbook.evidence.manifest import ManifestFile, read_manifest
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.portable import make_portable
 from stackbook.evidence.rundir import RunDir
 from stackbook.locations import REPO_ROOT

@@ -12,7 +12,7 @@ from stackbook.cli import app
 from stackbook.config import estimate as estimate_module
 from stackbook.config import precision as precision_module
 from stackbook.config.loading import parse_campaign
-from stackbook.config.preflight import LONG_CAMPAIGN_S, output_problem, preflight
+from stackbook.run_checks.preflight import LONG_CAMPAIGN_S, output_problem, preflight
 from stackbook.locations import REPO_ROOT
 from typer.testing import CliRunner
 

@@ -6,8 +6,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stackbook.capacity.probing import CapacityInterval
-
 
 class ProbeRecord(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -39,16 +37,3 @@ class CapacityResults(BaseModel):
     target: float = Field(description="the attainment a load must prove (protocol.slo.attainment)")
     slo: dict[str, Any]
     rounds: dict[str, SearchRound] = Field(description="per repetition (its number as text)")
-
-
-def search_round(interval: CapacityInterval, figures: dict[str, dict]) -> SearchRound:
-    """The round's record: each probe in order beside the figures its verdict came from."""
-    names = list(figures)
-    probes = [ProbeRecord(point=name, load=v.load, verdict=v.verdict, reason=v.reason, requests=v.requests,
-                          met=v.met, duration_s=round(v.duration_s, 3),
-                          **{k: x for k, x in figures[name].items()
-                             if k not in ("verdict", "reason", "requests", "met")})
-              for name, v in zip(names, interval.probes)]
-    return SearchRound(lower=interval.lower, upper=interval.upper, resolved=interval.resolved,
-                       stop_reason=interval.stop_reason, undecided=list(interval.undecided),
-                       requests=interval.requests, duration_s=round(interval.duration_s, 3), probes=probes)

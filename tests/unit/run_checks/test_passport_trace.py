@@ -3,9 +3,9 @@ records with the trace as their source, and no synthetic workload the campaign l
 synthetic arm's passport keeps its workload as configured."""
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json, update_results
-from stackbook.evidence.passport import write_passport
+from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.rundir import RunDir
-from stackbook.evidence.sent_workload import length_summary, sent_workload
+from stackbook.run_checks.sent_workload import length_summary, sent_workload
 from stackbook.loadgen.records import RecordWriter
 from stackbook.locations import REPO_ROOT
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from stackbook.config.loading import parse_campaign
 from stackbook.evidence.files import read_json
-from stackbook.evidence.passport import energy_of, write_passport
+from stackbook.run_checks.passport import energy_of, write_passport
 from stackbook.evidence.rundir import RunDir
 from stackbook.host import accelerator_fields, host_identity, isa_flags
 from stackbook.measure.telemetry import energy_joules

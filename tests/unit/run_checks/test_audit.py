@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stackbook.cli import app
-from stackbook.evidence.audit import audit_run
+from stackbook.run_checks.audit import audit_run
 
 REFERENCE = "outputs/aa-control/reference"
 
@@ -97,7 +97,7 @@ def test_not_a_run_is_a_clear_error(tmp_path):
 def test_a_field_only_one_version_writes_is_listed_apart_not_compared():
     """A run analysed by an older version lacks the fields a newer one adds (and may hold ones it
     dropped): the audit names each once, by field, and compares the rest."""
-    from stackbook.evidence.audit import Audit, _diff
+    from stackbook.run_checks.audit import Audit, _diff
 
     audit = Audit("r")
     stored = {"rows": [{"a": 1.0}, {"a": 2.0, "old": "x"}]}
