@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar, NamedTuple, Protocol, TypedDict
 
 from stackbook.config.strict import Strict
+from stackbook.loadgen.load_point import Load, point_name
 from stackbook.loadgen.plans import OpenPlan, PointPlan
 
 
@@ -104,6 +105,10 @@ class ArrivalPattern(Strict):
         """One entry per load level, in sweep order."""
         raise NotImplementedError
 
+    def loads(self) -> list[Load]:
+        """The load levels as typed loads, in sweep order."""
+        return [Load.of(level) for level in self.load_levels()]
+
     def cooldown_requests(self, level: LoadLevel, protocol: PointCounts) -> int:
         """Requests sent after the measured ones so the last measured request still runs under
         the configured load."""
@@ -145,4 +150,4 @@ class ArrivalPattern(Strict):
 
     @staticmethod
     def point_name(level: LoadLevel, repetition: int) -> str:
-        return f"{level['level']}-r{repetition}"
+        return point_name(level["level"], repetition)

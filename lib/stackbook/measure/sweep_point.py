@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from stackbook.gate.sentinels import judge_sentinels, mix_sentinels
 from stackbook.loadgen.client_processes import ClientCost, send_point
+from stackbook.loadgen.load_point import Load, LoadPoint
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.plans import ClosedPlan, PointPlan
 from stackbook.loadgen.records import NOT_ANSWERED
@@ -98,16 +99,16 @@ class PointReadings:
     records: list = field(default_factory=list)
 
 
-def measure_point(tools: SweepInstruments, level: dict, repetition: int, name: str, n: int, attempt: int,
-                  seed: int) -> PointReadings:
+def measure_point(tools: SweepInstruments, point: LoadPoint) -> PointReadings:
     """Send one point (a new attempt, from its start) and read the engine before and after it:
     its counters, its gauges and GPU during, its processes' CPU, and the prefix cache's state."""
     session, protocol, target = tools.session, tools.session.protocol, tools.target
     adapter, series = session.adapter, session.adapter.metric_series
+    name, attempt = point.name, point.attempt
     check_engine(session, name)
-    base = {"run_id": tools.run_id, "arm": session.arm.name, "point": name, "repetition": repetition,
-            "concurrency": level.get("concurrency", 0), "attempt": attempt}
-    prompts, plan = point_requests(protocol, level, n, seed, tools.tokenizer, tools.sentinels)
+    base = point.record_fields(tools.run_id, session.arm.name)
+    prompts, plan = point_requests(protocol, point.load.level(), point.requests, protocol.seed_of(point.repetition),
+                                   tools.tokenizer, tools.sentinels)
     routing = getattr(session, "routing", None)  # replicas behind a router (routing/): each flushed and read
     cache = (routing.prepare_point(protocol.prefix_cache, target, protocol.workload, tools.tokenizer) if routing
              else prepare_point(protocol.prefix_cache, adapter, target, protocol.workload, tools.tokenizer))
@@ -151,17 +152,15 @@ def realized_output_tokens(records) -> float | None:
     return sum(counts) / len(counts) if counts else None
 
 
-def point_figures(protocol, level: dict, repetition: int, records: list, *, readings: PointReadings | None,
+def point_figures(protocol, load: Load, repetition: int, records: list, *, readings: PointReadings | None,
                   earlier: dict | None, sentinels: list, sent: dict, trace_lengths, implied: dict | None) -> dict:
     """One point's summary from its latest attempt's records, with the readings taken while it
     ran (or, for a point measured by an earlier call, the server-side readings results.json kept)."""
     s = point_summary(records, protocol.slo)
     if readings is None:  # measured by an earlier call: its server-side readings stay
         s = {k: v for k, v in (earlier or {}).items() if k != "discarded"} | s
-    s.update({k: v for k, v in level.items() if k in ("concurrency", "rate", "speedup")}, repetition=repetition,
-             level=level["level"])
-    # the level the arms are compared at: clients, a rate, or a trace's replay speed
-    s["load"] = level.get("concurrency") or level.get("rate") or level.get("speedup") or s.get("achieved_rate_rps")
+    s.update(load.fields(), repetition=repetition, level=load.label)
+    s["load"] = load.value or s.get("achieved_rate_rps")  # what the arms are compared at
     if issubclass(protocol.arrival.plan_type, ClosedPlan):
         s.update(client_gaps(records))
     s["sentinels"] = judge_sentinels(records, sentinels)
