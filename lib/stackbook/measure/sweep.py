@@ -15,14 +15,16 @@ from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, client_tokenizer
 from stackbook.measure.input_lengths import trace_input_lengths
 from stackbook.measure.metrics import LOAD_CHECK_COUNTS
-from stackbook.measure.sweep_point import PointReadings, SweepInstruments, measure_point, not_answered, point_figures
+from stackbook.measure.arm_session import LiveArm
+from stackbook.measure.point_meter import PointMeter, arm_target, not_answered
+from stackbook.measure.sweep_point import PointReadings, SweepInstruments, measure_point, point_figures
 from stackbook.measure.telemetry import GaugeSampler, GpuSampler, RssSampler
 from stackbook.measure.validity import apply_discard_rules, point_validity
 from stackbook.measure.validity import with_client_delay  # the client-delay rule
 from stackbook.model.artifacts import artifacts_for
 
 
-def tokenizer_for(session):
+def tokenizer_for(session: LiveArm):
     """The model's own tokenizer when its files are here, else an approximation (said so)."""
     try:
         art = artifacts_for(session.campaign.model)
@@ -64,7 +66,7 @@ def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
     return protocol.arrival.schedule(level, n, seed)
 
 
-def earlier_points(session) -> tuple[dict, dict]:
+def earlier_points(session: LiveArm) -> tuple[dict, dict]:
     """The points and telemetry an earlier call of this arm's sweep recorded (results.json)."""
     from stackbook.evidence.files import read_json
 
@@ -72,7 +74,7 @@ def earlier_points(session) -> tuple[dict, dict]:
     return sweep.get("points") or {}, sweep.get("telemetry") or {}
 
 
-def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int] | None = None,
+def run_sweep(session: LiveArm, run_id: str, progress: bool = True, repetitions: list[int] | None = None,
               began: str | None = None) -> dict:
     """Run the points of the given repetitions (None: the protocol's `min` repetitions);
     records go to requests.jsonl as they complete. Points already complete in requests.jsonl (an
@@ -80,11 +82,10 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     over from results.json. The summary covers every repetition measured so far. `began` says how
     this call's repetitions began (a fresh engine start, or the engine left running).
 
-    The bookkeeping lives here; each point is sent by sweep_point.measure_point and summed up by
-    sweep_point.point_figures."""
+    The bookkeeping lives here; each point is sent by sweep_point.measure_point (through the
+    arm's point_meter.PointMeter) and summed up by sweep_point.point_figures."""
     protocol = session.protocol
-    target = session.target()
-    target.length_for = session.adapter.output_length_fields
+    target = arm_target(session)
     tokenizer = tokenizer_for(session)
     records_path = session.arm_dir.requests
     loads = protocol.arrival.loads()
@@ -92,7 +93,7 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     keep_cut_attempt(session)
     todo = points_to_run(protocol, loads, reps, latest_attempts(read_records(records_path)))
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
-    routing = getattr(session, "routing", None)
+    routing = session.routing
     group = routing.pids() if routing else pid  # replicas and router: every process read
     readings: dict[str, PointReadings] = {}
     bar = tqdm(total=len(reps) * protocol.requests_per_repetition(), desc=f"{session.arm.name} requests",
@@ -101,8 +102,9 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     with RssSampler(group, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, \
             RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
-        tools = SweepInstruments(session, run_id, target, tokenizer, sentinels_for(protocol), pid, writer,
-                                 sent_writer, gauges, gpu, bar, began, group)
+        meter = PointMeter(session, run_id, target, tokenizer, writer, sent_writer, progress=bar,
+                           sentinels=sentinels_for(protocol), processes=protocol.loadgen.processes, engine_pid=pid)
+        tools = SweepInstruments(meter, pid, gauges, gpu, began, group)
         for point in todo:
             if point.finished:  # by an earlier call
                 bar.update(point.requests * turns_of(protocol))
@@ -115,10 +117,10 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
     bar.close()
-    return sweep_results(session, loads, reps, readings, tools.sentinels, tokenizer, peak, gpu_summary)
+    return sweep_results(session, loads, reps, readings, meter.sentinels, tokenizer, peak, gpu_summary)
 
 
-def keep_cut_attempt(session) -> None:
+def keep_cut_attempt(session: LiveArm) -> None:
     """An interrupted point's per-process parts join the records, as a cut attempt."""
     if session.arm_dir.client_parts.is_dir():
         with RecordWriter(session.arm_dir.requests) as writer, SentWriter(session.arm_dir.requests_sent) as sent:
@@ -137,7 +139,7 @@ def points_to_run(protocol, loads: list[Load], reps: list[int], attempts: dict) 
     return out
 
 
-def sweep_results(session, loads: list[Load], reps: list[int], readings: dict, sentinels: list, tokenizer,
+def sweep_results(session: LiveArm, loads: list[Load], reps: list[int], readings: dict, sentinels: list, tokenizer,
                   peak_rss_bytes: int, gpu_summary: dict) -> dict:
     """Every measured point's figures (this call's and earlier calls'), then the arm's sweep
     summary: discards, error counts, length control, the engine's lifecycle and prefix cache."""
