@@ -1,6 +1,7 @@
-"""A probe on a live engine: one closed-loop point at the probed concurrency, sent as the sweep
-sends its points (the protocol's prompts, warm-up, cool-down, prefix-cache preparation), its
-records appended to the arm's capacity_requests.jsonl as they complete, and judged by the SLO.
+"""A probe on a live engine: one closed-loop point at the probed concurrency, sent by the meter
+the sweep sends its points by (measure.point_meter: the protocol's prompts, warm-up, cool-down,
+prefix-cache preparation), its records appended to the arm's capacity_requests.jsonl as they
+complete, and judged by the SLO.
 
 A probe is decided only where its load held: a window that kept fewer clients in flight than
 asked measured a lighter load, so its attainment would flatter the engine; it comes back
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from stackbook.capacity.verdict import ProbeVerdict, attainment_verdict
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.measure.arm_session import LiveArm
 from stackbook.measure.metric_definitions import columns
 from stackbook.measure.metrics import client_gaps, point_summary
 from stackbook.measure.validity import closed_loop_validity, measured_requests_for
@@ -56,7 +58,7 @@ def judge_probe(concurrency: int, records: list, slo) -> tuple[ProbeVerdict, dic
 @dataclass
 class EngineProbe:
     """Probe(load, requests) against the arm's engine in one repetition of its sweep."""
-    session: object          # steps.session.ArmSession
+    session: LiveArm
     repetition: int
     writer: RecordWriter
     tokenizer: object
@@ -86,30 +88,11 @@ class EngineProbe:
         return verdict
 
     def _send(self, name: str, c: int, n: int, attempt: int) -> list:
-        from stackbook.loadgen.client_processes import send_point
-        from stackbook.loadgen.prompt_salt import salt_point
-        from stackbook.measure.prefix_cache import prepare_point
-        from stackbook.measure.sweep_point import check_engine, point_requests
+        from stackbook.loadgen.load_point import Load, LoadPoint
+        from stackbook.measure.point_meter import PointMeter, arm_target
 
-        session, protocol = self.session, self.session.protocol
-        check_engine(session, name)
-        level = {"level": f"c{c}", "concurrency": c}
-        target = session.target()
-        target.length_for = session.adapter.output_length_fields
-        sent = protocol.warmup_requests + n + protocol.arrival.cooldown_requests(level, protocol)
-        prompts, plan = point_requests(protocol, level, sent, protocol.seed_of(self.repetition),
-                                       self.tokenizer, sentinels=[])
-        prompts, _ = salt_point(protocol, self.run_id, session.arm.name, name, attempt, prompts, self.tokenizer)
-        routing = getattr(session, "routing", None)  # replicas behind a router: each flushed on its own
-        if routing:
-            routing.prepare_point(protocol.prefix_cache, target, protocol.workload, self.tokenizer)
-        else:
-            prepare_point(protocol.prefix_cache, session.adapter, target, protocol.workload, self.tokenizer)
-        base = {"run_id": self.run_id, "arm": session.arm.name, "point": name, "repetition": self.repetition,
-                "concurrency": c, "attempt": attempt}
-        records, _ = send_point(plan, target, prompts, self.tokenizer, processes=1,
-                                parts_dir=session.arm_dir.client_parts, writer=self.writer, sent_writer=None,
-                                base=base, warmup=protocol.warmup_requests, progress=self.progress,
-                                alive=session.engine_alive)
-        check_engine(session, name, records)
-        return records
+        protocol, load = self.session.protocol, Load.clients(c)
+        sent = protocol.warmup_requests + n + protocol.arrival.cooldown_requests(load.level(), protocol)
+        meter = PointMeter(self.session, self.run_id, arm_target(self.session), self.tokenizer, self.writer,
+                           progress=self.progress)
+        return meter.send(LoadPoint(load, self.repetition, sent, attempt, name)).records

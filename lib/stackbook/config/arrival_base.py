@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar, NamedTuple, Protocol, TypedDict
 
 from stackbook.config.strict import Strict
+from stackbook.loadgen.load_point import Load
 from stackbook.loadgen.plans import OpenPlan, PointPlan
 
 
@@ -108,6 +109,10 @@ class ArrivalPattern(Strict):
     def load_levels(self) -> list[LoadLevel]:
         """One entry per load level, in sweep order."""
         raise NotImplementedError
+
+    def loads(self) -> list[Load]:
+        """The load levels as typed loads, in sweep order."""
+        return [Load.of(level) for level in self.load_levels()]
 
     def cooldown_requests(self, level: LoadLevel, protocol: PointCounts) -> int:
         """Requests sent after the measured ones so the last measured request still runs under

@@ -8,20 +8,23 @@ from tqdm import tqdm
 from stackbook.gate.canaries import load_suite
 from stackbook.gate.sentinels import sentinel_checks
 from stackbook.loadgen.client_processes import merge_parts
+from stackbook.loadgen.load_point import Load, LoadPoint, point_name as named
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, client_tokenizer
 from stackbook.measure.input_lengths import trace_input_lengths
 from stackbook.measure.metrics import LOAD_CHECK_COUNTS
-from stackbook.measure.sweep_point import PointReadings, SweepInstruments, measure_point, not_answered, point_figures
+from stackbook.measure.arm_session import LiveArm
+from stackbook.measure.point_meter import PointMeter, arm_target, not_answered
+from stackbook.measure.sweep_point import PointReadings, SweepInstruments, measure_point, point_figures
 from stackbook.measure.telemetry import GaugeSampler, GpuSampler, RssSampler
 from stackbook.measure.validity import apply_discard_rules, point_validity
 from stackbook.measure.validity import with_client_delay  # the client-delay rule
 from stackbook.model.artifacts import artifacts_for
 
 
-def tokenizer_for(session):
+def tokenizer_for(session: LiveArm):
     """The model's own tokenizer when its files are here, else an approximation (said so)."""
     try:
         art = artifacts_for(session.campaign.model)
@@ -48,7 +51,7 @@ def requests_at(protocol, level: dict) -> int:
 
 def point_name(level: dict, repetition: int) -> str:
     """A point's name: its load level and repetition, as its folder and every record name it."""
-    return f"{level['level']}-r{repetition}"
+    return named(level["level"], repetition)
 
 
 def sentinels_for(protocol) -> list:
@@ -64,7 +67,7 @@ def schedule_for(protocol, level: dict, n: int, seed: int) -> list[float]:
     return protocol.arrival.schedule(level, n, seed)
 
 
-def earlier_points(session) -> tuple[dict, dict]:
+def earlier_points(session: LiveArm) -> tuple[dict, dict]:
     """The points and telemetry an earlier call of this arm's sweep recorded (results.json)."""
     from stackbook.evidence.files import read_json
 
@@ -72,7 +75,7 @@ def earlier_points(session) -> tuple[dict, dict]:
     return sweep.get("points") or {}, sweep.get("telemetry") or {}
 
 
-def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int] | None = None,
+def run_sweep(session: LiveArm, run_id: str, progress: bool = True, repetitions: list[int] | None = None,
               began: str | None = None) -> dict:
     """Run the points of the given repetitions (None: the protocol's `min` repetitions);
     records go to requests.jsonl as they complete. Points already complete in requests.jsonl (an
@@ -80,19 +83,18 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     over from results.json. The summary covers every repetition measured so far. `began` says how
     this call's repetitions began (a fresh engine start, or the engine left running).
 
-    The bookkeeping lives here; each point is sent by sweep_point.measure_point and summed up by
-    sweep_point.point_figures."""
+    The bookkeeping lives here; each point is sent by sweep_point.measure_point (through the
+    arm's point_meter.PointMeter) and summed up by sweep_point.point_figures."""
     protocol = session.protocol
-    target = session.target()
-    target.length_for = session.adapter.output_length_fields
+    target = arm_target(session)
     tokenizer = tokenizer_for(session)
     records_path = session.arm_dir.requests
-    levels = load_levels(protocol)
+    loads = protocol.arrival.loads()
     reps = list(range(protocol.repetitions.min)) if repetitions is None else sorted(repetitions)
     keep_cut_attempt(session)
-    todo = points_to_run(protocol, levels, reps, latest_attempts(read_records(records_path)))
+    todo = points_to_run(protocol, loads, reps, latest_attempts(read_records(records_path)))
     pid = session.engine.get("pid") or (session.adapter.proc.pid if session.adapter.proc else None)
-    routing = getattr(session, "routing", None)
+    routing = session.routing
     group = routing.pids() if routing else pid  # replicas and router: every process read
     readings: dict[str, PointReadings] = {}
     bar = tqdm(total=len(reps) * protocol.requests_per_repetition(), desc=f"{session.arm.name} requests",
@@ -101,43 +103,44 @@ def run_sweep(session, run_id: str, progress: bool = True, repetitions: list[int
     with RssSampler(group, keep=session.arm_dir.engine_samples) as rss, GpuSampler() as gpu, gauges, \
             RecordWriter(records_path) as writer, SentWriter(session.arm_dir.requests_sent) as sent_writer:
         target.on_send = sent_writer.write
-        tools = SweepInstruments(session, run_id, target, tokenizer, sentinels_for(protocol), pid, writer,
-                                 sent_writer, gauges, gpu, bar, began, group)
-        for rep, lv, name, n, attempt in todo:
-            if attempt is None:  # finished by an earlier call
-                bar.update(n * turns_of(protocol))
+        meter = PointMeter(session, run_id, target, tokenizer, writer, sent_writer, progress=bar,
+                           sentinels=sentinels_for(protocol), processes=protocol.loadgen.processes, engine_pid=pid)
+        tools = SweepInstruments(meter, pid, gauges, gpu, began, group)
+        for point in todo:
+            if point.finished:  # by an earlier call
+                bar.update(point.requests * turns_of(protocol))
                 continue
             # A point cut short is run again from its start as a new attempt; the records of
             # the cut attempt stay on disk but never enter the metrics.
-            readings[name] = measure_point(tools, lv, rep, name, n, attempt, protocol.seed_of(rep))
-            if readings[name].warning:
-                bar.write(readings[name].warning)
+            readings[point.name] = measure_point(tools, point)
+            if readings[point.name].warning:
+                bar.write(readings[point.name].warning)
         peak = rss.peak_bytes
         gpu_summary = gpu.summary()
     bar.close()
-    return sweep_results(session, levels, reps, readings, tools.sentinels, tokenizer, peak, gpu_summary)
+    return sweep_results(session, loads, reps, readings, meter.sentinels, tokenizer, peak, gpu_summary)
 
 
-def keep_cut_attempt(session) -> None:
+def keep_cut_attempt(session: LiveArm) -> None:
     """An interrupted point's per-process parts join the records, as a cut attempt."""
     if session.arm_dir.client_parts.is_dir():
         with RecordWriter(session.arm_dir.requests) as writer, SentWriter(session.arm_dir.requests_sent) as sent:
             merge_parts(session.arm_dir.client_parts, writer, sent)
 
 
-def points_to_run(protocol, levels: list[dict], reps: list[int], attempts: dict) -> list[tuple]:
-    """(repetition, level, point, prompts, attempt) in sending order; the attempt is None for a
-    point an earlier call finished, else the number of the new attempt."""
+def points_to_run(protocol, loads: list[Load], reps: list[int], attempts: dict) -> list[LoadPoint]:
+    """The points in sending order; a point's attempt is None where an earlier call finished it,
+    else the number of its new attempt."""
     out = []
     for rep in reps:
-        for lv in levels:
-            name, n = point_name(lv, rep), requests_at(protocol, lv)
-            attempt, done = attempts.get(name, (-1, 0))
-            out.append((rep, lv, name, n, None if done >= n * turns_of(protocol) else attempt + 1))
+        for load in loads:
+            n = requests_at(protocol, load.level())
+            attempt, done = attempts.get(named(load.label, rep), (-1, 0))
+            out.append(LoadPoint.in_sweep(load, rep, n, None if done >= n * turns_of(protocol) else attempt + 1))
     return out
 
 
-def sweep_results(session, levels: list[dict], reps: list[int], readings: dict, sentinels: list, tokenizer,
+def sweep_results(session: LiveArm, loads: list[Load], reps: list[int], readings: dict, sentinels: list, tokenizer,
                   peak_rss_bytes: int, gpu_summary: dict) -> dict:
     """Every measured point's figures (this call's and earlier calls'), then the arm's sweep
     summary: discards, error counts, length control, the engine's lifecycle and prefix cache."""
@@ -149,19 +152,19 @@ def sweep_results(session, levels: list[dict], reps: list[int], readings: dict, 
     telemetry |= {name: earlier_telemetry[name] for name in earlier if name not in readings
                   and name in earlier_telemetry}
     # each level's trace lengths, counted once for all its repetitions (a long log is tokenized once)
-    trace_lengths = {lv["level"]: trace_input_lengths(protocol.arrival, lv, tokenizer) for lv in levels}
+    trace_lengths = {load.label: trace_input_lengths(protocol.arrival, load.level(), tokenizer) for load in loads}
     implied = protocol.arrival.implied_reuse()
     by_point: dict[str, list] = {}
     for r in records:
         by_point.setdefault(r.point, []).append(r)
     points: dict[str, dict] = {}
     for rep in sorted({r.repetition for r in records} | set(reps)):
-        for lv in levels:
-            name = point_name(lv, rep)
+        for load in loads:
+            name = named(load.label, rep)
             if name in by_point:
-                points[name] = point_figures(protocol, lv, rep, by_point[name], readings=readings.get(name),
+                points[name] = point_figures(protocol, load, rep, by_point[name], readings=readings.get(name),
                                              earlier=earlier.get(name), sentinels=sentinels,
-                                             sent=sent.get(name, {}), trace_lengths=trace_lengths[lv["level"]],
+                                             sent=sent.get(name, {}), trace_lengths=trace_lengths[load.label],
                                              implied=implied)
     out = summarize_sweep(points, telemetry, peak_rss_bytes, protocol, harness_ceiling=session.harness_ceiling())
     method = session.adapter.length_control

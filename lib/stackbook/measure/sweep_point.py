@@ -1,23 +1,23 @@
-"""One point of the load sweep: its requests (`point_requests`), then two named steps: `measure_point`
-sends it and reads the engine around it; `point_figures` turns its records and readings into the
-point's summary.
+"""One point of the load sweep, in two named steps: `measure_point` sends it by the arm's meter
+(measure.point_meter) and reads the engine around it; `point_figures` turns its records and
+readings into the point's summary.
 The sweep (measure/sweep.py) only orders points, skips finished ones and keeps the books."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from stackbook.gate.sentinels import judge_sentinels, mix_sentinels
-from stackbook.loadgen.client_processes import ClientCost, send_point
+from stackbook.gate.sentinels import judge_sentinels
+from stackbook.loadgen.client_processes import ClientCost
+from stackbook.loadgen.drivers import Target
+from stackbook.loadgen.load_point import Load, LoadPoint
 from stackbook.loadgen.phases import Phase
-from stackbook.loadgen.plans import ClosedPlan, PointPlan
-from stackbook.loadgen.records import NOT_ANSWERED
-from stackbook.loadgen.workload import recorded_prompts, synthetic_prompts
-from stackbook.loadgen.prompt_salt import salt_point
-from stackbook.measure.cache_split import salt_tokens
+from stackbook.loadgen.plans import ClosedPlan
+from stackbook.measure.arm_session import LiveArm
 from stackbook.measure.input_lengths import input_length_match
 from stackbook.measure.metrics import client_gaps, point_summary
-from stackbook.measure.prefix_cache import cache_counters, prepare_point
+from stackbook.measure.point_meter import PointMeter
+from stackbook.measure.prefix_cache import cache_counters
 from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.session_order import session_order
@@ -26,65 +26,14 @@ from stackbook.measure.telemetry import metrics_delta, scrape_metrics
 from stackbook.measure.validity import client_cpu_warning
 
 
-class EngineFailure(RuntimeError):
-    """The engine died or stopped answering: the sweep stops, its records stay for --resume."""
-
-
-def not_answered(records) -> bool:
-    """Every measured request failed as a gone or frozen engine fails them (or, where the clients
-    stopped before any measured request, every warm-up did): the point says nothing of the
-    engine's speed, and a resumed run measures it again."""
-    measured = [r for r in records if r.phase == Phase.MEASURE] or [r for r in records if r.phase == Phase.WARMUP]
-    return bool(measured) and all(r.error_class in NOT_ANSWERED for r in measured)
-
-
-def check_engine(session, name: str, records: list | None = None) -> None:
-    if not session.engine_alive():
-        raise EngineFailure(f"the engine exited before point {name}")
-    if records and not_answered(records):
-        failed = next(r.error_class for r in records if r.phase in (Phase.MEASURE, Phase.WARMUP))
-        raise EngineFailure(f"every request of point {name} failed ({failed}): the engine is not answering")
-
-
-def cooldown_requests(protocol, level: dict) -> int:
-    return protocol.arrival.cooldown_requests(level, protocol)
-
-
-def point_requests(protocol, level: dict, n: int, seed: int, tokenizer, sentinels: list
-                   ) -> tuple[list, PointPlan]:
-    """One point's prompts, built before its readings start, in sending order, and the plan they
-    are sent by (its arrival pattern's: deadlines or clients, with the cool-down). Where the
-    pattern fixes the prompts' lengths (a trace) they are its own, without sentinels."""
-    arrival, cooldown = protocol.arrival, cooldown_requests(protocol, level)
-    lengths = arrival.prompt_lengths(level)
-    prompt_seed = arrival.prompt_seed(level, seed)
-    recorded = arrival.recorded_messages(level)
-    if recorded is not None:  # a request log: its own messages, each reply at its recorded length
-        prompts = recorded_prompts(recorded, [out for _, out in lengths], tokenizer)
-    elif lengths is not None:
-        prompts = synthetic_prompts(protocol.workload, tokenizer, len(lengths), seed=prompt_seed, lengths=lengths,
-                                    blocks=arrival.prompt_blocks(level))
-    else:
-        prompts = mix_sentinels(synthetic_prompts(protocol.workload, tokenizer, n, seed=prompt_seed),
-                                sentinels, protocol.warmup_requests, cooldown, protocol.canaries.sentinel_share)
-    return prompts, arrival.point_plan(level, len(prompts), seed, cooldown)
-
-
 @dataclass
 class SweepInstruments:
-    """What stays open across a sweep's points: the engine's address and process, the record
-    writers, the samplers and the progress bar."""
-    session: object
-    run_id: str
-    target: object
-    tokenizer: object
-    sentinels: list
+    """What stays open across a sweep's points: the meter that sends them (the engine's address,
+    the record writers, the progress bar), the engine's process, and the samplers."""
+    meter: PointMeter
     pid: int | None
-    writer: object
-    sent_writer: object
     gauges: object
     gpu: object
-    bar: object
     began: str | None = None
     group: int | list[int] | None = None  # the processes read around a point (None: pid's group)
 
@@ -99,48 +48,61 @@ class PointReadings:
     records: list = field(default_factory=list)
 
 
-def measure_point(tools: SweepInstruments, level: dict, repetition: int, name: str, n: int, attempt: int,
-                  seed: int) -> PointReadings:
+class EngineWindow:
+    """The engine read just before a point's first request and just after its last: its counters
+    (each replica's, behind a router) before, and its processes' CPU on both sides."""
+
+    def __init__(self, session: LiveArm, target: Target, group: int | list[int] | None) -> None:
+        self.session, self.target, self.group = session, target, group
+        routing = session.routing
+        self.roles = session.adapter.process_roles + (routing.process_roles if routing else ())
+
+    def counters(self):
+        """A reading of the engine's counters (behind a router: the router's, each replica's within)."""
+        routing, target = self.session.routing, self.target
+        if routing:
+            return routing.read(target.headers)
+        return scrape_metrics(target.base_url, self.session.adapter.metrics_path, target.headers)
+
+    def engines(self, reading) -> dict:
+        """The engines' counters in a reading."""
+        return reading.engines if self.session.routing else reading
+
+    def __enter__(self) -> EngineWindow:
+        self.reading0 = self.counters()
+        self.procs0 = read_processes(self.group, self.roles)
+        self.wall0, self.unix0 = time.perf_counter(), time.time()
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        if kind is None:
+            self.procs1, self.wall1 = read_processes(self.group, self.roles), time.perf_counter()
+
+
+def measure_point(tools: SweepInstruments, point: LoadPoint) -> PointReadings:
     """Send one point (a new attempt, from its start) and read the engine before and after it:
     its counters, its gauges and GPU during, its processes' CPU, and the prefix cache's state."""
-    session, protocol, target = tools.session, tools.session.protocol, tools.target
-    adapter, series = session.adapter, session.adapter.metric_series
-    check_engine(session, name)
-    base = {"run_id": tools.run_id, "arm": session.arm.name, "point": name, "repetition": repetition,
-            "concurrency": level.get("concurrency", 0), "attempt": attempt}
-    prompts, plan = point_requests(protocol, level, n, seed, tools.tokenizer, tools.sentinels)
-    routing = getattr(session, "routing", None)  # replicas behind a router (routing/): each flushed and read
-    cache = (routing.prepare_point(protocol.prefix_cache, target, protocol.workload, tools.tokenizer) if routing
-             else prepare_point(protocol.prefix_cache, adapter, target, protocol.workload, tools.tokenizer))
-    prompts, salt = salt_point(protocol, tools.run_id, session.arm.name, name, attempt, prompts, tools.tokenizer)
-    if salt:
-        cache |= {"salt": salt, "salt_tokens": salt_tokens(salt, tools.tokenizer)}
-    routed0 = routing.read(target.headers) if routing else None
-    before = routed0.engines if routing else scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
-    roles = adapter.process_roles + (routing.process_roles if routing else ())  # read at the point's start and end
-    procs0 = read_processes(tools.group or tools.pid, roles)
-    wall0, unix0 = time.perf_counter(), time.time()
-    recs, cost = send_point(plan, target, prompts, tools.tokenizer, processes=protocol.loadgen.processes,
-                            parts_dir=session.arm_dir.client_parts, writer=tools.writer,
-                            sent_writer=tools.sent_writer, base=base, warmup=protocol.warmup_requests,
-                            progress=tools.bar, alive=session.engine_alive, engine_pid=tools.pid)
-    procs1, wall1 = read_processes(tools.group or tools.pid, roles), time.perf_counter()
-    procs1["client"]["cpu_s"] += cost.elsewhere_s()
-    warning = client_cpu_warning(name, cost.busiest_fraction(), protocol.loadgen.processes)
-    check_engine(session, name, recs)
-    routed1 = routing.read(target.headers) if routing else None
-    after = routed1.engines if routing else scrape_metrics(target.base_url, adapter.metrics_path, target.headers)
-    telemetry = metrics_delta(before, after)
-    during = tools.gauges.window(unix0, time.time())
+    meter = tools.meter
+    session = meter.session
+    series, routing = session.adapter.metric_series, session.routing
+    window = EngineWindow(session, meter.target, tools.group or tools.pid)
+    sent = meter.send(point, around=window)
+    recs, cost, cache = sent.records, sent.cost, sent.cache
+    window.procs1["client"]["cpu_s"] += cost.elsewhere_s()
+    warning = client_cpu_warning(point.name, cost.busiest_fraction(), meter.processes)
+    reading1 = window.counters()
+    telemetry = metrics_delta(window.engines(window.reading0), window.engines(reading1))
+    during = tools.gauges.window(window.unix0, time.time())
     server_side = {
         "repetition_began": tools.began or "not recorded",
         "prefix_cache": cache | cache_counters(telemetry, recs, series, cache.get("salt_tokens", 0)),
         "engine_gauges_during": during,
-        "gpu_during": tools.gpu.window(unix0, time.time()),
+        "gpu_during": tools.gpu.window(window.unix0, time.time()),
         "engine_reconciliation": reconcile_with_engine(telemetry, recs, series),
-        **runtime_evidence(procs0, procs1, wall1 - wall0, telemetry, recs, during, series)}
+        **runtime_evidence(window.procs0, window.procs1, window.wall1 - window.wall0, telemetry, recs, during,
+                           series)}
     if routing:
-        server_side["routing"] = routing.point_evidence(routed0, routed1, recs)
+        server_side["routing"] = routing.point_evidence(window.reading0, reading1, recs)
     return PointReadings(telemetry, server_side, cost, warning, recs)
 
 
@@ -172,17 +134,15 @@ def reported_at_depth(records: list, depth_of: list[int], depth: int) -> float |
     return reported_hit_rate(mine)
 
 
-def point_figures(protocol, level: dict, repetition: int, records: list, *, readings: PointReadings | None,
+def point_figures(protocol, load: Load, repetition: int, records: list, *, readings: PointReadings | None,
                   earlier: dict | None, sentinels: list, sent: dict, trace_lengths, implied: dict | None) -> dict:
     """One point's summary from its latest attempt's records, with the readings taken while it
     ran (or, for a point measured by an earlier call, the server-side readings results.json kept)."""
     s = point_summary(records, protocol.slo)
     if readings is None:  # measured by an earlier call: its server-side readings stay
         s = {k: v for k, v in (earlier or {}).items() if k != "discarded"} | s
-    s.update({k: v for k, v in level.items() if k in ("concurrency", "rate", "speedup")}, repetition=repetition,
-             level=level["level"])
-    # the level the arms are compared at: clients, a rate, or a trace's replay speed
-    s["load"] = level.get("concurrency") or level.get("rate") or level.get("speedup") or s.get("achieved_rate_rps")
+    s.update(load.fields(), repetition=repetition, level=load.label)
+    s["load"] = load.value or s.get("achieved_rate_rps")  # what the arms are compared at
     if issubclass(protocol.arrival.plan_type, ClosedPlan):
         s.update(client_gaps(records))
     s["sentinels"] = judge_sentinels(records, sentinels)

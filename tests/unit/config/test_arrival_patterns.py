@@ -5,7 +5,7 @@ import json
 import pytest
 from stackbook.config.protocol import Protocol
 from stackbook.loadgen import arrivals
-from stackbook.measure import sweep, sweep_point
+from stackbook.measure import point_meter, sweep
 
 
 def protocol(arrival, turns=None, **kw):
@@ -96,7 +96,7 @@ def test_the_sweep_counts_through_the_protocol():
     p = protocol({"kind": "closed_loop", "concurrency": [2]}, turns=2)
     [level] = sweep.load_levels(p)
     assert sweep.requests_at(p, level) == 14 and sweep.turns_of(p) == 2
-    assert sweep_point.cooldown_requests(p, level) == 1 and sweep.point_name(level, 0) == "c2-r0"
+    assert point_meter.cooldown_requests(p, level) == 1 and sweep.point_name(level, 0) == "c2-r0"
     assert p.requests_per_repetition() == sweep.requests_at(p, level) * sweep.turns_of(p)
 
 

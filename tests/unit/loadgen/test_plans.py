@@ -11,7 +11,7 @@ from stackbook.loadgen.client_processes import shares_for
 from stackbook.loadgen.drivers import Target
 from stackbook.loadgen.plans import ClosedPlan, OpenPlan, TracePlan
 from stackbook.loadgen.workload import ApproximateTokenizer, synthetic_prompts
-from stackbook.measure import sweep, sweep_point
+from stackbook.measure import point_meter, sweep
 from stackbook.measure.validity import point_validity
 
 TOK = ApproximateTokenizer()
@@ -44,7 +44,7 @@ def test_every_arrival_pattern_makes_its_plan(kind, tmp_path):
     p = protocol(arrival_of(kind, tmp_path))
     [level] = p.arrival.load_levels()
     n = sweep.requests_at(p, level)
-    prompts, plan = sweep_point.point_requests(p, level, n, 1, TOK, sentinels=[])
+    prompts, plan = point_meter.point_requests(p, level, n, 1, TOK, sentinels=[])
     assert type(plan) is p.arrival.plan_type
     assert isinstance(plan, (OpenPlan, ClosedPlan))
     if kind == "closed_loop":  # three clients, two prompts after the measured ones
@@ -64,7 +64,7 @@ def test_every_arrival_pattern_makes_its_plan(kind, tmp_path):
 def test_client_processes_and_validity_dispatch_on_the_plan(kind, tmp_path):
     p = protocol(arrival_of(kind, tmp_path))
     [level] = p.arrival.load_levels()
-    prompts, plan = sweep_point.point_requests(p, level, sweep.requests_at(p, level), 0, TOK, sentinels=[])
+    prompts, plan = point_meter.point_requests(p, level, sweep.requests_at(p, level), 0, TOK, sentinels=[])
     target = Target("http://127.0.0.1:1", "m", {}, {})
     shares = shares_for(plan, target, prompts, TOK, processes=2, parts_dir=tmp_path / "parts", warmup=2, base={})
     assert sorted(i for s in shares for i in s.positions) == list(range(len(prompts)))

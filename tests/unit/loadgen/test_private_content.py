@@ -16,7 +16,7 @@ from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.sent_content import content_digest, is_redacted, redacted
 from stackbook.loadgen.workload import ApproximateTokenizer, recorded_prompts
 from stackbook.locations import REPO_ROOT
-from stackbook.measure import sweep_point
+from stackbook.measure import point_meter
 
 LOG = REPO_ROOT / "campaigns" / "traces" / "example-openai.jsonl"
 TOK = ApproximateTokenizer()
@@ -35,7 +35,7 @@ def log_protocol(**arrival) -> Protocol:
 def test_a_log_replays_its_own_messages_each_reply_at_its_recorded_length():
     p = log_protocol()
     [level] = p.arrival.load_levels()
-    prompts, plan = sweep_point.point_requests(p, level, 12, seed=0, tokenizer=TOK, sentinels=[])
+    prompts, plan = point_meter.point_requests(p, level, 12, seed=0, tokenizer=TOK, sentinels=[])
     trace = p.arrival.trace()
     assert [list(r.messages) for r in trace.requests] == [pr.messages for pr in prompts]
     assert [pr.output_tokens for pr in prompts] == [r.output_tokens for r in trace.requests]

@@ -6,7 +6,7 @@ from stackbook.loadgen.plans import SessionPlan, TracePlan
 from stackbook.loadgen.records import RequestRecord
 from stackbook.loadgen.workload import ApproximateTokenizer
 from stackbook.locations import REPO_ROOT
-from stackbook.measure import sweep_point
+from stackbook.measure import point_meter
 from stackbook.measure.input_lengths import input_length_match, trace_input_lengths
 
 OPENAI = str(REPO_ROOT / "campaigns" / "traces" / "example-openai.jsonl")
@@ -49,7 +49,7 @@ def protocol(**arrival):
 def test_a_logs_lengths_are_its_recorded_prompts_counted_as_sent_and_a_lengths_trace_its_own():
     log = protocol(path=OPENAI, format="openai")
     [level] = log.arrival.load_levels()
-    prompts, _ = sweep_point.point_requests(log, level, 12, 0, TOK, sentinels=[])
+    prompts, _ = point_meter.point_requests(log, level, 12, 0, TOK, sentinels=[])
     assert trace_input_lengths(log.arrival, level, TOK) == [p.prompt_tokens_client for p in prompts]
     lengths = protocol(path=MOONCAKE, format="mooncake")
     assert trace_input_lengths(lengths.arrival, level, TOK) == [r["prompt_tokens"] for r in

@@ -25,9 +25,8 @@ def test_the_sweep_runs_again_only_points_not_finished_each_as_its_next_attempt(
     from stackbook.measure.sweep import load_levels, points_to_run, requests_at
 
     p = Protocol(requests_per_point=4, warmup_requests=1, arrival={"kind": "closed_loop", "concurrency": [1, 2]})
-    levels = load_levels(p)
-    n1, n2 = (requests_at(p, lv) for lv in levels)
+    n1, n2 = (requests_at(p, lv) for lv in load_levels(p))
     done = {"c1-r0": (0, n1), "c2-r0": (1, n2 - 1)}  # c1-r0 finished; c2-r0's second attempt was cut short
-    todo = [(rep, lv["concurrency"], name, n, attempt)
-            for rep, lv, name, n, attempt in points_to_run(p, levels, [0, 1], done)]
+    todo = [(pt.repetition, pt.load.concurrency, pt.name, pt.requests, pt.attempt)
+            for pt in points_to_run(p, p.arrival.loads(), [0, 1], done)]
     assert todo == [(0, 1, "c1-r0", n1, None), (0, 2, "c2-r0", n2, 2), (1, 1, "c1-r1", n1, 0), (1, 2, "c2-r1", n2, 0)]
