@@ -10,7 +10,8 @@ import typer
 from stackbook.cli_common import fail
 
 
-def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. campaigns/search/knee.yaml"),
+def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. campaigns/search/knee.yaml or "
+                                             "campaigns/search/llama-cpp.yaml"),
            check: bool = typer.Option(False, "--check", help="validate the campaign and run nothing"),
            out: Optional[Path] = typer.Option(None, "--out", help="where search.jsonl and search.md go "
                                               "(default: outputs/search/<name>)"),
@@ -19,8 +20,6 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
     from stackbook.config.errors import CampaignError
     from stackbook.locations import REPO_ROOT
     from stackbook.search.campaign import load_search_campaign
-    from stackbook.search.knee import ERROR_FLOOR, predict
-    from stackbook.search.knee_probe import measure_on_server
     from stackbook.search.loop import Plan, run_search
     from stackbook.search.report import report_text
 
@@ -37,6 +36,7 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
         return
     folder = out or REPO_ROOT / "outputs" / "search" / c.name
     folder.mkdir(parents=True, exist_ok=True)
+    measure, predict, error_floor = c.system.searcher(c.incumbent(), folder, seed)
     plan = Plan(
         knobs=knobs,
         incumbent=c.incumbent(),
@@ -46,10 +46,9 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
         confidence=s.confidence,
         max_steps=s.budget.steps,
         max_s=s.budget.time_s,
-        error_floor=ERROR_FLOOR,
+        error_floor=error_floor,
     )
-    steps = run_search(lambda cfg, sd: measure_on_server(cfg, c.system, sd), lambda cfg: predict(cfg, c.system),
-                       plan, folder / "search.jsonl", seed)
+    steps = run_search(measure, predict, plan, folder / "search.jsonl", seed)
     text = report_text(c.name, steps, knobs, c.incumbent())
     (folder / "search.md").write_text(text)
     typer.echo(text)

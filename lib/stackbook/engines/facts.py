@@ -109,6 +109,9 @@ class EngineKindFacts:
     native_precisions: ClassVar[dict[str, tuple[str, ...]]] = FLOAT_FORMAT_FLAGS
     # The settings `stackbook search` may change, each named where a campaign sets it, with its layer.
     search_knobs: ClassVar[tuple[Knob, ...]] = (AA_LABEL,)
+    # The knobs the search's step model reads (slots, threads); None: the kind is not searched on a
+    # live engine yet, the model having no term for what its knobs do.
+    search_model_knobs: ClassVar[tuple[str, str] | None] = None
 
     @classmethod
     def shortlist_reason(cls, answers) -> str | None:

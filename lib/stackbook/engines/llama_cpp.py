@@ -123,6 +123,7 @@ class LlamaCppAdapter(EngineAdapter):
         Knob(name="protocol.precision.kv_cache", layer="runtime", values=("fp16", "q8_0", "q4_0"), default="fp16",
              what="-ctk/-ctv: the KV cache's type (fewer bytes a token, some accuracy)"),
         AA_LABEL)
+    search_model_knobs = ("engine.parallel", "engine.threads")
     decision = DecisionFacts(
         stack="llama.cpp",
         parallel="`-sm layer|row|tensor` splits across cards, by layers by default: not tensor parallel in vLLM's "

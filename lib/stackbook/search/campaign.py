@@ -13,11 +13,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from stackbook.config.errors import CampaignError, format_validation_error
 from stackbook.search import knee
 from stackbook.engines.knobs import Knob, Value, by_name
+from stackbook.search.engine_system import EngineSystem
 
 
 class KneeSystem(knee.KneeLoad):
     """The knee server (harness.knee_server): its knobs are in search.knee."""
     kind: Literal["knee"]
+
+    def declared(self) -> tuple[Knob, ...]:
+        return knee.KNOBS
+
+    def searcher(self, incumbent: dict[str, Value], folder: Path, seed: int):
+        """The loop's measure (a knee server per measurement) and predict (the closed form)."""
+        from stackbook.search.knee_probe import measure_on_server  # starts servers: only when searching
+
+        return (lambda cfg, sd: measure_on_server(cfg, self, sd), lambda cfg: knee.predict(cfg, self),
+                knee.ERROR_FLOOR)
 
 
 class Budget(BaseModel):
@@ -49,11 +60,11 @@ class SearchSection(BaseModel):
 class SearchCampaign(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
-    system: KneeSystem = Field(discriminator="kind")
+    system: KneeSystem | EngineSystem = Field(discriminator="kind")
     search: SearchSection
 
     def declared(self) -> tuple[Knob, ...]:
-        return knee.KNOBS
+        return self.system.declared()
 
     @model_validator(mode="after")
     def _knobs_exist(self) -> "SearchCampaign":

@@ -56,11 +56,15 @@ def knee_of(config: dict[str, Value], admit_window_ms: float = 0.0) -> Knee:
 
 
 def predict(config: dict[str, Value], load: KneeLoad) -> float:
-    """The model's goodput: the closed loop's steady state (MVA with zero think time) times the
-    share of requests inside the SLO. Every token's step is the same, so TPOT is in or out for all;
-    past the knee TTFT is the queue's wait, taken as normal about its mean with the spread the
-    lengths' jitter gives it (a bound, not a distribution: its error is the model's)."""
-    knee = knee_of(config)
+    """The model's goodput for one configuration of the knee server."""
+    return goodput_of(knee_of(config), load)
+
+
+def goodput_of(knee: Knee, load: KneeLoad) -> float:
+    """The closed loop's steady state (MVA with zero think time) times the share of requests
+    inside the SLO. Every token's step is the same, so TPOT is in or out for all; past the knee
+    TTFT is the queue's wait, taken as normal about its mean with the spread the lengths' jitter
+    gives it (a bound, not a distribution: its error is the model's)."""
     ss = steady_state(knee, load.concurrency, knee.steps_of(load.output_tokens))
     ttft = ss["wait_mean_s"] + knee.prefill_steps * ss["step_s"]
     slo = load.slo

@@ -17,7 +17,7 @@ from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.search.knee import KneeLoad, knee_of
 from stackbook.engines.knobs import Value
-from stackbook.search.step import Point, point_from_requests
+from stackbook.search.step import Point, point_from_records
 
 ADMIT_WINDOW_MS = 2.0  # the server's admission window (Knee.parse's default)
 
@@ -75,12 +75,6 @@ def measure_on_server(config: dict[str, Value], load: KneeLoad, seed: int) -> Po
         recs = run_closed_loop(target, prompts, ApproximateTokenizer(), concurrency=c, warmup=c, cooldown=c,
                                writer=None, base={"run_id": "search", "arm": "knee", "point": "p", "concurrency": c})
     measured = [r for r in recs if r.phase == Phase.MEASURE]
-    failed = [r for r in measured if not r.ok or r.first_token_s is None]
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {len(measured)} measured requests failed on the knee server")
-    rows = [(r.first_token_s - r.sent_s, (r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or 2) - 1),
-             r.output_tokens_server or 0) for r in measured]
-    window = max(r.end_s for r in measured) - min(r.sent_s for r in measured)
     slo = load.slo
-    point = point_from_requests(rows, window, slo.ttft_s, slo.tpot_s)
+    point = point_from_records(measured, slo.ttft_s, slo.tpot_s)
     return point.model_copy(update={"duration_s": time.perf_counter() - began})

@@ -47,6 +47,28 @@ def point_from_requests(requests: Iterable[tuple[float, float, int]], duration_s
                  wait_s=wait, decode_s=decode, duration_s=duration_s)
 
 
+def request_rows(records: Iterable) -> list[tuple[float, float, int]]:
+    """(TTFT, TPOT, output tokens) of each measured request record, as the client timed them; a
+    one-token reply's TPOT is its decode time over one token. Raises where any failed: a point
+    with failed requests is not a measurement of the configuration."""
+    rows, failed = [], 0
+    for r in records:
+        if not r.ok or r.first_token_s is None:
+            failed += 1
+            continue
+        n = r.output_tokens_server or 0
+        rows.append((r.first_token_s - r.sent_s, (r.end_s - r.first_token_s) / max(1, n - 1), n))
+    if failed:
+        raise RuntimeError(f"{failed} of {failed + len(rows)} measured requests failed")
+    return rows
+
+
+def point_from_records(records: list, ttft_s: float | None, tpot_s: float | None) -> Point:
+    """A point from measured request records, over the span from the first send to the last reply."""
+    window = max(r.end_s for r in records) - min(r.sent_s for r in records)
+    return point_from_requests(request_rows(records), window, ttft_s, tpot_s)
+
+
 def bottleneck(points: list[Point]) -> Layer:
     """Where the incumbent's requests spend their time: waiting for a slot (orchestration: the
     batch limit, admission) or being decoded (kernels: the step's cost)."""

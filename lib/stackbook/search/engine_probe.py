@@ -1,0 +1,97 @@
+"""A measurement on a live engine: each configuration is its own engine process, started from the
+searched arm with the configuration's knob values and stopped after; the load is the capacity
+probe's closed loop (the protocol's prompts, warm-up, cool-down and prefix-cache preparation), so
+a configuration is measured exactly as the campaign's own capacity search measures a load.
+
+Every measurement keeps its records, engine log and configuration under the search's folder
+(`measurements/<configuration>-s<seed>/`); one already complete there is read back, not run
+again, so an interrupted search resumes without restarting an engine for what it has.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackbook.capacity.engine_probe import EngineProbe, probe_name, probe_requests
+from stackbook.engines import adapter_for
+from stackbook.evidence.rundir import RunDir
+from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.records import RecordWriter, read_records
+from stackbook.measure.sweep import tokenizer_for
+from stackbook.search import engine_model
+from stackbook.search.engine_model import Timing
+from stackbook.engines.knobs import Value
+from stackbook.search.step import Point, point_from_records, request_rows
+from stackbook.steps.session import ArmSession
+
+if TYPE_CHECKING:
+    from stackbook.search.engine_system import EngineSystem
+
+CONFIG_JSON = "configuration.json"
+
+
+def folder_name(config: dict[str, Value], seed: int, concurrency: int) -> str:
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{digest}-c{concurrency}-s{seed}"
+
+
+def measured_records(system: EngineSystem, config: dict[str, Value], seed: int, concurrency: int,
+                     folder: Path) -> tuple[list, float]:
+    """The measured requests of one configuration at `concurrency` clients, and the wall seconds
+    the measurement took (0 when read back from an earlier, complete one)."""
+    run = RunDir(folder / "measurements" / folder_name(config, seed, concurrency))
+    arm_dir = run.arm(system.arm).create()
+    (run.path / CONFIG_JSON).write_text(json.dumps({"configuration": config, "seed": seed,
+                                                     "concurrency": concurrency}, indent=1))
+    name, wanted = probe_name(seed, 1, concurrency), probe_requests(concurrency, system.requests)
+
+    def measured() -> list:
+        return [r for r in read_records(arm_dir.capacity_requests, latest_attempt=True)
+                if r.point == name and r.phase == Phase.MEASURE]
+
+    if len(measured()) >= wanted:
+        return measured(), 0.0
+    began = time.perf_counter()
+    arm = system.configured(config)
+    campaign = system.base
+    protocol = campaign.protocol_for(arm)
+    adapter = adapter_for(campaign, arm, log_path=arm_dir.path / "engine.log")
+    with adapter:
+        session = ArmSession(campaign, arm, protocol, run, arm_dir, adapter, started_here=True)
+        with RecordWriter(arm_dir.capacity_requests) as writer:
+            EngineProbe(session, seed, writer, tokenizer_for(session), f"search-{os.getpid()}")(concurrency, wanted)
+    return measured(), time.perf_counter() - began
+
+
+def measure_on_engine(system: EngineSystem, config: dict[str, Value], seed: int, folder: Path) -> Point:
+    """One point of the search: the configuration at the system's clients, judged by the SLO."""
+    records, spent = measured_records(system, config, seed, system.concurrency, folder)
+    slo = system.load().slo
+    point = point_from_records(records, slo.ttft_s, slo.tpot_s)
+    return point.model_copy(update={"duration_s": spent or point.duration_s})
+
+
+def timing(system: EngineSystem, config: dict[str, Value], concurrency: int, seed: int, folder: Path) -> Timing:
+    """Mean TTFT and TPOT at `concurrency` clients: a calibration point of the step model."""
+    rows = request_rows(measured_records(system, config, seed, concurrency, folder)[0])
+    slots = int(config[system.model_knobs()[0]])
+    return Timing(batch=min(concurrency, slots), ttft_s=sum(r[0] for r in rows) / len(rows),
+                  tpot_s=sum(r[1] for r in rows) / len(rows))
+
+
+def engine_searcher(system: EngineSystem, incumbent: dict[str, Value], folder: Path, seed: int):
+    """The loop's measure and predict for a live engine: the step model fitted on two calibration
+    points of the incumbent (one client, then the system's clients), each kept as a measurement."""
+    slots, threads = system.model_knobs()
+    one = timing(system, incumbent, 1, seed, folder)
+    many = timing(system, incumbent, system.concurrency, seed, folder)
+    costs = engine_model.fit(one, many, int(incumbent[threads]), os.cpu_count() or 1)
+    (folder / "step_model.json").write_text(json.dumps({"one_client": one.model_dump(), "clients": many.model_dump(),
+                                                        "fitted": costs.model_dump()}, indent=1))
+    load = system.load()
+    return (lambda cfg, sd: measure_on_engine(system, cfg, sd, folder),
+            lambda cfg: engine_model.predict(cfg, costs, load, slots, threads), engine_model.ERROR_FLOOR)

@@ -1,0 +1,59 @@
+"""`stackbook search` on a live llama-server: each configuration its own engine start, the step
+model fitted on two calibration points, then the baseline and one candidate measured in
+interleaved rounds. Few, short requests; no timing is asserted, only that every measurement ran
+on the engine configured as the step says and the report was written."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from stackbook.cli import app
+
+pytestmark = pytest.mark.engine
+
+CAMPAIGN = """
+name: search-base
+model: {source: embedded}
+protocol:
+  workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 4}
+  arrival: {kind: closed_loop, concurrency: [2]}
+  context_length: 512
+  warmup_requests: 0
+  slo: {ttft_ms: 60000, tpot_ms: 10000}
+arms:
+  - name: llama-cpp
+    engine: {kind: llama_cpp, threads: 1, parallel: 2}
+"""
+
+SEARCH = """
+name: search-test
+system: {kind: engine, campaign: BASE, arm: llama-cpp, concurrency: 2, requests: 3}
+search: {budget: {steps: 1, time_s: 600}, knobs: [engine.threads], rounds: 2, max_rounds: 2}
+"""
+
+
+def test_a_search_step_on_llama_server(real_engines, tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(CAMPAIGN)
+    search = tmp_path / "search.yaml"
+    search.write_text(SEARCH.replace("BASE", str(base)))
+    out = tmp_path / "out"
+    ran = CliRunner().invoke(app, ["search", str(search), "--out", str(out)])
+    assert ran.exit_code == 0, ran.output
+    steps = [json.loads(x) for x in (out / "search.jsonl").read_text().splitlines()]
+    assert [s["kind"] for s in steps][0] == "baseline" and steps[-1]["kind"] == "stop"
+    model = json.loads((out / "step_model.json").read_text())
+    assert model["one_client"]["batch"] == 1 and model["clients"]["batch"] == 2
+    assert model["fitted"]["threads"] == 1 and model["fitted"]["prefill_steps"] >= 1
+    configs = [json.loads(p.read_text()) for p in out.glob("measurements/*/configuration.json")]
+    threads = sorted({c["configuration"]["engine.threads"] for c in configs})
+    candidate = next((s for s in steps if s["kind"] == "candidate"), None)
+    assert threads == ([1, candidate["change"]["changes"]["engine.threads"]] if candidate else [1])
+    for folder in out.glob("measurements/*"):
+        cfg = json.loads((folder / "configuration.json").read_text())
+        log = (folder / "arms" / "llama-cpp" / "engine.log").read_text(errors="replace")
+        assert f"system_info: n_threads = {cfg['configuration']['engine.threads']} " in log  # the engine's own word
+        recs = [json.loads(x) for x in (folder / "arms" / "llama-cpp" / "capacity_requests.jsonl").open()]
+        assert sum(r["phase"] == "measure" for r in recs) >= 3 and all(r["error_class"] == "none" for r in recs)
+    report = (out / "search.md").read_text()
+    assert "## Final configuration against the default" in report

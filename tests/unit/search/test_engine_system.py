@@ -1,0 +1,71 @@
+"""A live engine as a searched system, without starting one: the campaign's arm found and checked,
+each configuration turned into the arm's engine settings or launch flags, and the step model
+fitted on two calibration points and read at other slots and threads."""
+import pytest
+
+from stackbook.config.errors import CampaignError
+from stackbook.search import engine_model as m
+from stackbook.search.campaign import load_search_campaign
+
+SEARCH = """
+name: probe
+system: {kind: engine, campaign: campaigns/quickstart.yaml, arm: ARM, concurrency: 4, requests: 32}
+search: {budget: {steps: 1}, knobs: KNOBS}
+"""
+
+
+def campaign(tmp_path, arm="llama-cpp", knobs="[engine.threads, engine.parallel, --flash-attn, arm label]"):
+    path = tmp_path / "search.yaml"
+    path.write_text(SEARCH.replace("ARM", arm).replace("KNOBS", knobs))
+    return load_search_campaign(path)
+
+
+def test_a_configuration_sets_engine_fields_and_launch_flags_and_leaves_defaults_alone(tmp_path):
+    c = campaign(tmp_path)
+    base = c.system.configured(c.incumbent())
+    assert (base.engine.threads, base.engine.parallel, base.engine.extra_args) == (1, 4, [])
+    changed = c.system.configured({**c.incumbent(), "engine.threads": 2, "--flash-attn": "on", "arm label": "b"})
+    assert (changed.engine.threads, changed.engine.parallel) == (2, 4)
+    assert changed.engine.extra_args == ["--flash-attn", "on"]
+    assert changed.name == "llama-cpp"
+
+
+def test_the_load_is_the_campaigns_reply_length_and_slo_at_the_searched_clients(tmp_path):
+    load = campaign(tmp_path).system.load()
+    assert (load.concurrency, load.output_tokens, load.ttft_ms, load.tpot_ms, load.requests) == (4, 16, 1500, 100, 32)
+
+
+def test_an_unknown_arm_a_kind_without_a_step_model_and_a_protocol_knob_are_refused(tmp_path):
+    with pytest.raises(CampaignError, match="system.arm: no arm 'nope' in campaigns/quickstart.yaml"):
+        campaign(tmp_path, arm="nope")
+    with pytest.raises(CampaignError, match="runs vllm_cpu, which declares no slots and threads knobs"):
+        campaign(tmp_path, arm="vllm-cpu")
+    with pytest.raises(CampaignError, match="no knob 'protocol.precision.kv_cache' on kind engine"):
+        campaign(tmp_path, knobs="[protocol.precision.kv_cache]")
+
+
+def test_the_step_line_goes_through_both_calibration_points():
+    one, four = m.Timing(batch=1, ttft_s=0.9, tpot_s=0.040), m.Timing(batch=4, ttft_s=1.6, tpot_s=0.070)
+    costs = m.fit(one, four, threads=1, cores=2)
+    assert costs.t1_ms == pytest.approx(10.0) and costs.t0_ms == pytest.approx(30.0)
+    assert costs.knee(4, 1).step_s(4) == pytest.approx(0.070) and costs.knee(4, 1).step_s(1) == pytest.approx(0.040)
+    assert costs.prefill_steps == 23  # (0.9 s - one step) / 40 ms, plus the step that yields the first token
+    assert costs.knee(4, 2).step_s(4) == pytest.approx(0.035)  # two threads on two cores: half the step
+    assert costs.knee(4, 8).step_s(4) == pytest.approx(0.035)  # more threads than cores: no faster
+    flat = m.fit(one, m.Timing(batch=4, ttft_s=1.0, tpot_s=0.030), threads=1, cores=2)
+    assert flat.t1_ms == 0 and flat.t0_ms == pytest.approx(40.0)  # a TPOT that fell with the batch: noise
+
+
+def test_the_model_ranks_more_cores_ahead_and_never_more_threads_than_cores(tmp_path):
+    c = campaign(tmp_path)
+    load = c.system.load().model_copy(update={"ttft_ms": 5000})
+    costs = m.fit(m.Timing(batch=1, ttft_s=0.5, tpot_s=0.040), m.Timing(batch=4, ttft_s=0.8, tpot_s=0.070), 1, 2)
+
+    def goodput(threads, slots):
+        return m.predict({"engine.threads": threads, "engine.parallel": slots}, costs, load,
+                         "engine.parallel", "engine.threads")
+
+    assert goodput(2, 4) == pytest.approx(2 * goodput(1, 4))
+    assert goodput(4, 4) == goodput(2, 4)
+    assert goodput(1, 8) == goodput(1, 4)  # four clients fill four slots: more slots change nothing
+    assert goodput(1, 2) < goodput(1, 4)
