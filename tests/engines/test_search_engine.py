@@ -17,6 +17,7 @@ model: {source: embedded}
 protocol:
   workload: {kind: synthetic, prompt_tokens: 32, output_tokens: 4}
   arrival: {kind: closed_loop, concurrency: [2]}
+  requests_per_point: 39  # the campaign's own sweep would hold c2; the search measures system.requests
   context_length: 512
   warmup_requests: 0
   slo: {ttft_ms: 60000, tpot_ms: 10000}

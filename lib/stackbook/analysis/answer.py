@@ -15,6 +15,7 @@ from stackbook.analysis.comparison import load_unit
 from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text, weak_note
 from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_to_decide
 from stackbook.config.protocol import Slo
+from stackbook.measure.validity import SCHEDULE_STRAY
 
 AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
 NO_SPREAD = "one repetition per arm measures no run-to-run spread"
@@ -155,6 +156,22 @@ def capacity_leader(analysis: dict) -> str:
     return f"; inside the SLO {rows[0]['arm']} carries the most load ({rows[0]['lower']:g} against {rest})"
 
 
+def offered_note(analysis: dict) -> str:
+    """Where an open loop's seeded schedules strayed from the rates named (beyond SCHEDULE_STRAY),
+    the rates they sent: a load reads at what the engine was offered."""
+    sent: dict[float, list[float]] = {}
+    for p in analysis.get("points") or []:
+        if p.get("rate") and p.get("scheduled_rate_rps"):
+            sent.setdefault(p["rate"], []).append(p["scheduled_rate_rps"])
+    strayed = [(rate, sorted(xs)) for rate, xs in sorted(sent.items())
+               if any(abs(x / rate - 1) > SCHEDULE_STRAY for x in xs)]
+    if not strayed:
+        return ""
+    spans = [f"{rate:g} as {xs[0]:.3g}" + (f" to {xs[-1]:.3g}" if f"{xs[0]:.3g}" != f"{xs[-1]:.3g}" else "")
+             for rate, xs in strayed]
+    return f" The seeded schedules sent {', '.join(spans)} req/s."
+
+
 def which_arm(analysis: dict) -> str:
     """Which arm to run and by how much on the primary figure, at which loads, or why none."""
     clauses = leads(analysis)
@@ -164,7 +181,8 @@ def which_arm(analysis: dict) -> str:
         return f"None can be named from this run: {why}; fewer than two accepted, comparable arms were compared."
     figure = COMPARED_BY_NAME[primary_of(analysis)].label
     out = f" Not ranked: {', '.join(kept_out)}." if kept_out else ""
-    return f"On {figure}, the preregistered primary figure: run {clauses}{capacity_leader(analysis)}.{out}"
+    return (f"On {figure}, the preregistered primary figure: run {clauses}{capacity_leader(analysis)}."
+            f"{offered_note(analysis)}{out}")
 
 
 # --- how sure -------------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def test_arms_no_one_beats_are_named_together_with_what_lies_between_them():
     assert said["Which arm"] == ("On TPOT p50, the preregistered primary figure: run fast "
                                  "or fast-again at offered rate "
                                  "0.4 req/s (between them undecided: -21% to +23%) and 0.8 (between them undecided: "
-                                 "-17% to +44%).")
+                                 "-17% to +44%). The seeded schedules sent 0.4 as 0.351, 0.8 as 0.703 req/s.")
     assert "the stopping rule watched TPOT p50 only" in said["How sure"] and "97.5% intervals" in said["How sure"]
     assert "7 more in the decision table" in said["How sure"]
     assert "first or second at concurrency 1 (between them no difference beyond the margin: -7% to +6%)" in \
@@ -159,3 +159,17 @@ def test_other_runs_leave_out_the_run_itself_and_a_copy_of_it(tmp_path):
     assert [o.name for o in other_runs(OUTPUTS_DIR / "quickstart/avx2-host", "quickstart")] == ["quickstart/reference"]
     copy = copy_committed_run_to(tmp_path / "quickstart" / "reference", "quickstart", ignore=("*.ipynb", "arms"))
     assert [o.name for o in other_runs(copy, "quickstart")] == ["quickstart/avx2-host"]
+
+
+def test_a_rate_whose_seeded_schedules_strayed_reads_at_what_they_sent():
+    points = [{"rate": 0.4, "scheduled_rate_rps": 0.3516}, {"rate": 0.4, "scheduled_rate_rps": 0.3516},
+              {"rate": 0.8, "scheduled_rate_rps": 0.7029}, {"rate": 0.8, "scheduled_rate_rps": 0.77},
+              {"rate": 2.0, "scheduled_rate_rps": 1.9}]  # 5% off: within the stray, not named
+    said = answer.offered_note({"points": points})
+    assert said == " The seeded schedules sent 0.4 as 0.352, 0.8 as 0.703 to 0.77 req/s."
+    assert answer.offered_note({"points": [{"concurrency": 2, "load": 2}]}) == ""
+
+
+def test_the_known_effect_run_names_the_rates_its_schedules_sent():
+    assert sentences("known-effect/reference")["Which arm"].endswith(
+        " The seeded schedules sent 0.4 as 0.351, 0.8 as 0.703 req/s.")
