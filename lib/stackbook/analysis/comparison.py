@@ -83,12 +83,11 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     cols = ["arm", "label", "status", "discarded", "discard_rule", "load", "repetition", "concurrency", "rate",
-            "scheduled_rate_rps", "speedup",
-            "completed", *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50", "p95", "p99")),
+            "scheduled_rate_rps", "speedup", "completed",
+            *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50", "p95", "p99")),
             "output_throughput_tok_s", "goodput_rps", "slo_attainment"]
-    kept = [c for c in cols if c in df.columns]
-    decimals = {c: 4 if c == "scheduled_rate_rps" else 2 for c in kept}  # a schedule's own rate, as sent
-    return df[kept].sort_values(["load", "arm"]).round(decimals).reset_index(drop=True)
+    decimals = {c: 4 if c == "scheduled_rate_rps" else 2 for c in cols}  # the answer quotes a schedule's own rate
+    return df[[c for c in cols if c in df.columns]].sort_values(["load", "arm"]).round(decimals).reset_index(drop=True)
 
 
 def not_ranked_lines(df: pd.DataFrame, fairness: pd.DataFrame) -> list[str]:

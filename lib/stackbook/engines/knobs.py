@@ -13,7 +13,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Layer = Literal["runtime", "kernels", "host execution", "orchestration"]
-LAYERS: tuple[Layer, ...] = ("runtime", "kernels", "host execution", "orchestration")
 Value = int | float | str | bool
 
 

@@ -75,11 +75,11 @@ def test_a_point_of_an_agent_trace_records_the_implied_rate_per_depth():
     p = protocol({"kind": "trace", "path": AGENTX, "format": "weka", "length_scale": 0.5, "order": "session"},
                  context_length=2048)
     load = p.arrival.loads()[0]
-    depth_of = implied["depth_of"] if (implied := p.arrival.implied_reuse()) else []
+    implied = p.arrival.implied_reuse()
+    depth_of = implied["depth_of"]
     # replies at depth 0 reported a quarter of their prompt cached, at depth 1 three quarters
     records = [request_record(request_index=i, sent_s=i, end_s=i + 0.5, prompt_tokens_server=100,
                               cached_prompt_tokens=75 if depth_of[i] else 25) for i in range(20)]
-    implied = p.arrival.implied_reuse()
     s = point_figures(p, load, 0, records, readings=None, earlier={"prefix_cache": {"policy": "x"}}, sentinels=[],
                       sent={}, trace_lengths=None, implied=implied)
     pc = s["prefix_cache"]
