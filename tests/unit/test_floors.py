@@ -30,7 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("model", "cli_setup", "gate"),
     ("report_page", "engines", "loadgen", "notebook_execution", "papermill_sources"),
     ("lab", "evidence", "sizing", "notebook_sources"),
-    ("locations", "host", "browser", "cli_common"),
+    ("locations", "host", "browser", "cli_common", "stats"),
     ("__init__",),  # the package's own __init__.py
 )
 
@@ -44,7 +44,6 @@ CLIMBS: dict[tuple[str, str], str] = {
     ("loadgen.plans", "measure.validity"): "each point plan carries the validity rule of its loop",
     ("loadgen.replay", "measure.metric_definitions"): "a replay's schedule lag is the metric's own definition",
     ("loadgen.sent", "config.protocol"): "the sent bodies' digests read the protocol's decoding settings",
-    ("sizing.hardware", "measure.metrics"): "the measured CPU bandwidth carries the metrics' mean and t-interval",
 }
 
 

@@ -22,7 +22,7 @@ from stackbook.config.arrival_patterns import ArrivalLaw
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RequestRecord, read_records
 from stackbook.measure.metric_definitions import rate_rps, ttft_ms
-from stackbook.measure.metrics import mean_ci95
+from stackbook.stats import mean_ci95
 
 SERVED_IN_WINDOW = (Phase.MEASURE, Phase.SENTINEL)  # the load the server saw while the measured requests ran
 BATCHES_FOR_CI = 10

@@ -24,6 +24,7 @@ from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.plans import ClosedPlan
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metrics import request_metrics
+from stackbook.stats import sample_percentile
 
 STREAM_LADDER = [16, 64, 256, 512, 1024]
 TRUTH = Pacing(ttft_ms=50.0, gap_ms=10.0)
@@ -63,7 +64,7 @@ def percentiles(values, key: str) -> dict:
     v = np.asarray(list(values), float)
     if v.size == 0:
         return {f"{key}_p50": None, f"{key}_p99": None}
-    return {f"{key}_p50": round(float(np.percentile(v, 50)), 3), f"{key}_p99": round(float(np.percentile(v, 99)), 3)}
+    return {f"{key}_p50": round(sample_percentile(v, 50), 3), f"{key}_p99": round(sample_percentile(v, 99), 3)}
 
 
 def truth_of(stream: dict) -> dict:

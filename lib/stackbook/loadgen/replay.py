@@ -31,6 +31,7 @@ from stackbook.loadgen.sent import SentRequest, SentWriter, point_digests, read_
 from stackbook.loadgen.sent_content import is_redacted
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metric_definitions import schedule_lag_s
+from stackbook.stats import sample_percentile
 
 # Body fields request_body() writes itself; everything else is passed through as recorded.
 _BUILT = ("model", "messages", "stream", "stream_options")
@@ -103,13 +104,6 @@ class Replay(BaseModel):
     points: dict[str, ReplayedPoint]
 
 
-def _p99(values: list[float]) -> float:
-    if not values:
-        return 0.0
-    v = sorted(values)
-    return v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))]
-
-
 def replay_arm(run_dir, arm: str, *, points: list[str] | None = None, endpoint: str | None = None,
                headers: dict | None = None, run_id: str | None = None, timeout_s: float = 120.0,
                start_engine=None, route: dict | None = None) -> RunDir:
@@ -168,8 +162,8 @@ def replay_arm(run_dir, arm: str, *, points: list[str] | None = None, endpoint: 
             bodies_sha256=digests[p]["bodies_sha256"],
             original_bodies_sha256=original_digests[p]["bodies_sha256"],
             identical_bodies=digests[p]["bodies_sha256"] == original_digests[p]["bodies_sha256"],
-            send_offset_ms_p99=round(1000 * _p99([max(0.0, schedule_lag_s(s))
-                                                  for s in replayed_sent if s.point == p]), 3))
+            send_offset_ms_p99=round(1000 * (sample_percentile(
+                [max(0.0, schedule_lag_s(s)) for s in replayed_sent if s.point == p], 99) or 0.0), 3))
         for p in chosen})
     write_model(replay.replay, result)
     return replay

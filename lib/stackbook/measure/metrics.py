@@ -18,6 +18,7 @@ import pandas as pd
 from stackbook.loadgen.records import RequestRecord
 from stackbook.loadgen.phases import MEASURED_LOAD, Phase
 from stackbook.measure.steady_state import GREW, TOO_FEW, steady_state
+from stackbook.stats import mean_ci95, sample_percentile
 from stackbook.measure.metric_definitions import (
     INTERVAL,
     METRICS,
@@ -64,17 +65,8 @@ def _stats(values, prefix: str) -> dict:
     if v.size == 0:
         return {f"{prefix}_{k}": None for k in STATISTICS}
     out = {f"{prefix}_mean": float(v.mean()), f"{prefix}_max": float(v.max())}
-    out.update({f"{prefix}_{k}": float(np.percentile(v, percentile(k))) for k in STATISTICS if percentile(k)})
+    out.update({f"{prefix}_{k}": sample_percentile(v, percentile(k)) for k in STATISTICS if percentile(k)})
     return out
-
-
-def mean_ci95(values) -> tuple[float | None, float | None]:
-    """Mean and the half-width of its 95% confidence interval (t distribution)."""
-    v = np.asarray([x for x in values if x is not None], float)
-    if v.size < 2:
-        return (float(v.mean()) if v.size else None, None)
-    from scipy import stats as st  # noqa: PLC0415 - scipy is only needed here
-    return float(v.mean()), float(st.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
 def meets_slo(row: dict, slo) -> bool:
@@ -304,8 +296,8 @@ def peer_definitions(records: list[RequestRecord]) -> pd.DataFrame:
             rows[tool][label] = {"definition": definition, "p50": pick(0.5), "mean": float(np.average(v, weights=w)),
                                  "p99": pick(0.99)}
         else:
-            rows[tool][label] = {"definition": definition, "p50": float(np.percentile(v, 50)),
-                                 "mean": float(v.mean()), "p99": float(np.percentile(v, 99))}
+            rows[tool][label] = {"definition": definition, "p50": sample_percentile(v, 50),
+                                 "mean": float(v.mean()), "p99": sample_percentile(v, 99)}
 
     put("stackbook", "TTFT", ttft, "first content chunk - sent")
     put("stackbook", "chunk ITL", itl_chunks, "gap between content chunks, pooled")

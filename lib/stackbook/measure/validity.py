@@ -40,6 +40,16 @@ def offered_words(configured: float, scheduled: list[float]) -> str:
     return f"offered rate {configured:g} (its seeded schedules offered {span}{flag})"
 
 
+def sent_label(configured: float, scheduled: list[float]) -> str:
+    """A rate as a label: the rate named, and beside it what the seeded schedules sent where one
+    strayed beyond SCHEDULE_STRAY ("0.4 (sent 0.351)"), so an axis or table reads at the load offered."""
+    got = sorted(x for x in scheduled if x is not None and x == x)
+    if not any(abs(x / configured - 1) > SCHEDULE_STRAY for x in got):
+        return f"{configured:g}"
+    span = f"{got[0]:.3g}" if f"{got[0]:.3g}" == f"{got[-1]:.3g}" else f"{got[0]:.3g}-{got[-1]:.3g}"
+    return f"{configured:g} (sent {span})"
+
+
 def rate_strayed(scheduled_rate_rps: float | None, achieved_rate_rps: float | None) -> bool:
     return bool(scheduled_rate_rps and achieved_rate_rps
                 and abs(achieved_rate_rps - scheduled_rate_rps) > RATE_TOLERANCE * scheduled_rate_rps)

@@ -65,7 +65,7 @@ def measure_cpu_bandwidth(trials: int = BANDWIDTH_TRIALS, buffer_bytes: int = BA
 
     import numpy as np
 
-    from stackbook.measure.metrics import mean_ci95
+    from stackbook.stats import mean_ci95
 
     a = np.ones(buffer_bytes // 8)
     b = np.empty_like(a)

@@ -11,7 +11,7 @@ from stackbook.config.arrival_patterns import ArrivalLaw
 from stackbook.analysis import open_loop_waits as olw
 from stackbook.analysis import queueing
 from stackbook.config.loading import parse_campaign
-from stackbook.measure.metrics import mean_ci95
+from stackbook.stats import mean_ci95
 
 from tests.support.records import request_record
 

@@ -109,7 +109,7 @@ def demand_ci(sweep: dict, point: str, engine: dict, log_text: str = "") -> dict
     reps = [r for r in reps if r]
     if len(reps) < 2:
         return {}
-    from stackbook.measure.metrics import mean_ci95
+    from stackbook.stats import mean_ci95
     out = {}
     for name in {c.name for r in reps for c in r}:
         out[name] = mean_ci95([c.adjusted_ms for r in reps for c in r if c.name == name])[1]
