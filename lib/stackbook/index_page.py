@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from stackbook.analysis.answer import how_sure, which_arm
-from stackbook.analysis.answer_facts import run_facts
+from stackbook.analysis.answer import answer
+from stackbook.analysis.answer_facts import other_runs, run_facts
 from stackbook.analysis.comparison import load_unit
 from stackbook.evidence.files import read_json
 from stackbook.evidence.rundir import REPORT, ComparisonDir, OutputsRoot, RunDir
@@ -39,7 +39,7 @@ class RunEntry(BaseModel):
     decisions: list[dict] = []
     load_unit: str = "concurrency"  # the verdict's name for a decision's load (analysis.comparison.load_unit)
     pages: dict[str, str] = {}  # notebook page -> path relative to outputs/
-    answer: list[str] = []  # the report's first two answers: which arm, how sure (analysis.answer)
+    answer: list[str] = []  # the report's five answers, as its first screen words them (analysis.answer)
 
 
 def isa_summary(flags: list[str] | str | None) -> str:
@@ -123,7 +123,8 @@ def run_entry(path: Path, outputs: Path = OUTPUTS_DIR) -> RunEntry | None:
                     arms={n: str(a.get("label", "-")) for n, a in (analysis.get("arms") or {}).items()}
                     or {n: a.get("status", "-") for n, a in (manifest.get("arms") or {}).items()},
                     pages=_pages(path, outputs),
-                    answer=[f"Which arm? {which_arm(analysis)}", f"How sure? {how_sure(facts)}"] if analysis else [])
+                    answer=[f"{s.question}? {s.text}" for s in answer(facts, other_runs(path, manifest["campaign"],
+                                                                                      outputs))] if analysis else [])
 
 
 def index_entries(outputs: Path = OUTPUTS_DIR) -> list[RunEntry]:
@@ -158,7 +159,7 @@ def _decision(e: RunEntry) -> str:
 
 
 def _answer(e: RunEntry) -> str:
-    """The report's first answers, as its first screen words them, above the whole decision."""
+    """The report's answers, as its first screen words them, above the whole decision."""
     parts = [line.partition("? ") for line in e.answer]
     return "".join(f"<p><b>{html.escape(q)}?</b> {html.escape(text)}</p>" for q, _, text in parts)
 

@@ -24,14 +24,18 @@ def test_each_line_names_its_load_and_pair_and_the_summary_counts_them_all(run, 
     assert (f"{ranked} ranked" in summary) == (ranked > 0)
 
 
-def test_each_runs_line_opens_on_the_reports_first_two_answers():
-    """The dashboard says which arm and how sure as the report's first screen does, above the whole decision."""
+def test_each_runs_line_opens_on_the_reports_five_answers():
+    """The dashboard answers as the report's first screen does, above the whole decision: which arm,
+    how sure, inside which SLO, at what cost, on which host."""
     from stackbook.index_page import _row
 
     entry = run_entry(OUTPUTS_DIR / "capacity/reference")
-    assert entry.answer[0].startswith("Which arm? On output throughput, the preregistered primary figure: run "
-                                      "llama-cpp at concurrency 1 (29% higher than vllm-cpu, 21% to 37%)")
-    assert entry.answer[1].startswith("How sure? 2 rounds of every arm (each took 8.1 and 7.2 min;")
+    assert [a.partition("? ")[0] for a in entry.answer] == [
+        "Which arm", "How sure", "Inside which SLO", "At what cost", "On which host"]
+    assert entry.answer[0].startswith("Which arm? On output throughput, the preregistered primary figure: run ")
+    assert "TTFT ≤ 1000 ms" in entry.answer[2] or "TTFT ≤ 1,000 ms" in entry.answer[2], entry.answer[2]
+    assert "$0.085 an hour" in entry.answer[3] and "AMD EPYC" in entry.answer[4]
     row = _row(entry)
-    assert row.index("<b>Which arm?</b>") < row.index("<b>How sure?</b>") < row.index("<details>")
+    assert row.index("<b>Which arm?</b>") < row.index("<b>How sure?</b>") < row.index("<b>On which host?</b>") \
+        < row.index("<details>")
     assert run_entry(OUTPUTS_DIR / "quickstart/compare-reference-vs-avx2-host").answer == []

@@ -14,6 +14,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from stackbook.measure.validity import sent_label
+
 STYLE = "whitegrid"
 UNRANKED_MARKER = dict(marker="X", s=90, color="black", zorder=6)
 
@@ -120,9 +122,16 @@ def _mark_unranked(ax, df: pd.DataFrame, x: str, y: str, legend: bool = True) ->
                    **{**UNRANKED_MARKER, "marker": marker})
 
 
-def integer_load_ticks(ax, df: pd.DataFrame) -> None:
-    """A closed loop's load is a count of clients: ticks at the levels measured, never at 1.5."""
+def load_ticks(ax, df: pd.DataFrame) -> None:
+    """A closed loop's load is a count of clients: ticks at the levels measured, never at 1.5. An
+    open loop's ticks sit at the rates named, each labelled with what its seeded schedules sent
+    where they strayed (measure.validity.sent_label)."""
     if "rate" in df and df["rate"].notna().any():
+        if "scheduled_rate_rps" in df and "load" in df:
+            rates = sorted({float(v) for v in df["load"].dropna()})
+            ax.set_xticks(rates)
+            ax.set_xticklabels([sent_label(r, list(df.loc[df["load"] == r, "scheduled_rate_rps"])) for r in rates])
+            ax.xaxis.set_minor_locator(NullLocator())
         return
     levels = sorted({float(v) for v in df["load"].dropna()}) if "load" in df else []
     if levels and all(v.is_integer() for v in levels):

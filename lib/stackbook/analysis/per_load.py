@@ -78,6 +78,7 @@ def load_table(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
         n = per_repetition_requests(g)
         row = {"arm": arm, "label": g["label"].iloc[0], "load": load, "repetitions": len(g),
                "rate": g["rate"].iloc[0] if "rate" in g else None,  # an open loop's: its figures' axis says so
+               "scheduled_rate_rps": g["scheduled_rate_rps"].mean() if "scheduled_rate_rps" in g else None,
                "requests": sum(n), "requests_per_repetition": min(n) if n else 0,
                "status": ("accepted" if (arm, load) in ranked_keys else
                           "; ".join(sorted({s for s in g["status"] if s != Label.ACCEPTED.value}))),

@@ -18,7 +18,7 @@ from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and a
     _save,
     alt_text,
     carried_tail,
-    integer_load_ticks,
+    load_ticks,
     load_axis,
     point_status,
     scale_axis,  # tail_name: the tables name their tails with it
@@ -47,7 +47,7 @@ def latency_vs_load(df: pd.DataFrame, out_dir: Path | None = None, metric: str =
             ax.plot(g["load"], g[column], "--s", color=line.get_color(), label=f"{name} {tail}")
     _mark_unranked(ax, df, "load", f"{metric}_p50")
     _mark_unranked(ax, df, "load", column, legend=False)
-    integer_load_ticks(ax, df)
+    load_ticks(ax, df)
     if column == f"{metric}_p50":
         ax.set_title(tail)
     scale = scale_axis(ax, pd.concat([df[f"{metric}_p50"], df[column]]))
@@ -63,7 +63,7 @@ def throughput_vs_concurrency(df: pd.DataFrame, out_dir: Path | None = None):
     for name, g in _per_arm(df):
         ax.plot(g["load"], g["output_throughput_tok_s"], "-o", label=name)
     _mark_unranked(ax, df, "load", "output_throughput_tok_s")
-    integer_load_ticks(ax, df)
+    load_ticks(ax, df)
     ax.set_ylim(bottom=0)  # from zero: a gap of 1 tok/s between 12 and 13 is noise, and must look it
     return _finish(fig, ax, out_dir, "throughput_vs_concurrency", "Throughput vs load", load_axis(df),
                    "output throughput (tokens / s)")
@@ -102,7 +102,7 @@ def headline(df: pd.DataFrame, out_dir: Path | None = None):
     _mark_unranked(left, df, "load", column, legend=False)
     _mark_unranked(right, df, "load", "output_throughput_tok_s")
     for ax in (left, right):
-        integer_load_ticks(ax, df)
+        load_ticks(ax, df)
         ax.set_xlabel(load_axis(df))
         ax.grid(alpha=0.3)
     scale = scale_axis(left, df[column])

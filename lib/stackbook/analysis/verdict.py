@@ -28,7 +28,7 @@ from stackbook.analysis.pairing import pairable_rounds, rounds_left_out
 from stackbook.evidence.label import Label
 from stackbook.measure.metric_definitions import figure
 from stackbook.measure.slo_bounds import PROVEN, REFUTED, UNDECIDED, AttainmentClaim, attainment_claim
-from stackbook.measure.validity import offered_words
+from stackbook.measure.validity import offered_words, sent_label
 from stackbook.analysis.per_load import (  # noqa: F401 - the notebooks read the per-load table through verdict
     SHOWN, _cells, display_table, figure_text, load_table, per_repetition_requests)
 
@@ -250,10 +250,19 @@ def slo_capacity(table: pd.DataFrame, attainment: float, confidence: float = 0.9
                      "undecided, and what would decide it": undecided_text(open_claims), **over,
                      "goodput there (req/s)": round(best["goodput_rps"], 3) if best is not None else None,
                      "highest load tested": g["load"].max(),
+                     **sent_column(g),
                      "requests per load": int(g["requests"].max()),
                      "points left out": ", ".join(f"{ld:g} ({st})" for ld, st in zip(g["load"], g["status"])
                                                   if st != "accepted")})
     return pd.DataFrame(rows).set_index("arm") if rows else pd.DataFrame()
+
+
+def sent_column(g: pd.DataFrame) -> dict:
+    """An open loop's loads as the seeded schedules sent them, where any strayed from the rate named."""
+    if "scheduled_rate_rps" not in g or "rate" not in g or not g["rate"].notna().any():
+        return {}
+    labels = [sent_label(r, list(g.loc[g["load"] == r, "scheduled_rate_rps"])) for r in sorted(g["load"].unique())]
+    return {"rates as sent (req/s)": ", ".join(labels)} if any("sent" in x for x in labels) else {}
 
 
 OVER_SATURATED = "outside by its growing queue (not binomial)"
