@@ -20,6 +20,7 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
     from stackbook.config.errors import CampaignError
     from stackbook.locations import REPO_ROOT
     from stackbook.search.campaign import load_search_campaign
+    from stackbook.search.carried_load import NothingCarried, carried_words, read_carried
     from stackbook.search.loop import Plan, run_search
     from stackbook.search.report import report_text
 
@@ -36,7 +37,10 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
         return
     folder = out or REPO_ROOT / "outputs" / "search" / c.name
     folder.mkdir(parents=True, exist_ok=True)
-    measure, predict, error_floor = c.system.searcher(c.incumbent(), folder, seed)
+    try:
+        measure, predict, error_floor = c.system.searcher(c.incumbent(), folder, seed)
+    except NothingCarried as err:
+        fail(str(err))
     plan = Plan(
         knobs=knobs,
         incumbent=c.incumbent(),
@@ -49,6 +53,7 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
         error_floor=error_floor,
     )
     steps = run_search(measure, predict, plan, folder / "search.jsonl", seed)
-    text = report_text(c.name, steps, knobs, c.incumbent())
+    found = read_carried(folder)
+    text = report_text(c.name, steps, knobs, c.incumbent(), carried_words(found) if found else None)
     (folder / "search.md").write_text(text)
     typer.echo(text)

@@ -1,7 +1,8 @@
-"""`stackbook search` on a live llama-server: each configuration its own engine start, the step
-model fitted on two calibration points, then the baseline and one candidate measured in
-interleaved rounds. Few, short requests; no timing is asserted, only that every measurement ran
-on the engine configured as the step says and the report was written."""
+"""`stackbook search` on a live llama-server: the load the incumbent carries found by the
+campaign's capacity search, each configuration its own engine start, the step model fitted on two
+calibration points, then the baseline and one candidate measured in interleaved rounds. Few, short
+requests; no timing is asserted, only that every measurement ran on the engine configured as the
+step says and the report was written."""
 import json
 
 import pytest
@@ -20,7 +21,8 @@ protocol:
   requests_per_point: 39  # the campaign's own sweep would hold c2; the search measures system.requests
   context_length: 512
   warmup_requests: 0
-  slo: {ttft_ms: 60000, tpot_ms: 10000}
+  slo: {ttft_ms: 60000, tpot_ms: 10000, attainment: 0.5}
+  capacity: {start: 2, max_load: 2, requests: 39, max_requests: 39, max_probes: 1}
 arms:
   - name: llama-cpp
     engine: {kind: llama_cpp, threads: 1, parallel: 2}
@@ -28,7 +30,7 @@ arms:
 
 SEARCH = """
 name: search-test
-system: {kind: engine, campaign: BASE, arm: llama-cpp, concurrency: 2, requests: 3}
+system: {kind: engine, campaign: BASE, arm: llama-cpp, concurrency: carried, requests: 3}
 search: {budget: {steps: 1, time_s: 600}, knobs: [engine.threads], rounds: 2, max_rounds: 2}
 """
 
@@ -43,6 +45,9 @@ def test_a_search_step_on_llama_server(real_engines, tmp_path):
     assert ran.exit_code == 0, ran.output
     steps = [json.loads(x) for x in (out / "search.jsonl").read_text().splitlines()]
     assert [s["kind"] for s in steps][0] == "baseline" and steps[-1]["kind"] == "stop"
+    carried = json.loads((out / "carried_load.json").read_text())
+    assert (carried["concurrency"], carried["upper"]) == (2, None)
+    assert [p["verdict"] for p in carried["probes"]] == ["inside"]
     model = json.loads((out / "step_model.json").read_text())
     assert model["one_client"]["batch"] == 1 and model["clients"]["batch"] == 2
     assert model["fitted"]["threads"] == 1 and model["fitted"]["prefill_steps"] >= 1
@@ -50,7 +55,7 @@ def test_a_search_step_on_llama_server(real_engines, tmp_path):
     threads = sorted({c["configuration"]["engine.threads"] for c in configs})
     candidate = next((s for s in steps if s["kind"] == "candidate"), None)
     assert threads == ([1, candidate["change"]["changes"]["engine.threads"]] if candidate else [1])
-    for folder in out.glob("measurements/*"):
+    for folder in out.glob("measurements/*-c*-s*"):
         cfg = json.loads((folder / "configuration.json").read_text())
         log = (folder / "arms" / "llama-cpp" / "engine.log").read_text(errors="replace")
         assert f"system_info: n_threads = {cfg['configuration']['engine.threads']} " in log  # the engine's own word
@@ -58,3 +63,4 @@ def test_a_search_step_on_llama_server(real_engines, tmp_path):
         assert sum(r["phase"] == "measure" for r in recs) >= 3 and all(r["error_class"] == "none" for r in recs)
     report = (out / "search.md").read_text()
     assert "## Final configuration against the default" in report
+    assert "Measured at 2 closed-loop clients: the highest load the incumbent was proven to carry" in report

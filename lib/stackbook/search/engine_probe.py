@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +24,6 @@ from stackbook.evidence.rundir import RunDir
 from stackbook.loadgen.phases import Phase
 from stackbook.loadgen.records import RecordWriter, read_records
 from stackbook.measure.sweep import tokenizer_for
-from stackbook.search import engine_model
 from stackbook.search.engine_model import Timing
 from stackbook.engines.knobs import Value
 from stackbook.search.step import Point, point_from_records, request_rows
@@ -56,15 +57,23 @@ def measured_records(system: EngineSystem, config: dict[str, Value], seed: int, 
     if len(measured()) >= wanted:
         return measured(), 0.0
     began = time.perf_counter()
+    with engine_probe(system, config, run, seed) as probe:
+        probe(concurrency, wanted)
+    return measured(), time.perf_counter() - began
+
+
+@contextmanager
+def engine_probe(system: EngineSystem, config: dict[str, Value], run: RunDir, seed: int) -> Iterator[EngineProbe]:
+    """The capacity probe on an engine started with this configuration, its records appended
+    under `run`; the engine stopped when the block ends."""
     arm = system.configured(config)
     campaign = system.base
-    protocol = campaign.protocol_for(arm)
+    arm_dir = run.arm(system.arm).create()
     adapter = adapter_for(campaign, arm, log_path=arm_dir.path / "engine.log")
     with adapter:
-        session = ArmSession(campaign, arm, protocol, run, arm_dir, adapter, started_here=True)
+        session = ArmSession(campaign, arm, campaign.protocol_for(arm), run, arm_dir, adapter, started_here=True)
         with RecordWriter(arm_dir.capacity_requests) as writer:
-            EngineProbe(session, seed, writer, tokenizer_for(session), f"search-{os.getpid()}")(concurrency, wanted)
-    return measured(), time.perf_counter() - began
+            yield EngineProbe(session, seed, writer, tokenizer_for(session), f"search-{os.getpid()}")
 
 
 def measure_on_engine(system: EngineSystem, config: dict[str, Value], seed: int, folder: Path) -> Point:
@@ -81,17 +90,3 @@ def timing(system: EngineSystem, config: dict[str, Value], concurrency: int, see
     slots = int(config[system.model_knobs()[0]])
     return Timing(batch=min(concurrency, slots), ttft_s=sum(r[0] for r in rows) / len(rows),
                   tpot_s=sum(r[1] for r in rows) / len(rows))
-
-
-def engine_searcher(system: EngineSystem, incumbent: dict[str, Value], folder: Path, seed: int):
-    """The loop's measure and predict for a live engine: the step model fitted on two calibration
-    points of the incumbent (one client, then the system's clients), each kept as a measurement."""
-    slots, threads = system.model_knobs()
-    one = timing(system, incumbent, 1, seed, folder)
-    many = timing(system, incumbent, system.concurrency, seed, folder)
-    costs = engine_model.fit(one, many, int(incumbent[threads]), os.cpu_count() or 1)
-    (folder / "step_model.json").write_text(json.dumps({"one_client": one.model_dump(), "clients": many.model_dump(),
-                                                        "fitted": costs.model_dump()}, indent=1))
-    load = system.load()
-    return (lambda cfg, sd: measure_on_engine(system, cfg, sd, folder),
-            lambda cfg: engine_model.predict(cfg, costs, load, slots, threads), engine_model.ERROR_FLOOR)

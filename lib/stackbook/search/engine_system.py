@@ -24,6 +24,7 @@ from stackbook.search.knee import KneeLoad
 from stackbook.engines.knobs import Knob, Value
 
 NOT_SEARCHED_PREFIX = "protocol."
+CARRIED = "carried"  # the concurrency the incumbent is proven to carry, found before the first step
 
 
 class EngineSystem(BaseModel):
@@ -33,7 +34,9 @@ class EngineSystem(BaseModel):
     kind: Literal["engine"]
     campaign: str = Field(description="the campaign file whose arm is searched (its protocol fixes prompts and SLO)")
     arm: str = Field(description="the arm whose engine is started with each configuration")
-    concurrency: int = Field(ge=1, description="closed-loop clients every configuration is measured at")
+    concurrency: int | Literal["carried"] = Field(
+        description="closed-loop clients every configuration is measured at; `carried`: the highest the "
+                    "incumbent is proven to carry inside the SLO, found by the campaign's capacity search first")
     requests: int = Field(ge=1, description="measured requests per measurement")
 
     @cached_property
@@ -53,6 +56,12 @@ class EngineSystem(BaseModel):
             raise ValueError(f"system.campaign: {err}") from None
         if self.arm not in names:
             raise ValueError(f"system.arm: no arm {self.arm!r} in {self.campaign}; its arms are {', '.join(names)}")
+        if isinstance(self.concurrency, int) and self.concurrency < 1:
+            raise ValueError(f"system.concurrency: {self.concurrency} clients; name 1 or more, or `{CARRIED}`")
+        if self.concurrency == CARRIED and self.base.protocol_for(self.base_arm).capacity is None:
+            raise ValueError(f"system.concurrency: `{CARRIED}` runs the campaign's capacity search, and "
+                             f"{self.campaign} has no protocol.capacity section; add one (campaigns/capacity.yaml "
+                             "has an example) or name a concurrency")
         adapter = adapter_class(self.base_arm.engine.kind)
         if adapter.search_model_knobs is None:
             modelled = [k for k in engine_kinds() if adapter_class(k).search_model_knobs is not None]
@@ -62,9 +71,32 @@ class EngineSystem(BaseModel):
         return self
 
     def declared(self) -> tuple[Knob, ...]:
-        """The kind's knobs, those that change the protocol left out."""
+        """The kind's knobs, those that change the protocol left out, each defaulting to what the
+        searched arm sets (its engine field, or its launch flag), so the incumbent is the arm."""
         knobs = adapter_class(self.base_arm.engine.kind).search_knobs
-        return tuple(k for k in knobs if not k.name.startswith(NOT_SEARCHED_PREFIX))
+        return tuple(self._as_the_arm_sets(k) for k in knobs if not k.name.startswith(NOT_SEARCHED_PREFIX))
+
+    def _as_the_arm_sets(self, knob: Knob) -> Knob:
+        engine = self.base_arm.engine
+        if knob.name.startswith("engine."):
+            value = getattr(engine, knob.name.removeprefix("engine."), None)
+        else:
+            args = list(engine.extra_args)
+            at = len(args) - 1 - args[::-1].index(knob.name) if knob.name in args else None
+            value = args[at + 1] if at is not None and at + 1 < len(args) else None
+            value = next((v for v in knob.values if str(v) == value), value)
+        if value is None or value == knob.default:
+            return knob
+        values = knob.values if value in knob.values else (value, *knob.values)
+        return knob.model_copy(update={"default": value, "values": values})
+
+    @property
+    def searches_carried_load(self) -> bool:
+        return self.concurrency == CARRIED
+
+    def at(self, concurrency: int) -> "EngineSystem":
+        """The same system at a number of clients (the carried load, once found)."""
+        return self.model_copy(update={"concurrency": concurrency})
 
     def model_knobs(self) -> tuple[str, str]:
         return adapter_class(self.base_arm.engine.kind).search_model_knobs
@@ -90,11 +122,18 @@ class EngineSystem(BaseModel):
                 fields[name.removeprefix("engine.")] = value
             else:
                 flags += [name, str(value)]
-        spec = type(engine).model_validate(engine.model_dump() | fields | {"extra_args": [*engine.extra_args, *flags]})
+        kept, args = list(engine.extra_args), []
+        while kept:  # a flag the configuration sets replaces the arm's own
+            arg = kept.pop(0)
+            if arg in flags[::2]:
+                kept = kept[1:]
+            else:
+                args.append(arg)
+        spec = type(engine).model_validate(engine.model_dump() | fields | {"extra_args": [*args, *flags]})
         return self.base_arm.model_copy(update={"engine": spec})
 
     def searcher(self, incumbent: dict[str, Value], folder: Path, seed: int):
         """The loop's measure (an engine per measurement) and predict (the step model fitted here)."""
-        from stackbook.search.engine_probe import engine_searcher  # starts engines, and imports this module
+        from stackbook.search.engine_searcher import engine_searcher  # starts engines: only when searching
 
         return engine_searcher(self, incumbent, folder, seed)

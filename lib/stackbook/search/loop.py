@@ -110,7 +110,7 @@ def run_search(measure: Measure, predict: Callable[[dict], float], plan: Plan, p
         tried = [] if j.accepted else [*last.tried_after, chosen.key]
         add(rec.StepRecord(index=len(steps), kind="candidate", bottleneck_before=layer, change=chosen,
                            hypothesis=f"{layer} limits goodput; {chosen.words()} ({where} "
-                                      f"{'/'.join(chosen.layers)}) gains {chosen.predicted_gain:+.0%} "
+                                      f"{'/'.join(chosen.layers)}) gains {chosen.gain_words()} "
                                       f"(model error {chosen.model_error:.0%})",
                            judgement=j, accepted=j.accepted, incumbent_rounds=[p.goodput_tok_s for p in a],
                            candidate_rounds=[p.goodput_tok_s for p in b], incumbent_after=after,

@@ -33,11 +33,14 @@ def never_tried(steps: list[StepRecord], knobs: tuple[Knob, ...]) -> list[str]:
     return out
 
 
-def report_text(name: str, steps: list[StepRecord], knobs: tuple[Knob, ...], default: dict[str, Value]) -> str:
-    lines = [f"# Search: {name}", "", "| step | kind | hypothesis | predicted gain (model error) | measured gain "
-             "[interval] | decision | accepted | bottleneck after |", "|---|---|---|---|---|---|---|---|"]
+def report_text(name: str, steps: list[StepRecord], knobs: tuple[Knob, ...], default: dict[str, Value],
+                load: str | None = None) -> str:
+    """The report; `load` says, where the search found it, which load every step was measured at."""
+    lines = [f"# Search: {name}", "", *([load, ""] if load else []),
+             "| step | kind | hypothesis | predicted gain (model error) | measured gain [interval] | decision | "
+             "accepted | bottleneck after |", "|---|---|---|---|---|---|---|---|"]
     for s in steps:
-        pred = f"{s.change.predicted_gain:+.0%} (±{s.change.model_error:.0%})" if s.change else "-"
+        pred = f"{s.change.gain_words()} (±{s.change.model_error:.0%})" if s.change else "-"
         j = s.judgement
         meas = f"{_pct(j.ratio)} [{_pct(j.lo)}, {_pct(j.hi)}]" if j else "-"
         lines.append(f"| {s.index} | {s.kind} | {s.stop_reason or s.hypothesis} | {pred} | {meas} | "

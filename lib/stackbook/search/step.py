@@ -18,7 +18,8 @@ from stackbook.analysis.decision import AHEAD, Compared, decide, paired_ratio_in
 from stackbook.engines.knobs import Knob, Layer, Value
 
 GOODPUT = Compared("goodput", "goodput_tok_s", "goodput inside the SLO", "tok/s", True)
-MOST_GAIN = 100.0  # a gain predicted from nothing (the incumbent's goodput zero) is written as +10,000%
+MOST_GAIN = 100.0  # a gain predicted from nothing (the incumbent's goodput zero) ranks as +10,000%
+NOTHING_TOK_S = 1e-3  # a goodput under a thousandth of a token a second is none (a model's erf tail)
 
 
 class Point(BaseModel):
@@ -84,8 +85,8 @@ def mean_goodput(points: list[Point]) -> float:
 def model_error(measured: float, predicted: float, floor: float) -> float:
     """The model's relative error on the incumbent, never under the kind's stated floor (one
     point cannot show the error on the others); 1 (100%) when it predicts nothing."""
-    if predicted <= 0:
-        return 1.0 if measured > 0 else floor
+    if predicted <= NOTHING_TOK_S:
+        return 1.0 if measured > NOTHING_TOK_S else floor
     return max(floor, abs(measured / predicted - 1))
 
 
@@ -100,6 +101,14 @@ class Candidate(BaseModel):
     predicted_gain: float        # relative to the incumbent's prediction
     model_error: float
     on_bottleneck: bool
+    from_nothing: bool = False   # the incumbent is predicted and measured to serve none: no ratio exists
+
+    def gain_words(self) -> str:
+        """The predicted gain as a share, or, over an incumbent that serves none, as what the
+        candidate is predicted to serve."""
+        if self.from_nothing:
+            return f"{self.predicted_goodput:,.1f} tok/s where the incumbent serves none"
+        return f"{self.predicted_gain:+.0%}"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -112,9 +121,9 @@ class Candidate(BaseModel):
 def predicted_gain(candidate: float, incumbent_predicted: float, incumbent_measured: float) -> float:
     """The candidate against the incumbent, both from the model; against the measurement where
     the model gives the incumbent nothing."""
-    base = incumbent_predicted if incumbent_predicted > 0 else incumbent_measured
-    if base <= 0:
-        return MOST_GAIN if candidate > 0 else 0.0
+    base = incumbent_predicted if incumbent_predicted > NOTHING_TOK_S else incumbent_measured
+    if base <= NOTHING_TOK_S:
+        return MOST_GAIN if candidate > NOTHING_TOK_S else 0.0
     return min(MOST_GAIN, candidate / base - 1)
 
 
@@ -131,7 +140,8 @@ def rank(incumbent: dict[str, Value], knobs: list[Knob], predict: Callable[[dict
          measured: float, layer: Layer, error_floor: float,
          tried: set[tuple[str, str]] = frozenset(), together: int = 1) -> list[Candidate]:
     """Every change not yet tried from this incumbent, best first: those acting on the
-    bottleneck before the others, each by predicted gain."""
+    bottleneck before the others, each by predicted gain (over an incumbent that serves none,
+    every gain is the same cap: then by predicted goodput)."""
     inc = predict(incumbent)
     err = model_error(measured, inc, error_floor)
     out = []
@@ -140,10 +150,11 @@ def rank(incumbent: dict[str, Value], knobs: list[Knob], predict: Callable[[dict
         g = predict(cfg)
         c = Candidate(changes={k.name: v for k, v in change}, layers=tuple(k.layer for k, _ in change),
                       predicted_goodput=g, predicted_gain=predicted_gain(g, inc, measured), model_error=err,
-                      on_bottleneck=any(k.layer == layer for k, _ in change))
+                      on_bottleneck=any(k.layer == layer for k, _ in change),
+                      from_nothing=max(inc, measured) <= NOTHING_TOK_S)
         if c.key not in tried:
             out.append(c)
-    return sorted(out, key=lambda c: (not c.on_bottleneck, -c.predicted_gain, c.key))
+    return sorted(out, key=lambda c: (not c.on_bottleneck, -c.predicted_gain, -c.predicted_goodput, c.key))
 
 
 def choose(ranked: list[Candidate], margin: float) -> Candidate | None:

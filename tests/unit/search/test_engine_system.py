@@ -69,3 +69,29 @@ def test_the_model_ranks_more_cores_ahead_and_never_more_threads_than_cores(tmp_
     assert goodput(4, 4) == goodput(2, 4)
     assert goodput(1, 8) == goodput(1, 4)  # four clients fill four slots: more slots change nothing
     assert goodput(1, 2) < goodput(1, 4)
+
+
+def test_the_incumbent_is_the_arm_as_the_campaign_sets_it_and_a_searched_flag_replaces_the_arms(tmp_path):
+    c = campaign(tmp_path).system
+    arm = c.base_arm.model_copy(update={"engine": c.base_arm.engine.model_copy(
+        update={"parallel": 8, "extra_args": ["--flash-attn", "off", "--no-warmup"]})})
+    object.__setattr__(c, "__dict__", {**c.__dict__, "base_arm": arm})  # the arm a campaign could set
+    knobs = {k.name: k for k in c.declared()}
+    assert (knobs["engine.parallel"].default, knobs["--flash-attn"].default, knobs["engine.threads"].default) == (
+        8, "off", 1)
+    assert c.configured({k: v.default for k, v in knobs.items()}).engine.extra_args == [
+        "--flash-attn", "off", "--no-warmup"]
+    on = c.configured({**{k: v.default for k, v in knobs.items()}, "--flash-attn": "on"})
+    assert on.engine.extra_args == ["--no-warmup", "--flash-attn", "on"]
+
+
+def test_the_carried_load_needs_the_campaigns_capacity_search(tmp_path):
+    path = tmp_path / "search.yaml"
+    path.write_text(SEARCH.replace("concurrency: 4", "concurrency: carried").replace("ARM", "llama-cpp")
+                    .replace("KNOBS", "[engine.parallel]"))
+    with pytest.raises(CampaignError, match="campaigns/quickstart.yaml has no protocol.capacity section"):
+        load_search_campaign(path)
+    path.write_text(path.read_text().replace("quickstart.yaml", "capacity.yaml"))
+    c = load_search_campaign(path)
+    assert c.system.concurrency == "carried" and c.system.at(3).load().concurrency == 3
+    assert c.incumbent()["engine.parallel"] == 8  # capacity.yaml's llama-cpp arm has eight slots

@@ -38,6 +38,20 @@ def test_the_model_error_is_its_miss_on_the_incumbent_never_under_the_floor():
     assert model_error(120, 100, 0.05) == pytest.approx(0.2)
     assert model_error(101, 100, 0.05) == 0.05
     assert model_error(50, 0, 0.05) == 1.0
+    assert model_error(1.2, 1e-13, 0.05) == 1.0  # an erf tail is a prediction of none, not a 1e13 miss
+    assert model_error(0, 1e-13, 0.05) == 0.05
+
+
+def test_a_gain_over_an_incumbent_that_serves_none_is_worded_as_what_the_candidate_serves():
+    def predict(c):
+        return 0.0 if c["b"] == 1 else 2.5 * c["b"]
+    ranked = rank({"b": 1, "k": "slow", "aa": "x"}, KNOBS, predict, measured=0.0, layer="orchestration",
+                  error_floor=0.05)
+    assert [(c.changes, c.from_nothing, c.gain_words()) for c in ranked[:2]] == [
+        ({"b": 4}, True, "10.0 tok/s where the incumbent serves none"),
+        ({"b": 2}, True, "5.0 tok/s where the incumbent serves none")]
+    some = rank({"b": 1, "k": "slow", "aa": "x"}, KNOBS, lambda c: c["b"], 1.0, "orchestration", 0.05)
+    assert (some[0].from_nothing, some[0].gain_words()) == (False, "+300%")
 
 
 def test_a_gain_is_against_the_models_incumbent_else_the_measured_one():
