@@ -117,110 +117,157 @@ def run_arm(slot: ArmSlot) -> None:
     """One arm's slot: start its engine, execute its notebooks, stop the engine, write the passport.
 
     The slot holding repetition 0 runs every stage; a later one only the sweep, with its own fresh
-    engine start, and only once repetition 0 measured the arm."""
-    campaign, arm, run_dir, resolved = slot.campaign, slot.arm, slot.run_dir, slot.resolved
-    entry, save, steps, progress, log = slot.entry, slot.save, slot.steps, slot.progress, slot.log
-    repetitions = slot.repetitions
-    protocol = campaign.protocol_for(arm)
-    reps = list(range(protocol.repetitions.min)) if repetitions is None else sorted(repetitions)
-    done = set(entry.get("repetitions_done") or [])
-    first_slot = 0 in reps
-    if (entry["status"] == "complete" and set(reps) <= done) or (not first_slot and 0 not in done):
-        steps.update(slot_steps(first_slot))
+    engine start, and only once repetition 0 measured the arm. The steps are `_SlotRun`'s; this
+    wrapper keeps their order and the bookkeeping that must happen whatever they do."""
+    run = _SlotRun(slot)
+    if run.already_done():
         return
-    arm_dir = run_dir.arm(arm.name).create()
-    needs_engine = bool({"canaries", "sweep"} & set(protocol.stages))
-    stages = slot_stages(protocol.stages, first_slot)
-    if first_slot:
-        steps.update(len(ARM_NOTEBOOKS) - len(stages))
-    adapter = serving_for(campaign, arm, log_path=arm_dir.engine_log if needs_engine else None)  # or its replicas
-    t_arm = time.monotonic()
-    entry.update(status="running", engine=arm.engine.kind, stages=list(protocol.stages))
-    entry.pop("error", None)
-    entry["slots_begun"] = sorted(set(entry.get("slots_begun") or []) | {",".join(map(str, reps))})
-    save()
-    if needs_engine:
-        steps.set_postfix_str(f"{arm.name}: starting {arm.engine.kind}")
-        entry["engine_starts"] = entry.get("engine_starts", 0) + 1
-        try:
-            adapter.start()
-            adapter.wait_ready()
-        except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
-            adapter.stop()
-            entry.update(status="failed", error=symbolic(str(err))[-2000:])
-            save()
-            log(f"arm {arm.name}: engine did not start: {err}")
-            steps.update(len(stages) + 1)
-            return
-    # Each slot starts its engine once by design; a start beyond that is a restart.
-    restarts = max(0, entry.get("engine_starts", 1) - len(entry["slots_begun"]))
-    ctx = StageContext(arm, arm_dir, entry, protocol, reps, done,
-                       repetitions_began(reps, needs_engine, adapter.ready_after_s if needs_engine else None))
-    relay = None
+    run.begin()
+    if not run.start_serving():
+        return
     try:
-        if needs_engine and arm.known_delay:  # a known-effect arm is reached through the harness's relay
-            relay = RelayProcess(adapter.base_url, arm.known_delay.tpot_ms).start()
-        endpoint = relay.url if relay else adapter.base_url
-        if needs_engine:
-            record_serving(adapter, arm_dir, restarts=restarts, relay=relay)
-            entry["engine_ready_s"] = adapter.ready_after_s
-        steps.update(1)
-        for stage in stages:
-            out = arm_dir.notebook(stage.notebook)
-            if stage.kept(ctx, out):
-                steps.update(1)
-                continue
-            if (reason := stage.skip_reason(ctx)) is not None:
-                entry["notebooks"][stage.notebook] = {"status": "skipped", "reason": reason}
-                save()
-                steps.update(1)
-                continue
-            steps.set_postfix_str(stage.label(ctx))
-            entry["notebooks"][stage.notebook] = {"status": "running"}
-            save()
-            params = {"campaign_file": str(resolved), "run_dir": str(run_dir), "arm": arm.name,
-                      "endpoint": endpoint if needs_engine else None, "run_id": run_dir.name,
-                      "start_engine": needs_engine} | stage.params(ctx)
-            total = len(reps) * protocol.requests_per_repetition()
-            try:
-                with _RequestProgress(arm_dir.requests, total, f"{arm.name} requests", progress and stage.measures,
-                                      arm_dir.capacity_requests if protocol.capacity else None):
-                    secs = execute_notebook(stage.notebook, out, params)
-                entry["notebooks"][stage.notebook] = {"status": "ok", "seconds": round(secs, 1),
-                                                      "sha256": file_sha256(out)}
-                stage.finished(ctx, secs, {"engine_start": entry.get("engine_starts"),
-                                           "engine_ready_s": adapter.ready_after_s if needs_engine else None})
-            except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
-                entry["notebooks"][stage.notebook] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
-                entry["status"] = "failed"
-                if needs_engine and not adapter.is_alive():
-                    entry["status"] = "engine_died"
-                    entry["error"] = (f"the engine exited (code {adapter.proc.returncode}) during {stage.notebook}; "
-                                      "its records are kept, --resume restarts it and re-runs what was cut")
-                save()
-                log(f"arm {arm.name}: {stage.notebook} failed: {entry.get('error') or str(err).splitlines()[-1:]}")
+        run.open_endpoint()
+        for stage in run.stages:
+            if not run.execute(stage):
                 break
-            save()
-            steps.update(1)
     except (RunInterrupted, KeyboardInterrupt):  # a signal here, or a Ray task cancelled on its node
-        entry["status"] = "interrupted"
+        run.entry["status"] = "interrupted"
         raise
     finally:
-        steps.set_postfix_str(f"{arm.name}: stopping engine")
-        if needs_engine:
-            # Capacity lines can arrive late in the log: record them once more before stopping.
+        run.finish()
+
+
+class _SlotRun:
+    """The named steps of one slot, each keeping the arm's manifest record (`entry`) as it goes."""
+
+    def __init__(self, slot: ArmSlot):
+        self.slot, self.arm, self.entry = slot, slot.arm, slot.entry
+        self.protocol = slot.campaign.protocol_for(slot.arm)
+        self.reps = list(range(self.protocol.repetitions.min)) if slot.repetitions is None else sorted(slot.repetitions)
+        self.done = set(self.entry.get("repetitions_done") or [])
+        self.first_slot = 0 in self.reps
+        self.relay: RelayProcess | None = None
+        self.endpoint: str | None = None
+        self.restarts = 0
+
+    def already_done(self) -> bool:
+        """Every repetition of this slot measured, or a later slot before repetition 0: nothing to run."""
+        finished = self.entry["status"] == "complete" and set(self.reps) <= self.done
+        if finished or (not self.first_slot and 0 not in self.done):
+            self.slot.steps.update(slot_steps(self.first_slot))
+            return True
+        return False
+
+    def begin(self) -> None:
+        slot, entry = self.slot, self.entry
+        self.needs_engine = bool({"canaries", "sweep"} & set(self.protocol.stages))
+        self.stages = slot_stages(self.protocol.stages, self.first_slot)
+        self.arm_dir = slot.run_dir.arm(self.arm.name).create()
+        if self.first_slot:
+            slot.steps.update(len(ARM_NOTEBOOKS) - len(self.stages))
+        self.adapter = serving_for(slot.campaign, self.arm,  # or its replicas behind their router
+                                   log_path=self.arm_dir.engine_log if self.needs_engine else None)
+        self.t_arm = time.monotonic()
+        entry.update(status="running", engine=self.arm.engine.kind, stages=list(self.protocol.stages))
+        entry.pop("error", None)
+        entry["slots_begun"] = sorted(set(entry.get("slots_begun") or []) | {",".join(map(str, self.reps))})
+        slot.save()
+
+    def start_serving(self) -> bool:
+        """The engine started and ready (nothing to start for a sizing-only arm); False: it did not."""
+        slot, entry = self.slot, self.entry
+        if self.needs_engine:
+            slot.steps.set_postfix_str(f"{self.arm.name}: starting {self.arm.engine.kind}")
+            entry["engine_starts"] = entry.get("engine_starts", 0) + 1
             try:
-                if adapter.is_alive():
-                    record_serving(adapter, arm_dir, restarts=restarts, relay=relay)
+                self.adapter.start()
+                self.adapter.wait_ready()
+            except (EngineStartError, FileNotFoundError, OSError, RuntimeError) as err:
+                self.adapter.stop()
+                entry.update(status="failed", error=symbolic(str(err))[-2000:])
+                slot.save()
+                slot.log(f"arm {self.arm.name}: engine did not start: {err}")
+                slot.steps.update(len(self.stages) + 1)
+                return False
+        # Each slot starts its engine once by design; a start beyond that is a restart.
+        self.restarts = max(0, entry.get("engine_starts", 1) - len(entry["slots_begun"]))
+        self.ctx = StageContext(self.arm, self.arm_dir, entry, self.protocol, self.reps, self.done,
+                                repetitions_began(self.reps, self.needs_engine,
+                                                  self.adapter.ready_after_s if self.needs_engine else None))
+        return True
+
+    def open_endpoint(self) -> None:
+        """The URL the notebooks send to: the engine's, or the delay relay's in front of it for a
+        known-effect arm; the serving recorded."""
+        if self.needs_engine and self.arm.known_delay:
+            self.relay = RelayProcess(self.adapter.base_url, self.arm.known_delay.tpot_ms).start()
+        self.endpoint = self.relay.url if self.relay else self.adapter.base_url
+        if self.needs_engine:
+            record_serving(self.adapter, self.arm_dir, restarts=self.restarts, relay=self.relay)
+            self.entry["engine_ready_s"] = self.adapter.ready_after_s
+        self.slot.steps.update(1)
+
+    def execute(self, stage) -> bool:
+        """One notebook of the slot, kept, skipped or executed; False: it failed and the slot stops."""
+        slot, entry, ctx = self.slot, self.entry, self.ctx
+        out = self.arm_dir.notebook(stage.notebook)
+        if stage.kept(ctx, out):
+            slot.steps.update(1)
+            return True
+        if (reason := stage.skip_reason(ctx)) is not None:
+            entry["notebooks"][stage.notebook] = {"status": "skipped", "reason": reason}
+            slot.save()
+            slot.steps.update(1)
+            return True
+        slot.steps.set_postfix_str(stage.label(ctx))
+        entry["notebooks"][stage.notebook] = {"status": "running"}
+        slot.save()
+        params = {"campaign_file": str(slot.resolved), "run_dir": str(slot.run_dir), "arm": self.arm.name,
+                  "endpoint": self.endpoint if self.needs_engine else None, "run_id": slot.run_dir.name,
+                  "start_engine": self.needs_engine} | stage.params(ctx)
+        total = len(self.reps) * self.protocol.requests_per_repetition()
+        try:
+            with _RequestProgress(self.arm_dir.requests, total, f"{self.arm.name} requests",
+                                  slot.progress and stage.measures,
+                                  self.arm_dir.capacity_requests if self.protocol.capacity else None):
+                secs = execute_notebook(stage.notebook, out, params)
+            entry["notebooks"][stage.notebook] = {"status": "ok", "seconds": round(secs, 1),
+                                                  "sha256": file_sha256(out)}
+            stage.finished(ctx, secs, {"engine_start": entry.get("engine_starts"),
+                                       "engine_ready_s": self.adapter.ready_after_s if self.needs_engine else None})
+        except Exception as err:  # papermill raises PapermillExecutionError with the cell's traceback
+            entry["notebooks"][stage.notebook] = {"status": "failed", "error": symbolic(str(err))[-3000:]}
+            entry["status"] = "failed"
+            if self.needs_engine and not self.adapter.is_alive():
+                entry["status"] = "engine_died"
+                entry["error"] = (f"the engine exited (code {self.adapter.proc.returncode}) during {stage.notebook}; "
+                                  "its records are kept, --resume restarts it and re-runs what was cut")
+            slot.save()
+            slot.log(f"arm {self.arm.name}: {stage.notebook} failed: "
+                     f"{entry.get('error') or str(err).splitlines()[-1:]}")
+            return False
+        slot.save()
+        slot.steps.update(1)
+        return True
+
+    def finish(self) -> None:
+        """The engine stopped (its late capacity lines recorded first), the passport written, the
+        arm's outcome and time kept: whatever the steps before did."""
+        slot, entry = self.slot, self.entry
+        slot.steps.set_postfix_str(f"{self.arm.name}: stopping engine")
+        if self.needs_engine:
+            try:
+                if self.adapter.is_alive():
+                    record_serving(self.adapter, self.arm_dir, restarts=self.restarts, relay=self.relay)
             finally:  # a record that cannot be written (a full disk) must not leave the engine running
-                if relay:
-                    relay.stop()
-                entry["engine_exit_code"] = adapter.stop()
-        write_passport(campaign, arm, arm_dir, engine_died=entry["status"] == "engine_died")
+                if self.relay:
+                    self.relay.stop()
+                entry["engine_exit_code"] = self.adapter.stop()
+        write_passport(slot.campaign, self.arm, self.arm_dir, engine_died=entry["status"] == "engine_died")
         if entry["status"] == "running":
-            entry.update(arm_outcome(read_json(arm_dir.results, {}) or {}))
-        entry["seconds"] = round(entry.get("seconds", 0) * (not first_slot) + time.monotonic() - t_arm, 1)
-        save()
+            entry.update(arm_outcome(read_json(self.arm_dir.results, {}) or {}))
+        entry["seconds"] = round(entry.get("seconds", 0) * (not self.first_slot) + time.monotonic() - self.t_arm, 1)
+        slot.save()
 
 
 def record_serving(serving, arm_dir, restarts: int = 0, relay=None) -> dict:
