@@ -54,6 +54,8 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
     )
     steps = run_search(measure, predict, plan, folder / "search.jsonl", seed)
     found = read_carried(folder)
-    text = report_text(c.name, steps, knobs, c.incumbent(), carried_words(found) if found else None)
+    capacity = c.system.capacity_lines(c.incumbent(), steps[-1].incumbent_after, folder, seed) \
+        if steps[-1].kind == "stop" else []
+    text = report_text(c.name, steps, knobs, c.incumbent(), carried_words(found) if found else None, capacity)
     (folder / "search.md").write_text(text)
     typer.echo(text)

@@ -23,6 +23,10 @@ class KneeSystem(knee.KneeLoad):
     def declared(self) -> tuple[Knob, ...]:
         return knee.KNOBS
 
+    def capacity_lines(self, default: dict[str, Value], final: dict[str, Value], folder: Path, seed: int) -> list[str]:
+        """The knee server's capacity is not searched: its report compares goodput at the load."""
+        return []
+
     def searcher(self, incumbent: dict[str, Value], folder: Path, seed: int):
         """The loop's measure (a knee server per measurement) and predict (the closed form)."""
         from stackbook.search.knee_probe import measure_on_server  # starts servers: only when searching

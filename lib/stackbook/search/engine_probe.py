@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 CONFIG_JSON = "configuration.json"
 
 
+def config_digest(config: dict[str, Value]) -> str:
+    """A configuration's short name in folder names: the digest of its knob values."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+
+
 def folder_name(config: dict[str, Value], seed: int, concurrency: int) -> str:
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{digest}-c{concurrency}-s{seed}"
+    return f"{config_digest(config)}-c{concurrency}-s{seed}"
 
 
 def measured_records(system: EngineSystem, config: dict[str, Value], seed: int, concurrency: int,

@@ -132,6 +132,16 @@ class EngineSystem(BaseModel):
         spec = type(engine).model_validate(engine.model_dump() | fields | {"extra_args": [*args, *flags]})
         return self.base_arm.model_copy(update={"engine": spec})
 
+    def capacity_lines(self, default: dict[str, Value], final: dict[str, Value], folder: Path, seed: int) -> list[str]:
+        """The default's and the final configuration's capacity inside the SLO and cost, each found
+        by the campaign's capacity search; none where the campaign has no capacity section."""
+        if self.base.protocol_for(self.base_arm).capacity is None:
+            return []
+        from stackbook.search.carried_load import capacity_of, capacity_words  # starts engines
+
+        configs = {"default": default} | ({"final": final} if final != default else {})
+        return [f"{name}: {capacity_words(capacity_of(self, cfg, folder, seed))}" for name, cfg in configs.items()]
+
     def searcher(self, incumbent: dict[str, Value], folder: Path, seed: int):
         """The loop's measure (an engine per measurement) and predict (the step model fitted here)."""
         from stackbook.search.engine_searcher import engine_searcher  # starts engines: only when searching

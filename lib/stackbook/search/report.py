@@ -34,8 +34,9 @@ def never_tried(steps: list[StepRecord], knobs: tuple[Knob, ...]) -> list[str]:
 
 
 def report_text(name: str, steps: list[StepRecord], knobs: tuple[Knob, ...], default: dict[str, Value],
-                load: str | None = None) -> str:
-    """The report; `load` says, where the search found it, which load every step was measured at."""
+                load: str | None = None, capacity: list[str] = ()) -> str:
+    """The report; `load` says, where the search found it, which load every step was measured at,
+    and `capacity` the default's and the final configuration's capacity and cost, where searched."""
     lines = [f"# Search: {name}", "", *([load, ""] if load else []),
              "| step | kind | hypothesis | predicted gain (model error) | measured gain [interval] | decision | "
              "accepted | bottleneck after |", "|---|---|---|---|---|---|---|---|"]
@@ -56,6 +57,7 @@ def report_text(name: str, steps: list[StepRecord], knobs: tuple[Knob, ...], def
               f"{sum(s.kind == 'candidate' for s in steps)}; accepted: "
               f"{sum(s.accepted for s in steps if s.kind == 'candidate')}",
               f"- A/A checks accepted (must be none): {sum(s.accepted for s in steps if s.kind == 'control')}",
+              *[f"- {line}" for line in capacity],
               "", "## Never tried", ""]
     lines += [f"- {x}" for x in never_tried(steps, knobs)] or ["- none"]
     return "\n".join(lines) + "\n"

@@ -95,3 +95,19 @@ def test_the_carried_load_needs_the_campaigns_capacity_search(tmp_path):
     c = load_search_campaign(path)
     assert c.system.concurrency == "carried" and c.system.at(3).load().concurrency == 3
     assert c.incumbent()["engine.parallel"] == 8  # capacity.yaml's llama-cpp arm has eight slots
+
+
+def test_a_configurations_capacity_is_worded_with_its_cost_or_why_it_has_none():
+    from stackbook.search.carried_load import capacity_words, carried_words
+
+    found = {"concurrency": 4, "upper": 8.0, "stop_reason": "resolved", "attainment": 0.9, "probes": [{}] * 3,
+             "output_tok_s": 42.5, "hardware_hour_usd": 0.085, "cost_per_m_output_tokens_usd": 0.5556}
+    assert capacity_words(found) == ("capacity inside the SLO: 4 clients (8 proven outside), 42.5 output tok/s "
+                                     "there; $0.56 per million output tokens at $0.085 an hour, streaming at that "
+                                     "load all hour")
+    assert carried_words(found).startswith("Measured at 4 closed-loop clients: the highest load the incumbent was "
+                                           "proven to carry inside the SLO (90% of requests) by the campaign's "
+                                           "capacity search (8 proven outside; 3 probes; resolved).")
+    none = found | {"concurrency": None, "stop_reason": "nothing proven inside down to the smallest load allowed, 1"}
+    assert capacity_words(none) == ("capacity inside the SLO: none proven (nothing proven inside down to the "
+                                    "smallest load allowed, 1)")
