@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from stackbook.analysis.answer import answer
 from stackbook.analysis.answer_facts import other_runs, run_facts
-from stackbook.analysis.comparison import load_unit
+from stackbook.loadgen.load_point import load_unit
 from stackbook.evidence.files import read_json
 from stackbook.evidence.rundir import REPORT, ComparisonDir, OutputsRoot, RunDir
 from stackbook.locations import OUTPUTS_DIR
@@ -37,7 +37,7 @@ class RunEntry(BaseModel):
     arms: dict[str, str] = {}  # arm -> label
     verdict_lines: list[str] = []
     decisions: list[dict] = []
-    load_unit: str = "concurrency"  # the verdict's name for a decision's load (analysis.comparison.load_unit)
+    load_unit: str = "concurrency"  # the verdict's name for a decision's load (loadgen.load_point.load_unit)
     pages: dict[str, str] = {}  # notebook page -> path relative to outputs/
     answer: list[str] = []  # the report's five answers, as its first screen words them (analysis.answer)
 

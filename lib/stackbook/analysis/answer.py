@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from stackbook.analysis.answer_facts import RunFacts
 from stackbook.analysis.answer_host import host_of, host_sentence, host_words
-from stackbook.analysis.comparison import load_unit
+from stackbook.loadgen.load_point import load_unit
 from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text, weak_note
 from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_to_decide
 from stackbook.config.protocol import Slo

@@ -13,6 +13,7 @@ from stackbook.measure.metric_definitions import column, columns
 from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.measure.validity import worded_discards
 from stackbook.analysis.fairness import DIFFERS, fairness_table, remedy_words
+from stackbook.analysis.figure_style import frame_unit
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.known_effect import known_effect_lines
 from stackbook.analysis.tails import tail_lines, tail_rows
@@ -113,14 +114,6 @@ def comparable_arms(df: pd.DataFrame, fairness: pd.DataFrame) -> set[str]:
     return set(fairness.index[fairness["comparable"]]) if not fairness.empty else set(df["arm"])
 
 
-def load_unit(rates, speedups=()) -> str:
-    """How a run's loads are named, from its points' rates and replay speeds: an open loop's rate,
-    a trace's replay speed (1: as recorded), else concurrency."""
-    if any(r is not None and r == r for r in rates):  # r == r: not NaN
-        return "offered rate"
-    return "trace speed" if any(x is not None and x == x for x in speedups) else "concurrency"
-
-
 def controls(campaign) -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
     """The campaign's controls: A/A replicas (arm -> original) and known-effect arms, replicas
     behind the delay relay (arm -> (original, tpot_ms))."""
@@ -142,7 +135,7 @@ def verdict(df: pd.DataFrame, fairness: pd.DataFrame, protocol, replicas: dict[s
     ranked = ranked[ranked["arm"].isin(comparable_arms(df, fairness))]
     if ranked["arm"].nunique() < 2:
         return lines + ["Fewer than two accepted, comparable arms: no ranking."], []
-    unit = load_unit(df["rate"] if "rate" in df else [], df["speedup"] if "speedup" in df else [])
+    unit = frame_unit(df)
     for load in sorted(set(df["load"])):
         present = set(ranked.loc[ranked["load"] == load, "arm"])
         if len(present) < 2:

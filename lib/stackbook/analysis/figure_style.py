@@ -14,6 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from stackbook.loadgen.load_point import load_unit
 from stackbook.measure.validity import sent_label
 
 STYLE = "whitegrid"
@@ -126,7 +127,7 @@ def load_ticks(ax, df: pd.DataFrame) -> None:
     """A closed loop's load is a count of clients: ticks at the levels measured, never at 1.5. An
     open loop's ticks sit at the rates named, each labelled with what its seeded schedules sent
     where they strayed (measure.validity.sent_label)."""
-    if "rate" in df and df["rate"].notna().any():
+    if frame_unit(df) == "offered rate":
         if "scheduled_rate_rps" in df and "load" in df:
             rates = sorted({float(v) for v in df["load"].dropna()})
             ax.set_xticks(rates)
@@ -162,11 +163,13 @@ def scale_axis(ax, values, axis: str = "y") -> str:
 
 def load_axis(df: pd.DataFrame) -> str:
     """Closed-loop sweeps are plotted against concurrency, open-loop ones against offered rate."""
-    if "rate" in df and df["rate"].notna().any():
-        return "offered rate (requests / s)"
-    if "speedup" in df and df["speedup"].notna().any():
-        return "trace replay speed (1: as recorded)"
-    return "concurrency (closed loop)"
+    return {"offered rate": "offered rate (requests / s)", "trace speed": "trace replay speed (1: as recorded)",
+            "concurrency": "concurrency (closed loop)"}[frame_unit(df)]
+
+
+def frame_unit(df: pd.DataFrame) -> str:
+    """The unit a frame of points names its loads in (loadgen.load_point.load_unit)."""
+    return load_unit(df["rate"] if "rate" in df else [], df["speedup"] if "speedup" in df else [])
 
 
 def tail_name(df: pd.DataFrame, percentile: int = 99, count: str = "completed") -> str:

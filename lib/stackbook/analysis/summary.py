@@ -21,6 +21,7 @@ from stackbook.analysis.tables import format_number
 from stackbook.evidence.files import read_json
 from stackbook.evidence.label import Label
 from stackbook.evidence.rundir import ARM_NOTEBOOKS, RunDir
+from stackbook.loadgen.load_point import Load
 from stackbook.locations import REPO_ROOT
 
 # Pages of a run a reader may open beside the report, when the run has them (attached notebooks).
@@ -46,12 +47,13 @@ def question(campaign, arms: dict) -> str:
     if "sweep" not in protocol.stages:
         return (f"Which stack serves <b>{html.escape(campaign.model.name)}</b> best on "
                 f"<b>{html.escape(hardware(campaign, arms))}</b>? Answered by arithmetic: this campaign runs no load.")
-    if all("concurrency" in lv for lv in levels):
-        counts = [lv["concurrency"] for lv in levels]
+    loads = [Load.of(lv) for lv in levels]
+    if all(ld.closed_loop for ld in loads):
+        counts = [ld.value for ld in loads]
         load = ("one client at a time" if counts == [1] else
                 "a closed loop of " + ", ".join(map(str, counts)) + " concurrent clients")
-    elif all("rate" in lv for lv in levels):
-        load = f"{protocol.arrival.kind} arrivals at " + ", ".join(f"{lv['rate']:g}" for lv in levels) + " req/s"
+    elif all(ld.scheduled for ld in loads):
+        load = f"{protocol.arrival.kind} arrivals at " + ", ".join(f"{ld.value:g}" for ld in loads) + " req/s"
     else:
         load = protocol.arrival.load_words()
     measured = sorted({protocol.arrival.measured_at(lv, protocol) for lv in levels})

@@ -4,13 +4,13 @@ the instruction sets this host has (an AVX2 host decodes bf16 many times slower 
 AVX512_BF16), then one in the same precision, then the latest; the estimate says which it read."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from stackbook.config.campaign import Arm, Campaign
 from stackbook.config.protocol import Protocol
+from stackbook.loadgen.load_point import Load
 from stackbook.host import isa_class, isa_flags
 from stackbook.locations import REPO_ROOT, symbolic
 
@@ -163,17 +163,12 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
     by_level = (measured or {}).get("by_concurrency") or {}
     seconds, requests = 0.0, 0
     for level in p.arrival.load_levels():
-        at_ttft, at_tpot = by_level.get(level.get("concurrency"), (ttft, tpot))  # the same load's, where it ran
+        load = Load.of(level)
+        at_ttft, at_tpot = by_level.get(load.concurrency, (ttft, tpot))  # the same load's, where it ran
         per_request = at_ttft + p.workload.output_tokens.mean_tokens() * at_tpot * p.workload.turns()
         n = p.requests_at(level)
         requests += n * p.repetitions.most  # sequential stopping may run up to max
-        if "concurrency" in level:
-            span = math.ceil(n / level["concurrency"]) * per_request
-        elif "rate" in level:
-            span = n / level["rate"] + per_request
-        else:
-            offsets = p.arrival.schedule(level, n, 0) or [0.0]
-            span = offsets[-1] / level.get("speedup", 1) + per_request
+        span = load.expected_span_s(n, per_request, lambda: (p.arrival.schedule(level, n, 0) or [0.0])[-1])
         seconds += span * p.repetitions.most
     search = ""
     if p.capacity is not None:  # its time budget, checked before each probe (the last may run past it)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from stackbook.host import cpu_model
+from stackbook.loadgen.load_point import Load
 from stackbook.locations import cache_dir
 from stackbook.measure.validity import above_ceiling
 
@@ -101,7 +102,7 @@ def ceiling_warnings(campaign) -> list[str]:
         if not ceiling:
             continue
         for level in protocol.arrival.load_levels():
-            rate = level.get("rate")
+            rate = Load.of(level).rate
             if rate and above_ceiling(rate, ceiling):
                 out.append(f"arm {arm.name}: rate {rate:g} req/s is beyond the harness ceiling last measured on this "
                            f"host (it did not hold {ceiling['first_rate_not_held']:g} req/s with "

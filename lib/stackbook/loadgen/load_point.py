@@ -6,12 +6,21 @@ and the request records keep; a `Load` is read from that form and gives it back 
 committed run's points keep their names and fields byte for byte."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 LoadKind = Literal["clients", "rate", "replay"]
 VALUE_KEY: dict[str, str] = {"clients": "concurrency", "rate": "rate", "replay": "speedup"}  # where a level keeps it
+
+
+def load_unit(rates, speedups=()) -> str:
+    """How a run's loads are named, from its points' rates and replay speeds: an open loop's rate,
+    a trace's replay speed (1: as recorded), else concurrency."""
+    if any(r is not None and r == r for r in rates):  # r == r: not NaN
+        return "offered rate"
+    return "trace speed" if any(x is not None and x == x for x in speedups) else "concurrency"
 
 
 def point_name(label: str, repetition: int) -> str:
@@ -61,6 +70,16 @@ class Load:
     @property
     def speedup(self) -> float | None:
         return self.value if self.kind == "replay" else None
+
+    def expected_span_s(self, requests: int, per_request_s: float, last_offset_s: Callable[[], float]) -> float:
+        """How long `requests` take to send and finish when each takes `per_request_s`: a closed
+        loop's clients in turns, an open loop's schedule then the last reply, a replay's recorded
+        span (`last_offset_s`, its last send) at its speed then the last reply."""
+        if self.kind == "clients":
+            return math.ceil(requests / self.value) * per_request_s
+        if self.kind == "rate":
+            return requests / self.value + per_request_s
+        return last_offset_s() / (self.value or 1) + per_request_s
 
     def level(self) -> dict:
         """The LoadLevel dict the arrival patterns read, keys in their order."""

@@ -10,6 +10,7 @@ from stackbook.analysis.run_data import arm_requests_frame
 from stackbook.evidence.files import read_json, update_results
 from stackbook.run_checks.passport import write_passport
 from stackbook.evidence.results import ArmResults
+from stackbook.loadgen.load_point import Load
 from stackbook.loadgen.records import read_records
 from stackbook.measure.metric_definitions import columns
 from stackbook.measure.metrics import peer_definitions
@@ -176,7 +177,8 @@ def sweep_summary(sweep: dict) -> str:
 
 
 def _load_of(level: dict) -> float:
-    return level.get("concurrency", level.get("rate", 0))
+    load = Load.of(level)
+    return 0 if load.kind == "replay" else load.value
 
 
 def request_stats_by_load(requests: pd.DataFrame, levels: list[dict],

@@ -31,7 +31,7 @@ def test_a_trace_replays_loads_are_named_by_their_replay_speed_not_as_concurrenc
     """A trace point's load is its replay speed (the same for every arm), so the arms meet at it;
     its achieved rate follows each engine under a session replay and would part them."""
     import pandas as pd
-    from stackbook.analysis.comparison import load_unit
+    from stackbook.loadgen.load_point import load_unit
     from stackbook.analysis.figure_style import load_axis
 
     assert load_unit([None, None], [1.0, 1.0]) == "trace speed"
