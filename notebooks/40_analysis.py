@@ -388,6 +388,16 @@ for arm, d in maps.items():
 plots.measured_demand_bars(maps, figures)
 
 # %% [markdown]
+# The same demands by the second seed's layers: each centre above belongs to one layer (the client
+# and the API server to host execution, the scheduler to the runtime, the compute to the
+# kernels, a router to orchestration), silicon is the single-stream decode rate over the
+# memory-bandwidth bound, and a layer this engine's counters cannot split out says why.
+
+# %%
+readable_or_absent(demand_map.layers_by_arm(maps, analysis.roofline_efficiency(arms, df) if not df.empty else None),
+                   "No arm has a measured demand map.")
+
+# %% [markdown]
 # ## A queueing model of each arm, checked on the loads it was not fitted on
 #
 # A closed-loop benchmark is a closed queueing network: N clients, each waiting for its reply. We

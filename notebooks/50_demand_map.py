@@ -88,6 +88,22 @@ for arm, d in maps.items():
 plots.measured_demand_bars(maps, figures)
 
 # %% [markdown]
+# ### The measured centres by the seed's layers
+#
+# Back to the five layers of the teaching example, now measured: each centre belongs to exactly one
+# layer before demands are summed (the client and the API server to host execution, the scheduler
+# to the runtime, the compute to the kernels, a router to orchestration). Silicon is not a demand
+# here but the memory wall as a ratio: the single-stream decode rate over the bandwidth bound the
+# sizing computed. Where an engine runs two layers in one process (llama-server's HTTP threads and
+# slot loop beside its compute), the row says its time sits in another row, rather than guess a split.
+
+# %%
+from stackbook.analysis import comparison
+
+_, arms = comparison.load_run(run_dir)
+readable(demand_map.layers_by_arm(maps, comparison.roofline_efficiency(arms, comparison.comparison_frame(arms))))
+
+# %% [markdown]
 # ## Mean Value Analysis on the measured centres
 #
 # A closed-loop benchmark is a closed network: N clients, each waiting for its reply. Exact MVA

@@ -52,6 +52,7 @@ from stackbook.analysis.demand_map.measured import (
     why_not_closer,
     window_throughput,
 )
+from stackbook.analysis.demand_map.stack_layers import STACK_LAYERS, layer_rows, layers_by_arm
 from stackbook.analysis.demand_map.tables import (
     bound_table,
     centres_table,
@@ -60,10 +61,11 @@ from stackbook.analysis.demand_map.tables import (
     next_experiment_table,
 )
 
-__all__ = ["HELD_TOGETHER", "LEVERS", "MAP_TOLERANCE", "OWN_POINT_TOLERANCE", "SEED_LAYERS", "ArmDemandMap",
-           "CentreRow", "Layer", "PointLoad", "bound_table", "centres_table", "client_capacity", "closed_loop_points",
-           "closed_response_ms", "compute_capacity", "demand_ci", "demand_map", "demand_maps_of", "improve",
-           "improvement_summary", "layers_table", "measured_demand_map", "measured_demand_maps", "mva_check",
-           "mva_check_table", "mva_on_centres", "next_experiment_table", "next_experiments", "offered_load",
-           "open_response_ms", "point_centres", "point_load", "predicted_response_ms", "saturation", "seed_example",
-           "series_centres", "session_replay", "unattributed_ms", "why_not_closer", "window_throughput"]
+__all__ = ["HELD_TOGETHER", "LEVERS", "MAP_TOLERANCE", "OWN_POINT_TOLERANCE", "SEED_LAYERS", "STACK_LAYERS",
+           "ArmDemandMap", "CentreRow", "Layer", "PointLoad", "bound_table", "centres_table", "client_capacity",
+           "closed_loop_points", "closed_response_ms", "compute_capacity", "demand_ci", "demand_map", "demand_maps_of",
+           "improve", "improvement_summary", "layer_rows", "layers_by_arm", "layers_table", "measured_demand_map",
+           "measured_demand_maps", "mva_check", "mva_check_table", "mva_on_centres", "next_experiment_table",
+           "next_experiments", "offered_load", "open_response_ms", "point_centres", "point_load",
+           "predicted_response_ms", "saturation", "seed_example", "series_centres", "session_replay",
+           "unattributed_ms", "why_not_closer", "window_throughput"]
