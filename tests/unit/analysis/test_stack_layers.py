@@ -43,3 +43,16 @@ def test_llama_cpp_says_which_layers_its_one_process_holds(layers):
     assert ll.loc["host execution", "note"].startswith("client side only")
     assert ll.loc["orchestration", "note"] == "none here: one engine process, no router in front of it"
     assert ll.loc["kernels", "note"].startswith("prefill 787 ms and decode 965 ms a request")
+
+
+def test_the_method_path_quotes_the_reference_layers(layers):
+    import re
+    from pathlib import Path
+
+    _, table = layers
+    doc = re.sub(r"\s+", " ", Path("docs/method-path.md").read_text())
+    runtime = table.loc[("vllm-cpu", "runtime"), "D (ms/request)"]
+    share = {arm: re.search(r"at (\d+)% of", table.loc[(arm, "silicon"), "note"]).group(1)
+             for arm in ("vllm-cpu", "llama-cpp")}
+    assert f"vLLM's scheduler ({runtime:g} ms a request at concurrency 4 in the reference)" in doc
+    assert f"({share['vllm-cpu']}% for vLLM-CPU, {share['llama-cpp']}% for llama.cpp there)" in doc
