@@ -23,6 +23,18 @@ from pathlib import Path
 from stackbook.evidence.files import file_sha256, model_json, read_json
 from stackbook.evidence.rundir import RunDir
 from stackbook.measure.metric_definitions import columns
+from stackbook.loadgen.records import read_records
+from stackbook.measure.metrics import (LOAD_CHECK_COUNTS, WORKLOAD_THROUGHPUT, point_summary,
+                                       sentinels_counted_apart)
+from stackbook.analysis.comparison import analyse_run
+from stackbook.analysis.decision import COMPARED_BY_NAME, decide
+from stackbook.analysis.rounds_needed import df_per_round
+from stackbook.analysis.capacity_summary import capacity_sentence
+from stackbook.capacity.predictions import interval_error
+from stackbook.run_checks.passport import build_passport
+from stackbook.run_checks.invariants import RunFacts, violations
+from stackbook.loadgen.phases import Phase
+from stackbook.config.loading import load_campaign
 
 POINT_FIGURES = ("completed", "requests",
                  *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50", "p99")),
@@ -120,13 +132,6 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
     """Each point's figures recomputed from its records. The load check's figures are compared
     where the run states it counted as this version does; in a run recorded before that, they are
     recomputed too, and any that differ are listed apart (counted under the older definition)."""
-    from stackbook.loadgen.records import read_records
-    from stackbook.measure.metrics import (
-        LOAD_CHECK_COUNTS,
-        WORKLOAD_THROUGHPUT,
-        point_summary,
-        sentinels_counted_apart,
-    )
 
     n, older, older_differ, with_sentinels = 0, 0, 0, 0
     for arm in campaign.arms:
@@ -166,7 +171,6 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def check_analysis(run: RunDir, audit: Audit) -> None:
-    from stackbook.analysis.comparison import analyse_run
 
     stored = read_json(run.analysis)
     if stored is None:
@@ -199,8 +203,6 @@ def _claim_differs(audit: Audit, where: str, stored, again) -> None:
 
 
 def _decision_claims(stored: dict, campaign, audit: Audit) -> int:
-    from stackbook.analysis.decision import COMPARED_BY_NAME, decide
-    from stackbook.analysis.rounds_needed import df_per_round
 
     decisions = stored.get("decisions") or []
     margin = campaign.protocol.decision.min_effect
@@ -215,7 +217,6 @@ def _decision_claims(stored: dict, campaign, audit: Audit) -> int:
 
 
 def _capacity_claims(run: RunDir, stored: dict, audit: Audit) -> int:
-    from stackbook.analysis.capacity_summary import capacity_sentence
 
     rows = stored.get("capacity") or []
     for i, row in enumerate(rows):
@@ -229,7 +230,6 @@ def _capacity_claims(run: RunDir, stored: dict, audit: Audit) -> int:
 
 
 def _prediction_claims(stored: dict, audit: Audit) -> int:
-    from stackbook.capacity.predictions import interval_error
 
     rows = stored.get("capacity_predictions") or []
     for i, row in enumerate(rows):
@@ -239,7 +239,6 @@ def _prediction_claims(stored: dict, audit: Audit) -> int:
 
 
 def check_passports(run: RunDir, campaign, audit: Audit) -> None:
-    from stackbook.run_checks.passport import build_passport
 
     n = 0
     entries = (read_json(run.manifest, {}) or {}).get("arms", {})
@@ -256,9 +255,6 @@ def check_passports(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def check_invariants(run: RunDir, campaign, audit: Audit) -> None:
-    from stackbook.run_checks.invariants import RunFacts, violations
-    from stackbook.loadgen.phases import Phase
-    from stackbook.loadgen.records import read_records
 
     analysis = read_json(run.analysis)
     if analysis is None:
@@ -279,7 +275,6 @@ def check_invariants(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def audit_run(path: str | Path) -> Audit:
-    from stackbook.config.loading import load_campaign
 
     run = RunDir.existing(path)
     audit = Audit(str(path))
