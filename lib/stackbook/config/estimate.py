@@ -10,15 +10,15 @@ from pathlib import Path
 
 from stackbook.config.campaign import Arm, Campaign
 from stackbook.config.protocol import Protocol
-from stackbook.loadgen.load_point import Load
-from stackbook.host import isa_class, isa_flags
-from stackbook.locations import REPO_ROOT, symbolic
-from stackbook.measure.metric_definitions import ttft_s
-from stackbook.loadgen.phases import Phase
-from stackbook.loadgen.records import read_records
 from stackbook.engines.registry import ADAPTERS
 from stackbook.evidence.files import read_json
 from stackbook.evidence.rundir import OutputsRoot
+from stackbook.host import isa_class, isa_flags
+from stackbook.loadgen.load_point import Load
+from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.records import read_records
+from stackbook.locations import REPO_ROOT, symbolic
+from stackbook.measure.metric_definitions import ttft_s
 
 GiB = 2**30
 LONG_CAMPAIGN_S = 4 * 3600  # a campaign estimated past this is warned about at check time
@@ -50,7 +50,6 @@ def duration(seconds: float) -> str:
 
 def mean_speeds(recs) -> tuple[float, float]:
     """(mean TTFT s, mean TPOT s) of records that succeeded."""
-
     ttft = sum(ttft_s(r) for r in recs) / len(recs)
     tpot = sum((r.end_s - r.first_token_s) / max(1, (r.output_tokens_server or r.output_tokens_client) - 1)
                for r in recs) / len(recs)
@@ -63,7 +62,6 @@ def record_speeds(path: str, mtime_ns: int, size: int) -> tuple[float, float, fl
     requests.jsonl's measured requests that succeeded, over all and per closed-loop concurrency
     (a request's TTFT grows with the requests queued beside it); None when there are none. Keyed
     by the file's mtime and size, read once."""
-
     recs = [r for r in read_records(path) if r.ok and r.phase == Phase.MEASURE and r.first_token_s is not None]
     if not recs:
         return None
@@ -80,7 +78,6 @@ def run_isa(run, kinds: dict[str, str]) -> list[str] | None:
     """The ISA flags of the host an earlier run measured on: as its engine records say (the host
     measured at the engine's start), else as an engine's own log states its CPU features (runs
     recorded before the host's flags were); None when neither says."""
-
     for name, kind in kinds.items():
         arm = run.arm(name)
         flags = ((read_json(arm.engine_json, {}) or {}).get("host") or {}).get("isa_flags")
@@ -96,7 +93,6 @@ def run_isa(run, kinds: dict[str, str]) -> list[str] | None:
 
 def run_precision(run, arm: str) -> str | None:
     """The weights' precision an earlier run's arm served, from its passport."""
-
     return (((read_json(run.arm(arm).passport_json, {}) or {}).get("identity") or {}).get("formats")
             or {}).get("weights")
 
@@ -105,7 +101,6 @@ def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None
     """Per arm name, what the earlier run of this campaign closest to this host measured (same host
     type, then same precision, then the latest): mean TTFT and TPOT (seconds), seconds outside the
     sweep (engine start, canaries), bytes per record, the run and how it compares with this one."""
-
     here = isa_class(isa_flags() if flags is None else flags)
     kinds = {arm.name: arm.engine.kind for arm in campaign.arms}
     best: dict[str, tuple[tuple, dict]] = {}

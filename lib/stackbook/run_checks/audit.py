@@ -20,21 +20,20 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackbook.evidence.files import file_sha256, model_json, read_json
-from stackbook.evidence.rundir import RunDir
-from stackbook.measure.metric_definitions import columns
-from stackbook.loadgen.records import read_records
-from stackbook.measure.metrics import (LOAD_CHECK_COUNTS, WORKLOAD_THROUGHPUT, point_summary,
-                                       sentinels_counted_apart)
+from stackbook.analysis.capacity_summary import capacity_sentence
 from stackbook.analysis.comparison import analyse_run
 from stackbook.analysis.decision import COMPARED_BY_NAME, decide
 from stackbook.analysis.rounds_needed import df_per_round
-from stackbook.analysis.capacity_summary import capacity_sentence
 from stackbook.capacity.predictions import interval_error
-from stackbook.run_checks.passport import build_passport
-from stackbook.run_checks.invariants import RunFacts, violations
-from stackbook.loadgen.phases import Phase
 from stackbook.config.loading import load_campaign
+from stackbook.evidence.files import file_sha256, model_json, read_json
+from stackbook.evidence.rundir import RunDir
+from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.records import read_records
+from stackbook.measure.metric_definitions import columns
+from stackbook.measure.metrics import LOAD_CHECK_COUNTS, WORKLOAD_THROUGHPUT, point_summary, sentinels_counted_apart
+from stackbook.run_checks.invariants import RunFacts, violations
+from stackbook.run_checks.passport import build_passport
 
 POINT_FIGURES = ("completed", "requests",
                  *columns(("ttft_ms", "p50", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50", "p99")),
@@ -132,7 +131,6 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
     """Each point's figures recomputed from its records. The load check's figures are compared
     where the run states it counted as this version does; in a run recorded before that, they are
     recomputed too, and any that differ are listed apart (counted under the older definition)."""
-
     n, older, older_differ, with_sentinels = 0, 0, 0, 0
     for arm in campaign.arms:
         d = run.arm(arm.name)

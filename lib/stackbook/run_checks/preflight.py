@@ -11,19 +11,19 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackbook import sizing
+from stackbook.capacity.verdict import requests_to_prove
 from stackbook.config.campaign import Arm, Campaign
 from stackbook.config.estimate import LONG_CAMPAIGN_S, ArmEstimate, check_duration, duration  # noqa: F401
 from stackbook.config.precision import precision_lines
 from stackbook.config.protocol import Protocol
+from stackbook.engines.spec import CapacityBasis
+from stackbook.evidence.rundir import OUTPUTS
 from stackbook.locations import REPO_ROOT, symbolic
 from stackbook.measure.slo_bounds import requests_needed
 from stackbook.model.artifacts import EMBEDDED_CATALOG_KEY, artifacts_for
 from stackbook.model.geometry import geometry_for
-from stackbook import sizing
-from stackbook.engines.spec import CapacityBasis
 from stackbook.sizing.hardware import accelerator
-from stackbook.capacity.verdict import requests_to_prove
-from stackbook.evidence.rundir import OUTPUTS
 
 GiB = 2**30
 
@@ -72,7 +72,6 @@ def starts_engine(protocol: Protocol) -> bool:
 def model_geometry(campaign: Campaign):
     """The served model's geometry read from its files (the catalog's for a catalog model, or an
     embedded model not yet set up); None with the reason when there is nothing to read."""
-
     spec = campaign.model
     if spec.source == "remote":
         return None, "a hosted model: its maximum context is the provider's"
@@ -107,7 +106,6 @@ def check_context(campaign: Campaign, protocols: dict[str, Protocol], g, source:
 def engine_memory(campaign: Campaign, arm: Arm, protocol: Protocol, g) -> tuple[float, float, list[str]] | None:
     """(weights bytes, cache pool bytes, the fields that size the pool) of the arm's engine, where
     the campaign fixes the pool (the kind's own setting, or hardware.pool_gib); else None."""
-
     spec = arm.engine
     pool, fields = spec.cache_pool_bytes(), [_field(campaign, arm, f) for f in spec.pool_set_by]
     if pool is None and g is not None and spec.pool_set_by:
@@ -242,7 +240,6 @@ def check_slo_sample(campaign: Campaign, protocols: dict[str, Protocol], out: Pr
 def capacity_sample_note(p: Protocol, where: str) -> str:
     """What a probe's sample can prove: the requests a load needs, all inside the SLO, to be judged
     inside (the Wilson rule of capacity.verdict), against the plan's first probe and its ceiling."""
-
     need, c = requests_to_prove(p.slo.attainment), p.capacity
     first = (f"a first probe of {c.requests} can prove it" if c.requests >= need else
              f"a first probe of {c.requests} cannot, so every load judged inside is probed again with more")
@@ -267,7 +264,6 @@ def preflight(campaign: Campaign, run_path: str | os.PathLike, *, check_host: bo
               runs_root: Path | None = None, limit: tuple[float, float | None, str] | None = None) -> Preflight:
     """Every check of the campaign against its model and (with check_host) this host; run_path
     is where the run would write. `limit` replaces the measured memory (tests)."""
-
     out = Preflight()
     protocols = {arm.name: campaign.protocol_for(arm) for arm in campaign.arms}
     try:
