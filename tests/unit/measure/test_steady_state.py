@@ -24,7 +24,8 @@ from stackbook.measure.steady_state import (
     steady_state,
 )
 
-KNOWN_EFFECT = REPO_ROOT / "outputs" / "known-effect" / "reference" / "arms"
+# the points of known-effect's first committed run (AVX-512 EPYC, bf16) the TTFT trend had flagged
+KNOWN_EFFECT = REPO_ROOT / "tests" / "fixtures" / "known_effect_bf16_avx512"
 
 
 @dataclass
@@ -105,11 +106,10 @@ def test_a_rising_ttft_alone_is_not_growth():
 
 
 @pytest.mark.parametrize("arm,point", [("fast", "rate0.4-r0"), ("fast-again", "rate0.8-r1"), ("slow", "rate0.4-r1")])
-def test_the_committed_known_effect_points_are_steady(arm, point):
+def test_the_first_known_effect_runs_flagged_points_are_steady(arm, point):
     """The known-effect points the TTFT trend called over-saturated (every request inside the
     SLO, the engine about half busy) hold no growing queue: an arrival mostly found it empty."""
-    recs = [r for r in read_records(Path(KNOWN_EFFECT / arm / "requests.jsonl"))
-            if r.point == point and r.phase == Phase.MEASURE]
+    recs = [r for r in read_records(Path(KNOWN_EFFECT / f"{arm}-{point}.jsonl")) if r.phase == Phase.MEASURE]
     assert len(recs) == 40
     s = steady_state(recs)
     assert s.verdict == STEADY, s.reason
