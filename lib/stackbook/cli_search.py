@@ -18,6 +18,8 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
            seed: int = typer.Option(0, "--seed", help="the seed of the requests' lengths")) -> None:
     """Tune one knob at a time on the bottleneck, each change kept only when measured ahead by the margin."""
     from stackbook.config.errors import CampaignError
+    from stackbook.evidence.portable import make_portable
+    from stackbook.evidence.rundir import RunDir
     from stackbook.locations import REPO_ROOT
     from stackbook.search.campaign import load_search_campaign
     from stackbook.search.carried_load import NothingCarried, carried_words, read_carried
@@ -58,4 +60,5 @@ def search(campaign: Path = typer.Argument(..., help="a search campaign, e.g. ca
         if steps[-1].kind == "stop" else []
     text = report_text(c.name, steps, knobs, c.incumbent(), carried_words(found) if found else None, capacity)
     (folder / "search.md").write_text(text)
-    typer.echo(text)
+    left = make_portable(RunDir(folder), [])  # engine logs name the cache's paths: kept symbolic, as a run's are
+    typer.echo(text + "".join(f"\nabsolute path left: {a}" for a in left))
