@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from stackbook.analysis.answer_facts import RunFacts
-from stackbook.analysis.answer_host import host_of, host_sentence, host_words
+from stackbook.analysis.answer_host import host_of, host_sentence, host_words, precision_words
 from stackbook.loadgen.load_point import load_unit
 from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text, weak_note
 from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_to_decide
@@ -367,7 +367,8 @@ def cost_sentence(facts: RunFacts) -> str:
 
 def other_run_line(other: RunFacts) -> str:
     """Another run of the campaign in one line: where it ran and what it found."""
-    return f"{other.name} on {host_words(host_of(other.passports))}: {leads(other.analysis) or 'nothing ranked'}"
+    return (f"{other.name} on {host_words(host_of(other.passports))}, {precision_words(other.passports)}: "
+            f"{leads(other.analysis) or 'nothing ranked'}")
 
 
 def answer(facts: RunFacts, others: list[RunFacts] = ()) -> list[Sentence]:

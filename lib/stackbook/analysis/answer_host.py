@@ -59,6 +59,18 @@ def kernel_words(passport: dict) -> str | None:
     return None
 
 
+def precision_words(passports: dict) -> str:
+    """The weights' precision the run's arms served ("fp32 weights"), each arm's where they differ:
+    on one host the precision alone can reverse a verdict, so every run names it."""
+    by_arm = {n: (((p or {}).get("identity") or {}).get("formats") or {}).get("weights") for n, p in passports.items()}
+    named = {w for w in by_arm.values() if w}
+    if not named:
+        return "precision not recorded"
+    if len(named) == 1:
+        return f"{named.pop()} weights"
+    return ", ".join(f"{n} {w or 'not recorded'}" for n, w in by_arm.items()) + " weights"
+
+
 def host_sentence(facts: RunFacts, others: list[str]) -> str:
     """The host (CPU, the ISA that decides the kernels), each engine's kernels, and the other runs
     of this campaign (`others`: one line each, its host and its verdict)."""
@@ -70,7 +82,8 @@ def host_sentence(facts: RunFacts, others: list[str]) -> str:
             by_kernel.setdefault(k, []).append(n)
     ran = [f"{', '.join(names)} ran {k}" for k, names in by_kernel.items()] + (
         [f"kernels not recorded for {', '.join(missing)}"] if missing else [])
-    text = "; ".join([host_words(host_of(facts.passports)) + sized_for(facts.passports), *ran])
+    text = "; ".join([host_words(host_of(facts.passports)) + sized_for(facts.passports)
+                      + f", {precision_words(facts.passports)}", *ran])
     if not others:
         return f"{text}. No other run of this campaign under outputs/."
     return f"{text}. Other runs of this campaign: {' | '.join(others)}."
