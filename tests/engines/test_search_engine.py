@@ -64,5 +64,5 @@ def test_a_search_step_on_llama_server(real_engines, tmp_path):
         assert sum(r["phase"] == "measure" for r in recs) >= 3 and all(r["error_class"] == "none" for r in recs)
     report = (out / "search.md").read_text()
     assert "## Final configuration against the default" in report
-    assert "Measured at 2 closed-loop clients: the highest load the incumbent was proven to carry" in report
+    assert "Measured at 2 clients in a closed loop: the highest load the incumbent was proven to carry" in report
     assert "- default: capacity inside the SLO: 2 clients (none proven outside), " in report

@@ -26,17 +26,21 @@ def slo_words(slo: dict, target: float) -> str:
     return f"{' and '.join(bounds)} for at least {target:.0%} of requests"
 
 
+def _users(load) -> str:
+    return f"{_fmt(load)} concurrent user{'' if load == 1 else 's'}"
+
+
 def capacity_sentence(arm: str, lower, upper, slo: dict, target: float) -> str:
     """What the interval says, and only that: each end as its probes proved it."""
     within = slo_words(slo, target)
     if lower is None and upper is None:
         return f"{arm}: no load was proven inside or outside {within}; its searches say why."
     if lower is None:
-        return f"{arm}: no load was proven inside {within}; {_fmt(upper)} concurrent users were proven outside it."
+        return f"{arm}: no load was proven inside {within}; {_users(upper)} were proven outside it."
     if upper is None:
-        return (f"{arm} carries at least {_fmt(lower)} concurrent users inside {within}; no load was proven "
+        return (f"{arm} carries at least {_users(lower)} inside {within}; no load was proven "
                 "outside it, so the capacity may lie higher.")
-    return (f"{arm} carries {_fmt(lower)} concurrent users inside {within}, and not {_fmt(upper)}: {_fmt(lower)} "
+    return (f"{arm} carries {_users(lower)} inside {within}, and not {_fmt(upper)}: {_fmt(lower)} "
             f"was proven inside and {_fmt(upper)} outside in every repetition (95% bounds), so its capacity lies "
             f"from {_fmt(lower)} up to below {_fmt(upper)}.")
 

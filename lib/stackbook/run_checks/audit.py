@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackbook.analysis.capacity_summary import capacity_sentence
-from stackbook.analysis.comparison import analyse_run
+from stackbook.analysis.comparison import analyse_run, controls
 from stackbook.analysis.decision import COMPARED_BY_NAME, decide
 from stackbook.analysis.rounds_needed import df_per_round
 from stackbook.capacity.predictions import interval_error
@@ -169,7 +169,6 @@ def check_points(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def check_analysis(run: RunDir, audit: Audit) -> None:
-
     stored = read_json(run.analysis)
     if stored is None:
         audit.checks["analysis"] = "not applied: the run has no analysis.json"
@@ -201,7 +200,6 @@ def _claim_differs(audit: Audit, where: str, stored, again) -> None:
 
 
 def _decision_claims(stored: dict, campaign, audit: Audit) -> int:
-
     decisions = stored.get("decisions") or []
     margin = campaign.protocol.decision.min_effect
     for i, d in enumerate(decisions):
@@ -215,7 +213,6 @@ def _decision_claims(stored: dict, campaign, audit: Audit) -> int:
 
 
 def _capacity_claims(run: RunDir, stored: dict, audit: Audit) -> int:
-
     rows = stored.get("capacity") or []
     for i, row in enumerate(rows):
         search = ((read_json(run.arm(row["arm"]).results, {}) or {}).get("capacity") or {})
@@ -228,7 +225,6 @@ def _capacity_claims(run: RunDir, stored: dict, audit: Audit) -> int:
 
 
 def _prediction_claims(stored: dict, audit: Audit) -> int:
-
     rows = stored.get("capacity_predictions") or []
     for i, row in enumerate(rows):
         again = interval_error(row.get("predicted"), row.get("measured_lower"), row.get("measured_upper"))
@@ -237,7 +233,6 @@ def _prediction_claims(stored: dict, audit: Audit) -> int:
 
 
 def check_passports(run: RunDir, campaign, audit: Audit) -> None:
-
     n = 0
     entries = (read_json(run.manifest, {}) or {}).get("arms", {})
     for arm in campaign.arms:
@@ -253,12 +248,13 @@ def check_passports(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def check_invariants(run: RunDir, campaign, audit: Audit) -> None:
-
+    """The named invariants on the run's analysis; identical replicas are the A/A ones (a replica
+    behind the delay relay differs by construction)."""
     analysis = read_json(run.analysis)
     if analysis is None:
         audit.checks["invariants"] = "not applied: the run has no analysis.json"
         return
-    facts = RunFacts(analysis, {a.name: a.replicate_of for a in campaign.arms if a.replicate_of},
+    facts = RunFacts(analysis, controls(campaign)[0],
                      manifest=read_json(run.manifest, {}) or {})
     for arm in campaign.arms:
         d = run.arm(arm.name)
@@ -273,7 +269,6 @@ def check_invariants(run: RunDir, campaign, audit: Audit) -> None:
 
 
 def audit_run(path: str | Path) -> Audit:
-
     run = RunDir.existing(path)
     audit = Audit(str(path))
     check_files(run, audit)

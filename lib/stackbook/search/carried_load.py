@@ -79,10 +79,14 @@ def carried_load(system: EngineSystem, incumbent: dict[str, Value], folder: Path
     return found["concurrency"]
 
 
+def _clients(n: int) -> str:
+    return f"{n} client{'' if n == 1 else 's'}"
+
+
 def carried_words(found: dict) -> str:
     """One sentence for the report: the load searched at and how it was found."""
     upper = "none proven outside" if found["upper"] is None else f"{found['upper']:g} proven outside"
-    return (f"Measured at {found['concurrency']} closed-loop clients: the highest load the incumbent was proven "
+    return (f"Measured at {_clients(found['concurrency'])} in a closed loop: the highest load the incumbent was proven "
             f"to carry inside the SLO ({found['attainment']:.0%} of requests) by the campaign's capacity search "
             f"({upper}; {len(found['probes'])} probes; {found['stop_reason']}).")
 
@@ -92,7 +96,7 @@ def capacity_words(found: dict) -> str:
     if found["concurrency"] is None:
         return f"capacity inside the SLO: none proven ({found['stop_reason']})"
     upper = "none proven outside" if found["upper"] is None else f"{found['upper']:g} proven outside"
-    out = f"capacity inside the SLO: {found['concurrency']} clients ({upper})"
+    out = f"capacity inside the SLO: {_clients(found['concurrency'])} ({upper})"
     if found.get("output_tok_s"):
         out += f", {found['output_tok_s']:,.1f} output tok/s there"
     if found.get("cost_per_m_output_tokens_usd") is not None:

@@ -21,25 +21,32 @@ def sentences(run: str) -> dict[str, str]:
     return {s.question: s.text for s in answer.answer(f, other_runs(OUTPUTS_DIR / run, run.split("/")[0]))}
 
 
-def test_the_capacity_run_names_each_loads_leader_and_the_arm_that_carries_more_inside_the_slo():
+def test_the_capacity_run_names_each_loads_outcome_and_one_capacity_per_arm():
     said = sentences("capacity/reference")
     assert said["Which arm"] == (
-        "On output throughput, the preregistered primary figure: run llama-cpp at concurrency 1 (29% higher than "
-        "vllm-cpu, 21% to 37%); vllm-cpu at concurrency 2 (19% higher than llama-cpp, 11% to 26%); inside the SLO "
-        "vllm-cpu carries the most load (4 against 2).")
-    # one capacity per arm: the search's, never the sweep's "2" beside it
+        "On output throughput, the preregistered primary figure: run llama-cpp or vllm-cpu at concurrency 1 (between "
+        "them undecided: +3% to +22%) and 2 (between them undecided: -18% to -3%).")
+    # one capacity per arm: the search's, never the sweep's highest load beside it
     assert said["Inside which SLO"] == (
-        "TTFT ≤ 1000 ms and TPOT ≤ 100 ms for at least 90% of requests: llama-cpp carries concurrency 2 and not 4 "
-        "(the capacity search, 2 rounds; the rounds differ); vllm-cpu carries concurrency 4 and not 5 (the capacity "
-        "search, 2 rounds).")
+        "TTFT ≤ 1000 ms and TPOT ≤ 100 ms for at least 90% of requests: llama-cpp carries concurrency 1 and not 2 "
+        "(the capacity search, 2 rounds); vllm-cpu carries concurrency 1 and not 2 (the capacity search, 2 rounds).")
+
+
+def test_the_arm_that_carries_more_inside_the_slo_is_named_and_a_tie_is_not():
+    rows = [{"arm": "llama-cpp", "lower": 2.0}, {"arm": "vllm-cpu", "lower": 4.0}]
+    assert answer.capacity_leader({"capacity": rows}) == "; inside the SLO vllm-cpu carries the most load (4 against 2)"
+    assert answer.capacity_leader({"capacity": [{"arm": "a", "lower": 1.0}, {"arm": "b", "lower": 1.0}]}) == ""
+    assert answer.capacity_leader({"capacity": [{"arm": "a", "lower": 3.0}, {"arm": "b", "lower": None}]}) == ""
 
 
 def test_cost_states_its_price_formula_utilisation_and_the_campaigns_caveat():
     said = sentences("capacity/reference")["At what cost"]
-    assert said.startswith("Per million output tokens, llama-cpp $0.84 and vllm-cpu $0.48: $0.085 an hour ÷ "
-                           "(the output tokens per second at each arm's proven capacity, 28.1 and 49.5 tok/s, × 3,600)")
+    assert said.startswith("Per million output tokens, llama-cpp $1.85 and vllm-cpu $2.11: $0.085 an hour ÷ "
+                           "(the output tokens per second at each arm's proven capacity, 12.8 and 11.2 tok/s, × 3,600)")
     # the arithmetic the sentence states gives the figures it states
-    assert round(0.085 / (28.1195 * 3600) * 1e6, 2) == 0.84 and round(0.085 / (49.5093 * 3600) * 1e6, 2) == 0.48
+    rows = {r["arm"]: r for r in facts("capacity/reference").analysis["capacity"]}
+    for arm, cost in (("llama-cpp", 1.85), ("vllm-cpu", 2.11)):
+        assert round(0.085 / (rows[arm]["output_tok_s_at_lower"] * 3600) * 1e6, 2) == cost
     assert "(100% utilisation)" in said and "a managed endpoint charges $0.6 per million" in said
     assert said.endswith("illustrative round figures for a 2-vCPU cloud instance and a "
                          "small hosted model, not a quote).")
@@ -48,19 +55,19 @@ def test_cost_states_its_price_formula_utilisation_and_the_campaigns_caveat():
 
 def test_how_sure_gives_rounds_their_minutes_and_the_rounds_that_would_decide_the_undecided():
     said = sentences("capacity/reference")["How sure"]
-    # rounds from the manifest's round log: 486 s and 431 s
-    assert said.startswith("2 rounds of every arm (each took 8.1 and 7.2 min; stopped after 2 repetitions: fixed by "
-                           "the protocol (min = max)); the output throughput decisions rest on 3 degrees of freedom "
-                           "(95% intervals); 1 of 8 comparisons undecided")
-    more = int(said.split("TPOT p50 at concurrency 2: about ")[1].split()[0])
-    # one more round costs the later round's 7.2 min
-    assert f"about {more} more rounds, about {round(more * 7.2)} min" in said
+    # rounds from the manifest's round log: 684 s and 468 s
+    assert said.startswith("2 rounds of every arm (each took 11.4 and 7.8 min; stopped after 2 repetitions: fixed by "
+                           "the protocol (min = max)); the output throughput decisions rest on 2 degrees of freedom "
+                           "(95% intervals); 5 of 8 comparisons undecided")
+    # one more round costs the later round's 7.8 min
+    assert ("output throughput at concurrency 1, output throughput at concurrency 2 and E2E p50 at concurrency 1: "
+            "about 1 more round, about 8 min") in said
     # the decision's own words, built by the rule from the same interval, name the same count
     d = next(d for d in facts("capacity/reference").analysis["decisions"]
-             if d["metric"] == "tpot_p50" and d["load"] == 2)
-    worded = decide(2, COMPARED_BY_NAME["tpot_p50"], d["arm_a"], d["arm_b"], (d["ratio"], d["lo"], d["hi"]),
+             if d["metric"] == "output_throughput" and d["load"] == 1)
+    worded = decide(1, COMPARED_BY_NAME["output_throughput"], d["arm_a"], d["arm_b"], (d["ratio"], d["lo"], d["hi"]),
                     (2, 2), (78, 78), 0.05, 0.95, d["method"], d["degrees_of_freedom"], 2 * d["pooled_loads"])
-    assert f"about {more} more rounds would decide it at this estimate" in worded.text
+    assert "about 1 more round would decide it at this estimate" in worded.text
 
 
 def test_a_decision_on_one_degree_of_freedom_says_it_is_weak():
@@ -77,7 +84,8 @@ def test_four_arms_name_the_one_no_other_beats_and_its_nearest_rival():
     assert said["Which arm"] == (
         "On output throughput, the preregistered primary figure: run llama-cpp at concurrency 1 (145% higher than "
         "transformers, the next best, 74% to 246%) and 2 (128% higher than transformers, the next best, 63% to 219%).")
-    assert said["On which host"] == ("AMD EPYC, 2 CPUs, AVX2 only (no AVX-512); llama-cpp ran ggml CPU with AVX2; "
+    assert said["On which host"] == ("AMD EPYC, 2 CPUs, AVX2 only (no AVX-512), bf16 weights; llama-cpp ran ggml CPU "
+                                     "with AVX2; "
                                      "vllm-cpu ran vllm._C_AVX2; kernels not recorded for mlx, transformers. "
                                      "No other run of this campaign under outputs/.")
 
@@ -86,10 +94,10 @@ def test_arms_no_one_beats_are_named_together_with_what_lies_between_them():
     said = sentences("known-effect/reference")
     assert said["Which arm"] == ("On TPOT p50, the preregistered primary figure: run fast "
                                  "or fast-again at offered rate "
-                                 "0.4 req/s (between them undecided: -21% to +23%) and 0.8 (between them undecided: "
-                                 "-17% to +44%). The seeded schedules sent 0.4 as 0.351, 0.8 as 0.703 req/s.")
+                                 "0.4 req/s (between them undecided: -6% to +15%) and 0.8 (between them undecided: "
+                                 "-26% to +39%). The seeded schedules sent 0.4 as 0.351, 0.8 as 0.703 req/s.")
     assert "the stopping rule watched TPOT p50 only" in said["How sure"] and "97.5% intervals" in said["How sure"]
-    assert "7 more in the decision table" in said["How sure"]
+    assert "5 more in the decision table" in said["How sure"]
     assert "first or second at concurrency 1 (between them no difference beyond the margin: -7% to +6%)" in \
         sentences("aa-control/reference")["Which arm"]
 
@@ -105,8 +113,12 @@ def test_a_run_of_one_round_decides_nothing_and_names_the_other_host_with_its_ve
         "tested up to 8); proven outside from 2; undecided at 1 (12 of 12 inside; 299 "
         "with none outside would prove 99%)")
     assert said["On which host"] == (
-        "AMD EPYC, 2 CPUs, instruction sets not recorded in its passports; kernels not recorded for llama-cpp, "
-        "vllm-cpu. Other runs of this campaign: quickstart/reference on AMD EPYC, 2 CPUs, AVX-512 BF16: llama-cpp at "
+        "AMD EPYC, 2 CPUs, instruction sets not recorded in its passports, bf16 weights; kernels not recorded for "
+        "llama-cpp, vllm-cpu. Other runs of this campaign: quickstart/avx2-fp32 on AMD EPYC, 2 CPUs, AVX2 only (no "
+        "AVX-512), fp32 weights: llama-cpp or vllm-cpu at concurrency 1 (between them undecided: -2% to +11%); "
+        "vllm-cpu at concurrency 2 (25% higher than llama-cpp, 18% to 34%) and 4 (27% higher than llama-cpp, 20% to "
+        "36%) | "
+        "quickstart/reference on AMD EPYC, 2 CPUs, AVX-512 BF16, bf16 weights: llama-cpp at "
         "concurrency 1 (43% higher than vllm-cpu, 31% to 56%); llama-cpp or vllm-cpu at concurrency 2 (between them "
         "undecided: -11% to +5%); vllm-cpu at concurrency 4 (41% higher than llama-cpp, 29% to 54%).")
 
@@ -156,9 +168,10 @@ def test_the_slo_bounds_and_a_campaign_without_an_attainment_read_the_protocols_
 def test_other_runs_leave_out_the_run_itself_and_a_copy_of_it(tmp_path):
     from tests.support.runs import copy_committed_run_to
 
-    assert [o.name for o in other_runs(OUTPUTS_DIR / "quickstart/avx2-host", "quickstart")] == ["quickstart/reference"]
+    assert [o.name for o in other_runs(OUTPUTS_DIR / "quickstart/avx2-host", "quickstart")] == [
+        "quickstart/avx2-fp32", "quickstart/reference"]
     copy = copy_committed_run_to(tmp_path / "quickstart" / "reference", "quickstart", ignore=("*.ipynb", "arms"))
-    assert [o.name for o in other_runs(copy, "quickstart")] == ["quickstart/avx2-host"]
+    assert [o.name for o in other_runs(copy, "quickstart")] == ["quickstart/avx2-fp32", "quickstart/avx2-host"]
 
 
 def test_a_rate_whose_seeded_schedules_strayed_reads_at_what_they_sent():

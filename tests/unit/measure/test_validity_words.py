@@ -21,7 +21,12 @@ def test_an_open_loop_names_its_late_sends():
 
 
 def test_a_starved_client_is_said_so():
-    detail = _discards("capacity/reference", "vllm-cpu")["c1-r1"]
+    # capacity's first committed run (AVX-512 EPYC, bf16), vllm-cpu c1-r1, as its results.json kept it
+    v = {"configured_concurrency": 1, "in_flight_mean": 0.9890806925653137, "littles_law_concurrency": 0.98908069256,
+         "client_gap_in_flight": 0.010919307434686318, "client_gap_ms_p99": 184.53156525180026, "valid": False,
+         "client_loop_delay_ms_p99": 260.423, "client_delay_judged_ms": 260.423, "client_delay_ttft_share": 1.1456,
+         "client_delay_tpot_share": 0.5544, "client_delay_valid": False}
+    detail = describe_validity(v)
     assert detail.startswith("the client's own loop delay (260.4 ms at p99) came to 115% of TTFT p50")
     assert detail.endswith("(limit 5%): the client was starved of CPU")
 

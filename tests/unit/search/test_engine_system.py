@@ -105,7 +105,7 @@ def test_a_configurations_capacity_is_worded_with_its_cost_or_why_it_has_none():
     assert capacity_words(found) == ("capacity inside the SLO: 4 clients (8 proven outside), 42.5 output tok/s "
                                      "there; $0.56 per million output tokens at $0.085 an hour, streaming at that "
                                      "load all hour")
-    assert carried_words(found).startswith("Measured at 4 closed-loop clients: the highest load the incumbent was "
+    assert carried_words(found).startswith("Measured at 4 clients in a closed loop: the highest load the incumbent was "
                                            "proven to carry inside the SLO (90% of requests) by the campaign's "
                                            "capacity search (8 proven outside; 3 probes; resolved).")
     none = found | {"concurrency": None, "stop_reason": "nothing proven inside down to the smallest load allowed, 1"}
