@@ -15,7 +15,7 @@ from stackbook.loadgen.load_point import load_unit
 from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text, weak_note
 from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_to_decide
 from stackbook.config.protocol import Slo
-from stackbook.measure.validity import SCHEDULE_STRAY
+from stackbook.measure.validity import rate_span, rates_sent, strayed
 
 AHEAD, NO_DIFFERENCE, UNDECIDED = "ahead", "no difference", "undecided"
 NO_SPREAD = "one repetition per arm measures no run-to-run spread"
@@ -163,12 +163,10 @@ def offered_note(analysis: dict) -> str:
     for p in analysis.get("points") or []:
         if p.get("rate") and p.get("scheduled_rate_rps"):
             sent.setdefault(p["rate"], []).append(p["scheduled_rate_rps"])
-    strayed = [(rate, sorted(xs)) for rate, xs in sorted(sent.items())
-               if any(abs(x / rate - 1) > SCHEDULE_STRAY for x in xs)]
-    if not strayed:
+    off = [(rate, rates_sent(xs)) for rate, xs in sorted(sent.items()) if any(strayed(rate, x) for x in xs)]
+    if not off:
         return ""
-    spans = [f"{rate:g} as {xs[0]:.3g}" + (f" to {xs[-1]:.3g}" if f"{xs[0]:.3g}" != f"{xs[-1]:.3g}" else "")
-             for rate, xs in strayed]
+    spans = [f"{rate:g} as {rate_span(xs)}" for rate, xs in off]
     return f" The seeded schedules sent {', '.join(spans)} req/s."
 
 

@@ -26,15 +26,30 @@ def sent_on_time(schedule_lag_ms_p99: float | None) -> bool:
     return schedule_lag_ms_p99 is not None and schedule_lag_ms_p99 <= MAX_SCHEDULE_LAG_MS
 
 
+def rates_sent(scheduled: list[float]) -> list[float]:
+    """The rates seeded schedules sent, sorted, missing ones left out."""
+    return sorted(x for x in scheduled if x is not None and x == x)
+
+
+def strayed(configured: float, rate: float) -> bool:
+    return abs(rate / configured - 1) > SCHEDULE_STRAY
+
+
+def rate_span(got: list[float], between: str = " to ") -> str:
+    """Sorted rates as one figure, or their lowest and highest (three significant digits)."""
+    lo, hi = f"{got[0]:.3g}", f"{got[-1]:.3g}"
+    return lo if lo == hi else f"{lo}{between}{hi}"
+
+
 def offered_words(configured: float, scheduled: list[float]) -> str:
     """An open-loop load as the engine was offered it: the configured rate and what its seeded
     schedules offered (a short Poisson sample strays from its mean), flagged where one strays
     beyond SCHEDULE_STRAY, since then the load reads at the rate offered, not the rate named."""
-    got = sorted(x for x in scheduled if x is not None and x == x)
+    got = rates_sent(scheduled)
     if not got:
         return f"offered rate {configured:g}"
-    span = f"{got[0]:.3g} req/s" if f"{got[0]:.3g}" == f"{got[-1]:.3g}" else f"{got[0]:.3g} to {got[-1]:.3g} req/s"
-    strays = [x for x in got if abs(x / configured - 1) > SCHEDULE_STRAY]
+    span = f"{rate_span(got)} req/s"
+    strays = [x for x in got if strayed(configured, x)]
     flag = (f"; {len(strays)} of {len(got)} strayed beyond ±{SCHEDULE_STRAY:.0%} of {configured:g}, so read this "
             "load at the rates offered" if strays else "")
     return f"offered rate {configured:g} (its seeded schedules offered {span}{flag})"
@@ -43,11 +58,10 @@ def offered_words(configured: float, scheduled: list[float]) -> str:
 def sent_label(configured: float, scheduled: list[float]) -> str:
     """A rate as a label: the rate named, and beside it what the seeded schedules sent where one
     strayed beyond SCHEDULE_STRAY ("0.4 (sent 0.351)"), so an axis or table reads at the load offered."""
-    got = sorted(x for x in scheduled if x is not None and x == x)
-    if not any(abs(x / configured - 1) > SCHEDULE_STRAY for x in got):
+    got = rates_sent(scheduled)
+    if not any(strayed(configured, x) for x in got):
         return f"{configured:g}"
-    span = f"{got[0]:.3g}" if f"{got[0]:.3g}" == f"{got[-1]:.3g}" else f"{got[0]:.3g}-{got[-1]:.3g}"
-    return f"{configured:g} (sent {span})"
+    return f"{configured:g} (sent {rate_span(got, '-')})"
 
 
 def rate_strayed(scheduled_rate_rps: float | None, achieved_rate_rps: float | None) -> bool:
