@@ -247,7 +247,7 @@ def replay(run_dir: Path = typer.Argument(..., help="a run directory, e.g. outpu
     from stackbook.config.loading import load_campaign
     from stackbook.engines import adapter_for
     from stackbook.evidence.rundir import RunDir
-    from stackbook.loadgen.replay import replay_arm
+    from stackbook.measure.replay import replay_arm
 
     from stackbook.evidence.rundir import check_run_id
 

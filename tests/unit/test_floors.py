@@ -39,10 +39,6 @@ CLIMBS: dict[tuple[str, str], str] = {
         "adapter_for resolves the arm's model artifacts; the model's set-up converts with the engines' tools",
     ("engines.openai_endpoint", "gate.probe"):
         "the endpoint's readiness asks once whether it honours an exact output length, as the gate probes",
-    ("harness.selftest", "config.arrival_patterns"):
-        "the rate ladder sends the campaign's own open-loop schedule, to measure the sweep's code path",
-    ("loadgen.plans", "measure.validity"): "each point plan carries the validity rule of its loop",
-    ("loadgen.replay", "measure.metric_definitions"): "a replay's schedule lag is the metric's own definition",
     ("loadgen.sent", "config.protocol"): "the sent bodies' digests read the protocol's decoding settings",
 }
 

@@ -13,7 +13,6 @@ from stackbook.measure.metric_definitions import column, columns
 from stackbook.measure.reconciliation import reconciliation_rows
 from stackbook.measure.validity import worded_discards
 from stackbook.analysis.fairness import DIFFERS, fairness_table, remedy_words
-from stackbook.analysis.figure_style import frame_unit
 from stackbook.analysis.open_loop_waits import open_loop_points
 from stackbook.analysis.known_effect import known_effect_lines
 from stackbook.analysis.tails import tail_lines, tail_rows
@@ -33,6 +32,7 @@ from stackbook.evidence.files import write_model
 from stackbook.evidence.label import Label
 from stackbook.evidence.results import Open
 from stackbook.evidence.rundir import STAGE_NOTEBOOK, ArmDir, RunDir
+from stackbook.loadgen.load_point import clients_column, frame_unit
 
 E2E_MEAN = column("e2e_ms", "mean")  # a point's mean response time, what the closed-loop model fits
 
@@ -172,7 +172,8 @@ def roofline_efficiency(arms: dict, df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for name, a in arms.items():
         bound = (a["results"].get("sizing") or {}).get("roofline_decode_tok_s")
-        one = df[(df["arm"] == name) & (df.get("concurrency") == 1)] if "concurrency" in df else df.iloc[0:0]
+        clients = clients_column(df)
+        one = df[(df["arm"] == name) & (clients == 1)] if clients is not None else df.iloc[0:0]
         if not bound or one.empty:
             continue
         rate = one["decode_tok_s_per_stream_mean"].iloc[0]

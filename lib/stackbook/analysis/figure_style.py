@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from stackbook.loadgen.load_point import load_unit
+from stackbook.loadgen.load_point import frame_unit
 from stackbook.measure.validity import sent_label
 
 STYLE = "whitegrid"
@@ -165,24 +165,6 @@ def load_axis(df: pd.DataFrame) -> str:
     """Closed-loop sweeps are plotted against concurrency, open-loop ones against offered rate."""
     return {"offered rate": "offered rate (requests / s)", "trace speed": "trace replay speed (1: as recorded)",
             "concurrency": "concurrency (closed loop)"}[frame_unit(df)]
-
-
-def frame_unit(df: pd.DataFrame) -> str:
-    """The unit a frame of points names its loads in (loadgen.load_point.load_unit)."""
-    return load_unit(df["rate"] if "rate" in df else [], df["speedup"] if "speedup" in df else [])
-
-
-def tail_name(df: pd.DataFrame, percentile: int = 99, count: str = "completed") -> str:
-    """What a tail percentile drawn from these points is: "p99" where every point has the requests
-    to carry it, else the sample sizes beside it and what it then lies next to, the maximum."""
-    from stackbook.analysis.decision import min_sample
-
-    need = min_sample(percentile)
-    counts = pd.to_numeric(df[count], errors="coerce").dropna() if count in df else pd.Series(dtype=float)
-    if counts.empty or counts.min() >= need:
-        return f"p{percentile}"
-    lo, hi = int(counts.min()), int(counts.max())
-    return f"p{percentile} of n={lo}{f'-{hi}' if hi != lo else ''} (< {need}: near the max)"
 
 
 TAIL_ORDER = (99, 95, 50)

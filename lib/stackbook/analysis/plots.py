@@ -21,8 +21,7 @@ from stackbook.analysis.figure_style import (  # noqa: F401 - point_status and a
     load_ticks,
     load_axis,
     point_status,
-    scale_axis,  # tail_name: the tables name their tails with it
-    tail_name,
+    scale_axis,
 )
 from stackbook.analysis.queueing_plots import (  # noqa: F401 - the notebooks call every figure through plots
     demand_bars, kingman_curves, measured_demand_bars, mva_centres_check, predicted_vs_measured,

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from pydantic import TypeAdapter
 
 from stackbook.engines.spec import free_port
 from stackbook.harness.pacing import Pacing
 from stackbook.harness.stream_fidelity import TOKENS, TRUTH, core_plan, pinned, stream_point
+from stackbook.loadgen.arrivals import constant_schedule, poisson_schedule
 from stackbook.loadgen.client_processes import send_point
-from stackbook.config.arrival_patterns import Arrival, OpenLoop
 from stackbook.loadgen.drivers import Target, run_closed_loop
 from stackbook.loadgen.phases import Phase
+from stackbook.loadgen.plans import OpenPlan
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 from stackbook.measure.metric_definitions import achieved_rate_rps, itl_ms, rate_rps, schedule_lag_ms, ttft_ms
 from stackbook.measure.validity import MAX_SCHEDULE_LAG_MS, rate_held
@@ -85,12 +85,17 @@ def measure(url: str, quick: bool = False, rates: list[float] | None = None) -> 
             "note": "client and calibration server share this machine's cores"}
 
 
-def open_pattern(kind: str, rates: list[float]) -> OpenLoop:
-    """The campaign's open-loop arrival pattern of this kind ("poisson", "constant", ...) at these rates."""
-    pattern = TypeAdapter(Arrival).validate_python({"kind": kind, "rates": rates})
-    if not isinstance(pattern, OpenLoop):
-        raise ValueError(f"the rate ladder needs an open-loop arrival pattern, not {kind!r}")
-    return pattern
+# The open-loop schedules a campaign sends (config.arrival_patterns draws its points from the same
+# functions), by the arrival kind's name.
+LADDER_SCHEDULES = {"poisson": poisson_schedule, "constant": lambda rate, n, seed: constant_schedule(rate, n)}
+
+
+def ladder_schedule(kind: str, rate: float, n: int, seed: int) -> list[float]:
+    """The deadlines of `n` requests at `rate` on the campaign's open-loop schedule of this kind."""
+    if kind not in LADDER_SCHEDULES:
+        raise ValueError(f"the rate ladder sends an open-loop schedule: arrivals must be one of "
+                         f"{sorted(LADDER_SCHEDULES)}, not {kind!r}")
+    return LADDER_SCHEDULES[kind](rate, n, seed)
 
 
 def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: str = "poisson",
@@ -100,13 +105,13 @@ def rate_ladder(url: str, rates: list[float], *, processes: int = 1, arrivals: s
     the highest rate held by the sweep's own rule (p99 schedule lag and achieved rate, see
     measure.validity), with no request failed; the ladder stops at its first rate not held."""
     target = Target(url, "calibration", {"temperature": 0.0}, {"max_tokens": 16}, timeout_s=30)
-    pattern = open_pattern(arrivals, rates)
+    ladder_schedule(arrivals, 1.0, 1, 0)  # an unknown kind is refused before any rung is sent
     held, ladder = 0.0, []
     with tempfile.TemporaryDirectory(prefix="stackbook-selftest-") as tmp:
         for rate in rates:
             count = int(max(60, rate * seconds))
-            plan = pattern.point_plan({"level": f"rate{rate}", "rate": rate}, count, int(rate), cooldown=0)
-            sched = plan.schedule
+            sched = ladder_schedule(arrivals, rate, count, int(rate))
+            plan = OpenPlan(sched, cooldown=0)
             recs, cost = send_point(plan, target, _prompts(count), ApproximateTokenizer(), processes=processes,
                                     parts_dir=Path(tmp) / f"rate{rate}", writer=None, sent_writer=None,
                                     base=_base(f"rate{rate}"), warmup=0)

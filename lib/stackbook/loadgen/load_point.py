@@ -23,6 +23,16 @@ def load_unit(rates, speedups=()) -> str:
     return "trace speed" if any(x is not None and x == x for x in speedups) else "concurrency"
 
 
+def frame_unit(frame) -> str:
+    """The unit a table of points (a DataFrame, or a dict of columns) names its loads in."""
+    return load_unit(frame["rate"] if "rate" in frame else [], frame["speedup"] if "speedup" in frame else [])
+
+
+def clients_column(frame):
+    """A table's closed-loop client counts, or None where its loads are not clients."""
+    return frame["concurrency"] if "concurrency" in frame else None
+
+
 def point_name(label: str, repetition: int) -> str:
     """A sweep point's name (c4-r0, rate0.5-r1, trace-r0): the records and results key on it."""
     return f"{label}-r{repetition}"

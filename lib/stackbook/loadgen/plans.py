@@ -1,7 +1,8 @@
 """What one sweep point sends, as its arrival pattern plans it: an open loop with each prompt's
 deadline, a closed loop with its clients, or a recorded trace replayed on its own clock.
 
-The sweep, the client processes and the load-validity rules act on the plan's type, so a new
+The sweep, the client processes and the load-validity rules (by the rule each plan names) act on
+the plan's type, so a new
 arrival pattern says which plan it makes and nothing else needs to know its keys.
 """
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Union
-
-from stackbook.measure.validity import closed_loop_validity, open_loop_validity, session_replay_validity
 
 
 def concurrency_shares(concurrency: int, processes: int) -> list[int]:
@@ -26,6 +25,7 @@ class OpenPlan:
     schedule: list[float]
     cooldown: int = 0
     judged_against_harness_ceiling: ClassVar[bool] = True  # a rate the client itself must hold
+    validity_rule: ClassVar[str] = "open loop"  # measure.validity judges its points by this rule
 
     def client_weights(self, processes: int) -> list[int]:
         """How many of the point's senders each client process runs: one deadline stream each."""
@@ -35,9 +35,6 @@ class OpenPlan:
         """The part of the plan one client process sends: the deadlines of its prompts."""
         return dataclasses.replace(self, schedule=[self.schedule[i] for i in positions])
 
-    @staticmethod
-    def load_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
-        return open_loop_validity(s, harness_ceiling)
 
 
 @dataclass(frozen=True)
@@ -59,14 +56,11 @@ class SessionPlan(TracePlan):
     gaps: tuple[float | None, ...] = ()
     spawned_by: tuple[tuple[str, int] | None, ...] = ()
     waits_for: tuple[tuple[str, ...], ...] = ()
+    validity_rule: ClassVar[str] = "session replay"
 
     def client_weights(self, processes: int) -> list[int]:
         """One process: a session's steps wait on each other's replies, so they cannot be dealt apart."""
         return [1]
-
-    @staticmethod
-    def load_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
-        return session_replay_validity(s, harness_ceiling)
 
     def share(self, positions: list[int], clients: int) -> SessionPlan:
         def pick(values: tuple) -> tuple:
@@ -88,6 +82,7 @@ class ClosedPlan:
     concurrency: int
     cooldown: int = 0
     judged_against_harness_ceiling: ClassVar[bool] = False  # no clock: replies pace the sends
+    validity_rule: ClassVar[str] = "closed loop"
 
     def client_weights(self, processes: int) -> list[int]:
         """The clients per process (never more processes than clients: one without would send nothing)."""
@@ -96,9 +91,6 @@ class ClosedPlan:
     def share(self, positions: list[int], clients: int) -> ClosedPlan:
         return dataclasses.replace(self, concurrency=clients)
 
-    @staticmethod
-    def load_validity(s: dict, harness_ceiling: dict | None = None) -> dict:
-        return closed_loop_validity(s)
 
 
 PointPlan = Union[OpenPlan, ClosedPlan]  # TracePlan and SessionPlan are OpenPlans

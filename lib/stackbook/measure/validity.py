@@ -153,7 +153,11 @@ def point_validity(s: dict, harness_ceiling: dict | None = None, *, plan) -> dic
     """Did the client deliver the load the protocol asked for? (A point where it did not is the
     client's number, not the engine's.) Judged over the measured requests only, by the rule of
     the point's plan (loadgen.plans: a closed loop's clients, an open loop's deadlines)."""
-    return plan.load_validity(s, harness_ceiling)
+    if plan.validity_rule == "closed loop":
+        return closed_loop_validity(s)
+    if plan.validity_rule == "session replay":
+        return session_replay_validity(s, harness_ceiling)
+    return open_loop_validity(s, harness_ceiling)
 
 
 def closed_loop_validity(s: dict) -> dict:

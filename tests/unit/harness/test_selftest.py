@@ -2,10 +2,26 @@
 ladder from one and from several client processes, and the command that prints both."""
 import json
 
+import pytest
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from stackbook.cli import app
-from stackbook.harness.selftest import QUICK_LADDER, rate_ladder
+from stackbook.config.arrival_patterns import Arrival
+from stackbook.harness.selftest import LADDER_SCHEDULES, QUICK_LADDER, ladder_schedule, rate_ladder
+
+
+@pytest.mark.parametrize("kind", sorted(LADDER_SCHEDULES))
+def test_the_ladder_sends_the_campaigns_own_schedule(kind):
+    pattern = TypeAdapter(Arrival).validate_python({"kind": kind, "rates": [40]})
+    plan = pattern.point_plan({"level": "rate40", "rate": 40}, 60, 40, cooldown=0)
+    assert ladder_schedule(kind, 40, 60, 40) == plan.schedule
+    assert len(plan.schedule) == 60 and plan.schedule == sorted(plan.schedule)
+
+
+def test_a_ladder_on_a_closed_loop_is_refused_by_name():
+    with pytest.raises(ValueError, match="arrivals must be one of .*constant.*poisson.*not 'closed'"):
+        rate_ladder("http://127.0.0.1:9", [10], arrivals="closed")
 
 
 def test_the_ladder_from_two_processes_records_each_rung(start_calibration_server):

@@ -11,7 +11,7 @@ from stackbook.config.protocol import Protocol
 from stackbook.evidence.rundir import RunDir
 from stackbook.loadgen.drivers import Target, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
-from stackbook.loadgen.replay import replay_arm
+from stackbook.measure.replay import replay_arm
 from stackbook.loadgen.sent import SentWriter, point_digests, read_sent
 from stackbook.loadgen.sent_content import content_digest, is_redacted, redacted
 from stackbook.loadgen.workload import ApproximateTokenizer, recorded_prompts

@@ -10,7 +10,7 @@ from stackbook.evidence.rundir import RunDir
 from stackbook.loadgen import arrivals
 from stackbook.loadgen.drivers import Target, request_body, run_closed_loop, run_open_loop
 from stackbook.loadgen.records import RecordWriter, read_records
-from stackbook.loadgen.replay import replay_arm, target_for
+from stackbook.measure.replay import replay_arm, target_for
 from stackbook.loadgen.sent import SentWriter, decoding_sent, point_digests, prompt_of, read_sent
 from stackbook.loadgen.workload import ApproximateTokenizer, PromptSpec
 
