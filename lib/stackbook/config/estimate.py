@@ -34,6 +34,7 @@ class ArmEstimate:
     basis: str
     overhead_s: float = 0.0        # engine start, sizing and canaries: the first slot's alone
     per_repetition_s: float = 0.0  # one repetition's sweep (and search): every slot's
+    rounds_before: int | None = None  # the rounds the earlier run read here ran (sequential stopping)
 
     def slot_seconds(self, first: bool) -> float:
         """One slot of the arm as planned: a repetition, and the first slot's stages before it."""
@@ -97,6 +98,21 @@ def run_precision(run, arm: str) -> str | None:
             or {}).get("weights")
 
 
+def startup_seconds(entry: dict) -> float:
+    """What an arm's first slot spends before its sweep, from its manifest entry: the engine's
+    start, sizing and canaries."""
+    notebooks = entry.get("notebooks") or {}
+    return (entry.get("engine_ready_s") or 0) + sum(
+        (notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
+
+
+def expected_rounds(plan: dict[str, ArmEstimate], least: int, most: int) -> int:
+    """The rounds to count on: as many as the earlier runs read for the plan ran (the most of
+    them), inside the protocol's minimum and maximum; the minimum where none is on record."""
+    seen = [e.rounds_before for e in plan.values() if e.rounds_before]
+    return min(most, max([least, *seen]))
+
+
 def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None = None) -> dict[str, dict]:
     """Per arm name, what the earlier run of this campaign closest to this host measured (same host
     type, then same precision, then the latest): mean TTFT and TPOT (seconds), seconds outside the
@@ -124,12 +140,10 @@ def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None
             rank = (there == here, served == serves, -age)
             if arm.name in best and best[arm.name][0] >= rank:
                 continue
-            notebooks = entry.get("notebooks") or {}
-            overhead = (entry.get("engine_ready_s") or 0) + sum(
-                (notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
             best[arm.name] = (rank, {
                 "ttft_s": speeds[0], "tpot_s": speeds[1], "record_bytes": speeds[2], "by_concurrency": speeds[3],
-                "overhead_s": overhead,
+                "overhead_s": startup_seconds(entry),
+                "rounds": (manifest.get("repetitions") or {}).get("ran"),
                 "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT)
                                 else mpath.parent),
                 "host": host_words(there, here, served, serves)})
@@ -176,7 +190,8 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
                            + (" (means over its loads; each load's own where it ran)" if by_level else "")
                            + f" as measured in {measured['run']}"
                            f"{where}, plus its engine start and canaries, {measured['overhead_s']:,.0f} s{search}",
-                           overhead_s=measured["overhead_s"], per_repetition_s=per_repetition)
+                           overhead_s=measured["overhead_s"], per_repetition_s=per_repetition,
+                           rounds_before=measured.get("rounds"))
     return ArmEstimate(arm.name, seconds, requests, f"arithmetic at the SLO's TTFT {p.slo.ttft_ms:g} ms and TPOT "
                        f"{p.slo.tpot_ms:g} ms; no earlier run of this campaign; engine start and canaries not included"
                        f"{search}", per_repetition_s=per_repetition)

@@ -3,7 +3,9 @@
 The plan (config.estimate) reads an earlier run, often from another host. Once a slot has run
 here, its seconds against the plan's are this host's own correction: an arm that has run keeps its
 own ratio for its later slots, and the arms still to run take the ratios measured so far
-(geometric mean), since a slower host is slower for every engine, if not alike."""
+(geometric mean), since a slower host is slower for every engine, if not alike. A ratio is taken
+on the sweep alone where the slot's start-up (engine start, sizing, canaries) was timed apart:
+start-up and sweep need not scale alike, and a plan made by arithmetic has no start-up at all."""
 from __future__ import annotations
 
 import math
@@ -17,10 +19,12 @@ NOT_RUN_S = 1.0     # a slot that ended faster was kept from an earlier attempt:
 
 @dataclass(frozen=True)
 class SlotTime:
-    """One slot that ran here: the arm, its repetition and its wall seconds."""
+    """One slot that ran here: the arm, its repetition, its wall seconds and, of those, its
+    start-up's (0 where none was timed: a later repetition, or a slot kept from before)."""
     arm: str
     repetition: int
     seconds: float
+    startup_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,27 @@ class Revision:
 
 
 def own_ratios(plan: dict[str, ArmEstimate], done: list[SlotTime]) -> dict[str, float]:
-    """Each arm's latest slot that ran here, over the plan's seconds for it."""
+    """Each arm's latest slot that ran here, over the plan's seconds for it (its sweep over the
+    plan's repetition, where the slot's start-up was timed apart)."""
     ratios: dict[str, float] = {}
     for slot in done:
-        planned = plan[slot.arm].slot_seconds(slot.repetition == 0) if slot.arm in plan else 0.0
-        if planned > 0 and slot.seconds >= NOT_RUN_S:
-            ratios[slot.arm] = slot.seconds / planned
+        if slot.arm not in plan or slot.seconds < NOT_RUN_S:
+            continue
+        apart = slot.startup_s > 0 and plan[slot.arm].per_repetition_s > 0
+        here = slot.seconds - slot.startup_s if apart else slot.seconds
+        planned = plan[slot.arm].per_repetition_s if apart else plan[slot.arm].slot_seconds(slot.repetition == 0)
+        if planned > 0 and here > 0:
+            ratios[slot.arm] = here / planned
     return ratios
+
+
+def startup_here(plan: ArmEstimate, done: list[SlotTime], host: float) -> float:
+    """A first slot's start-up still to come: the plan's scaled by the host's ratio, or, where the
+    plan has none (arithmetic, no earlier run), the mean of the start-ups timed here."""
+    if plan.overhead_s > 0:
+        return plan.overhead_s * host
+    timed = [s.startup_s for s in done if s.startup_s > 0]
+    return sum(timed) / len(timed) if timed else 0.0
 
 
 def host_ratio(ratios: dict[str, float]) -> float:
@@ -67,8 +85,16 @@ def revise(plan: dict[str, ArmEstimate], done: list[SlotTime], remaining: list[t
     own ratio where it ran here, else the host's."""
     ratios = own_ratios(plan, done)
     host = host_ratio(ratios)
-    to_go = analysis_s + sum(plan[arm].slot_seconds(rep == 0) * ratios.get(arm, host)
-                             for arm, rep in remaining if arm in plan)
+    timed = any(s.startup_s > 0 for s in done)
+    to_go = analysis_s
+    for arm, rep in remaining:
+        if arm not in plan:
+            continue
+        if timed:  # sweeps by their ratios, start-ups apart
+            to_go += plan[arm].per_repetition_s * ratios.get(arm, host) + (
+                startup_here(plan[arm], done, host) if rep == 0 else 0.0)
+        else:
+            to_go += plan[arm].slot_seconds(rep == 0) * ratios.get(arm, host)
     last = done[-1] if done else None
     after = f"{last.arm}, repetition {last.repetition + 1}" if last else "no slot"
     if ratios:

@@ -9,6 +9,7 @@ import time
 from typing import Callable
 
 from stackbook.arm_run import slot_steps
+from stackbook.config.estimate import expected_rounds, startup_seconds
 from stackbook.config.estimate_revision import SlotTime, revise
 
 
@@ -52,9 +53,14 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
     record.update(min=plan.min, max=plan.most, order=plan.order, order_seed=plan.order_seed)
     rounds = record.setdefault("rounds", [])
     began, done = time.monotonic(), []
+    # The rounds the estimates count on: as many as the earlier runs the plan read ran.
+    counted = expected_rounds(run.plan, plan.min, plan.most) if getattr(run, "plan", None) else plan.min
     if getattr(run, "plan", None) and "time_estimates" not in run.manifest.data:  # the plan, before any slot
-        first = revise(run.plan, [], [(n, q) for q in range(plan.min) for n in names], 0.0)
-        run.manifest.data["time_estimates"] = [first.record() | {"after": "the plan"}]
+        first = revise(run.plan, [], [(n, q) for q in range(counted) for n in names], 0.0)
+        arms_planned = {n: {"overhead_s": round(e.overhead_s, 1), "per_repetition_s": round(e.per_repetition_s, 1),
+                            "rounds_before": e.rounds_before} for n, e in run.plan.items()}
+        run.manifest.data["time_estimates"] = [first.record() | {"after": "the plan", "rounds_counted": counted,
+                                                                 "arms": arms_planned}]
     for r in range(plan.most):
         if r >= plan.min:
             ok, why = decided(run.run_dir)
@@ -73,9 +79,10 @@ def run_rounds(run, arms: list, run_slot: Callable[[object, list[int]], None],
         for i, name in enumerate(order):
             t0 = time.monotonic()
             run_slot(by_name[name], [r])
-            done.append(SlotTime(name, r, time.monotonic() - t0))
+            entry_of_arm = (run.manifest.data.get("arms") or {}).get(name) or {}
+            done.append(SlotTime(name, r, time.monotonic() - t0, startup_seconds(entry_of_arm) if r == 0 else 0.0))
             later = [(n, r) for n in order[i + 1 :]] + [
-                (n, q) for q in range(r + 1, max(plan.min, r + 1)) for n in names
+                (n, q) for q in range(r + 1, max(counted, r + 1)) for n in names
             ]
             report_time_to_go(run, done, later, time.monotonic() - began)
         entry["finished_unix"] = time.time()

@@ -39,3 +39,29 @@ def test_a_slot_kept_from_an_earlier_attempt_does_not_count_as_this_hosts_time()
 def test_the_hosts_ratio_lies_between_the_arms_own(ratios):
     h = host_ratio(dict(enumerate(ratios)))
     assert min(ratios) * (1 - 1e-9) <= h <= max(ratios) * (1 + 1e-9)
+
+
+def test_a_timed_start_up_leaves_the_sweeps_ratio_to_the_sweep():
+    """a's first slot took 260 s, 100 of them its start-up: its sweep ran 1.6x the plan's 100 s.
+    b's start-up still to come is the plan's 30 s at the host's 1.6x."""
+    done = [SlotTime("a", 0, 260.0, startup_s=100.0)]
+    assert own_ratios(PLAN, done) == {"a": pytest.approx(1.6)}
+    r = revise(PLAN, done, [("b", 0), ("a", 1)], elapsed_s=260.0, analysis_s=0.0)
+    assert r.to_go_s == pytest.approx(200 * 1.6 + 30 * 1.6 + 100 * 1.6)
+
+
+def test_a_plan_with_no_start_up_takes_the_start_ups_timed_here():
+    plan = {n: ArmEstimate(n, 0, 0, "", per_repetition_s=50) for n in ("a", "b")}
+    done = [SlotTime("a", 0, 180.0, startup_s=80.0)]
+    r = revise(plan, done, [("b", 0), ("b", 1)], elapsed_s=180.0, analysis_s=0.0)
+    assert r.to_go_s == pytest.approx(50 * 2 + 80 + 50 * 2)
+
+
+def test_the_rounds_counted_are_the_earlier_runs_inside_the_protocols_bounds():
+    from stackbook.config.estimate import expected_rounds
+
+    def plan(*seen):
+        return {str(i): ArmEstimate(str(i), 0, 0, "", rounds_before=r) for i, r in enumerate(seen)}
+    assert expected_rounds(plan(None, None), 2, 3) == 2     # nothing on record: the minimum
+    assert expected_rounds(plan(3, 2), 2, 3) == 3           # the most any earlier run needed
+    assert expected_rounds(plan(6), 2, 3) == 3 and expected_rounds(plan(1), 2, 3) == 2

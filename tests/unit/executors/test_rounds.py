@@ -98,3 +98,32 @@ def test_each_slot_revises_the_time_to_go_from_this_hosts_own_seconds(monkeypatc
     assert [e["after"] for e in est[1:]] == ["a, repetition 1", "b, repetition 1", "b, repetition 2"]
     assert [e["to_go_s"] for e in est[1:]] == [15 + 3 * 20, 15 + 2 * 20, 15 + 20]
     assert lines[0].startswith("time to go: about 1.2 min (") and "b not run yet, scaled by 2.00x" in lines[0]
+
+
+def test_the_estimates_count_the_rounds_the_earlier_run_needed_and_time_start_ups_apart(monkeypatch):
+    """The earlier run read for the plan ran 3 rounds of at most 3: the time to go counts 3, not the
+    minimum 2. The first slot's engine start and canaries (from its manifest entry) are timed apart,
+    so the sweep's ratio is 40 s over 10 planned, not the whole slot's."""
+    from stackbook.config.estimate import ArmEstimate
+    from stackbook.executors import rounds
+
+    clock = iter(float(t) for t in range(0, 10000, 100))
+    monkeypatch.setattr(rounds.time, "monotonic", lambda: next(clock))
+    arms = [SimpleNamespace(name=n) for n in ("a", "b")]
+    plan = {n: ArmEstimate(n, 0, 0, "", per_repetition_s=10.0, rounds_before=3) for n in ("a", "b")}
+    run = SimpleNamespace(
+        campaign=SimpleNamespace(name="c", protocol=SimpleNamespace(repetitions=Repetitions(min=2, max=3))),
+        manifest=FakeManifest(), run_dir="run", log=lambda m: None, plan=plan,
+        steps=tqdm(total=campaign_steps(2, 2), disable=True))
+
+    def slot(arm, reps):
+        entry = run.manifest.data.setdefault("arms", {}).setdefault(arm.name, {})
+        entry.update(engine_ready_s=30.0, notebooks={"10_sizing": {"seconds": 5.0}, "20_canaries": {"seconds": 25.0}})
+
+    run_rounds(run, arms, slot, lambda _: (False, "undecided"))
+    est = run.manifest.data["time_estimates"]
+    assert est[0]["to_go_s"] == rounds.revise(plan, [], [], 0).to_go_s + 6 * 10  # 3 rounds of 2 arms
+    # after a's first slot (100 s, 60 of them start-up): sweeps at 4x, b's start-up as a's, 60 s
+    assert est[1]["to_go_s"] == 15 + (4 * 10 + 60) + 4 * (4 * 10)
+    assert "a 4.00x" in est[1]["basis"]
+    assert run.manifest.data["repetitions"]["ran"] == 3

@@ -107,7 +107,7 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     run = tmp_path / "runs" / "quickstart" / "earlier"
     arm = run / "arms" / "llama-cpp"
     arm.mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"arms": {"llama-cpp": {
+    (run / "manifest.json").write_text(json.dumps({"repetitions": {"ran": 3}, "arms": {"llama-cpp": {
         "engine": "llama_cpp", "engine_ready_s": 5.0, "notebooks": {"20_canaries": {"seconds": 15.0}}}}}))
     rec = request_record(run_id="earlier", arm="llama-cpp", first_token_s=0.2, end_s=0.2 + 31 * 0.05,
                          prompt_tokens_client=128, output_tokens_server=32, output_tokens_requested=32)  # TPOT 50 ms
@@ -119,6 +119,7 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     assert ("TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's "
             "own where it ran) as measured in" in llama.basis)
     assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
+    assert (llama.overhead_s, llama.rounds_before, vllm.rounds_before) == (20.0, 3, None)
 
 
 def earlier_run(root, name, isa_flags, ttft_s, weights="bf16", mtime=None):
