@@ -13,6 +13,7 @@ from stackbook.analysis.answer_facts import RunFacts
 from stackbook.analysis.answer_host import host_of, host_sentence, host_words, precision_words
 from stackbook.loadgen.load_point import load_unit
 from stackbook.analysis.decision import COMPARED_BY_NAME, confidence_text, weak_note
+from stackbook.analysis.routing_findings import policy_answer
 from stackbook.analysis.rounds_needed import MOST_ROUNDS, df_per_round, rounds_to_decide
 from stackbook.config.protocol import Slo
 from stackbook.measure.validity import rate_span, rates_sent, strayed
@@ -370,7 +371,11 @@ def other_run_line(other: RunFacts) -> str:
 
 
 def answer(facts: RunFacts, others: list[RunFacts] = ()) -> list[Sentence]:
-    """The five answers, in the order a reader asks them."""
-    return [Sentence("Which arm", which_arm(facts.analysis)), Sentence("How sure", how_sure(facts)),
+    """The five answers, in the order a reader asks them, and which routing policy where arms route."""
+    said = [Sentence("Which arm", which_arm(facts.analysis)), Sentence("How sure", how_sure(facts)),
             Sentence("Inside which SLO", inside_slo(facts)), Sentence("At what cost", cost_sentence(facts)),
             Sentence("On which host", host_sentence(facts, [other_run_line(o) for o in others]))]
+    primary = primary_of(facts.analysis)
+    routed = policy_answer(facts.analysis, primary, COMPARED_BY_NAME[primary].label
+                           if primary in COMPARED_BY_NAME else primary)
+    return said[:1] + [Sentence("Which routing policy", routed)] + said[1:] if routed else said

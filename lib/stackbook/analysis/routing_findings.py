@@ -26,8 +26,18 @@ def _mean(values) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def busiest_first(routing: dict) -> list[int]:
+    """A point's replica indices, the one that served the most requests first. Each repetition starts
+    its replicas anew, so replica 0 of one is not replica 0 of the next: averaged by index, a hotspot
+    that fell on a different replica each time would read as an even split."""
+    shares = routing.get("request_shares") or []
+    n = routing.get("replica_count") or len(routing.get("replicas") or []) or len(shares)
+    return sorted(range(n), key=lambda i: -(shares[i] or 0) if i < len(shares) else 0)
+
+
 def routing_rows(name: str, ranked: pd.DataFrame, points: dict) -> list[dict]:
-    """Per load of one arm: the deployment's figures averaged over its ranked repetitions."""
+    """Per load of one arm: the deployment's figures averaged over its ranked repetitions, each
+    repetition's replicas taken busiest first."""
     rows = []
     for load, g in ranked[ranked["arm"] == name].groupby("load", sort=True):
         pts = [points[p] for p in g["point"] if (points.get(p) or {}).get("routing")]
@@ -35,7 +45,9 @@ def routing_rows(name: str, ranked: pd.DataFrame, points: dict) -> list[dict]:
             continue
         routing = [p["routing"] for p in pts]
         n = routing[0].get("replica_count") or len(routing[0].get("replicas") or [])
-        shares = [_mean(r["request_shares"][i] for r in routing if r.get("request_shares")) for i in range(n)]
+        ranks = [busiest_first(r) for r in routing]
+        shares = [_mean(r["request_shares"][order[i]] for r, order in zip(routing, ranks) if r.get("request_shares"))
+                  for i in range(n)]
         counts = [r.get("router_counts") or {} for r in routing]
         router_cpu = [
             1000
@@ -51,8 +63,8 @@ def routing_rows(name: str, ranked: pd.DataFrame, points: dict) -> list[dict]:
                      "imbalance_by_repetition": [r.get("imbalance_max_over_mean") for r in routing],
                      "realized_hit_rate": _mean(r.get("realized_hit_rate_reported") for r in routing),
                      "implied_hit_rate": _mean(r.get("implied_hit_rate") for r in routing),
-                     "replica_hit_rates": [_mean(r["replicas"][i].get("prefix_hit_rate") for r in routing)
-                                           for i in range(n)],
+                     "replica_hit_rates": [_mean(r["replicas"][order[i]].get("prefix_hit_rate")
+                                                 for r, order in zip(routing, ranks)) for i in range(n)],
                      "router_cpu_ms_per_request": _mean(router_cpu) if any(router_cpu) else None,
                      "router_retries": sum(c.get("retries") or 0 for c in counts),
                      "router_requests": sum(c.get("requests") or 0 for c in counts),
@@ -183,7 +195,8 @@ def first_screen_lines(routing: dict) -> list[str]:
                if r["realized_hit_rate"] is not None and r["implied_hit_rate"] is not None else "")
         cpu = (f", router {r['router_cpu_ms_per_request']:.2f} ms CPU per request"
                if r["router_cpu_ms_per_request"] is not None else "")
-        lines.append(f"{r['arm']} at load {r['load']:g}: shares {shares}, imbalance {r['imbalance']:.2f}, {hit}{cpu}.")
+        lines.append(f"{r['arm']} at load {r['load']:g}: shares {shares} (busiest first), "
+                     f"imbalance {r['imbalance']:.2f}, {hit}{cpu}.")
     for s in routing.get("scaling") or []:
         if s["ratio"] is None:
             continue
@@ -193,10 +206,47 @@ def first_screen_lines(routing: dict) -> list[str]:
     return lines
 
 
+def _tail_words(p: dict) -> str:
+    bal = p["arms"][1]
+    if p["status"] == "crossed":
+        lo, hi = p["between"]
+        return (f"Its {p['figure']} stops being lower than {bal}'s near load {p['at_load']:.3g} "
+                f"(between {lo:g} and {hi:g})")
+    if p["status"] == "no crossing":
+        return f"Its {p['figure']} stays lower than {bal}'s up to load {p['up_to']:g}, the heaviest swept"
+    if p["status"] == "never ahead":
+        return f"Its {p['figure']} is not lower than {bal}'s even at the lightest load"
+    return f"Its {p['figure']} was not measured against {bal}'s"
+
+
+def _hotspot_words(hot: dict) -> str:
+    per = {r["load"]: r["mean"] for r in hot["per_load"]}
+    at = hot.get("hotspot_loads") or []
+    rest = [f"{load:g} ({m:.2f})" for load, m in per.items() if load not in at]
+    if not at:
+        return f"no hotspot at any load (busiest replica over the mean: {', '.join(rest)})"
+    return (f"a hotspot at load {', '.join(f'{x:g} ({per[x]:.2f})' for x in at)}, the busiest replica at least "
+            f"{hot['threshold']:g}x the mean in every repetition" + (f", not at {', '.join(rest)}" if rest else ""))
+
+
+def policy_answer(analysis: dict, primary: str, figure: str) -> str | None:
+    """The answer block's routing line: per pair of policies, the primary figure's decision per load,
+    where the affinity policy's tail stops being lower, and where it makes a hotspot."""
+    lines = []
+    for p in (analysis.get("routing") or {}).get("policies") or []:
+        aff, bal = p["arms"]
+        said = [f"at {d['load']:g} {d['text'].rstrip('.')}" for d in sorted(
+            (d for d in analysis.get("decisions") or [] if d.get("metric") == primary
+             and {d.get("arm_a"), d.get("arm_b")} == {aff, bal}), key=lambda d: d["load"])]
+        lines.append(f"{aff} against {bal} on {figure}: {'; '.join(said) or 'not compared'}. "
+                     f"{_tail_words(p)}; {_hotspot_words(p['hotspot'])}.")
+    return " ".join(lines) or None
+
+
 def deployment_table(routing: dict) -> pd.DataFrame:
     """Per routed arm and load: shares, imbalance, prefix hits realized against implied, the router."""
     rows = [{"arm": r["arm"], "load": r["load"], "policy": r["policy"], "repetitions": r["repetitions"],
-             "request shares": " / ".join(f"{s:.0%}" for s in r["request_shares"] if s is not None),
+             "request shares (busiest first)": " / ".join(f"{s:.0%}" for s in r["request_shares"] if s is not None),
              "imbalance (max/mean)": r["imbalance"], "prefix hits realized": r["realized_hit_rate"],
              "prefix hits implied": r["implied_hit_rate"],
              "router CPU (ms/request)": r["router_cpu_ms_per_request"], "router retries": r["router_retries"],

@@ -11,6 +11,7 @@ from stackbook.analysis.routing_findings import (
     crossover_table,
     deployment_table,
     first_screen_lines,
+    policy_answer,
     policy_pairs,
     routing_findings,
 )
@@ -99,3 +100,31 @@ def test_a_campaign_without_a_router_has_no_routing_section():
     arms, ranked = run()
     assert routing_findings({"one": arms["one"]}, ranked[ranked["arm"] == "one"], {}, 0.95) == {}
     assert first_screen_lines({}) == []
+
+
+def test_shares_over_repetitions_are_taken_busiest_first():
+    """Each repetition starts its replicas anew: a hotspot on replica 0 once and replica 1 next is
+    still a hotspot, not an even split."""
+    arms, ranked = run()
+    points = arms["ca"]["results"]["sweep"]["points"]
+    points["c4-r0"] = routed([0.7, 0.3], 1.4)
+    points["c4-r1"] = routed([0.3, 0.7], 1.4)
+    points["c4-r1"]["routing"]["replicas"][1]["prefix_hit_rate"] = 0.9
+    found = routing_findings(arms, ranked, {}, 0.95)
+    ca4 = next(r for r in found["per_arm"] if r["arm"] == "ca" and r["load"] == 4)
+    assert ca4["request_shares"] == pytest.approx([0.7, 0.3]) and ca4["imbalance"] == pytest.approx(1.4)
+    assert ca4["replica_hit_rates"] == pytest.approx([0.7, 0.5])
+    assert any("shares 70%/30% (busiest first), imbalance 1.40" in x for x in first_screen_lines(found))
+
+
+def test_the_answer_line_names_the_crossing_and_the_hotspot():
+    arms, ranked = run()
+    found = routing_findings(arms, ranked, {}, 0.95)
+    decisions = [{"metric": "output_throughput", "arm_a": "rr", "arm_b": "ca", "load": 4.0, "text": "rr ahead of ca."},
+                 {"metric": "ttft_p50", "arm_a": "rr", "arm_b": "ca", "load": 4.0, "text": "not this one."}]
+    line = policy_answer({"routing": found, "decisions": decisions}, "output_throughput", "output throughput")
+    assert line.startswith("ca against rr on output throughput: at 4 rr ahead of ca. Its TTFT p90 stops being "
+                           "lower than rr's near load")
+    assert line.endswith("a hotspot at load 4 (1.60), the busiest replica at least 1.25x the mean in every "
+                         "repetition, not at 2 (1.00).")
+    assert policy_answer({"routing": {}}, "output_throughput", "output throughput") is None

@@ -167,6 +167,7 @@ def routing_quotes(run: Path = Path("outputs/routing/reference")) -> list[str]:
                       f"[{s['lo']:.2f}, {s['hi']:.2f}] measured, {s['predicted_ratio']:.2f}x predicted by MVA; "
                       f"MVA on its own centres {s['mva_own_centres_rps']:.2f} req/s against "
                       f"{s['measured_many_rps']:.2f} measured ({s['mva_own_error_pct']:+.0f}%)")
+    quotes += [c["sentence"] for c in analysis["capacity"]]
     return quotes
 
 
@@ -202,3 +203,18 @@ def test_the_fp32_avx2_quickstart_figures_in_setup_md_and_the_readme_are_the_run
     assert f"planned {plan['total_s'] / 60:.1f} min" in doc
     assert (f"revised the whole run to {first['total_s'] / 60:.1f} min "
             f"({round(100 * (first['total_s'] / phases['wall'] - 1))}% over the {wall:.1f})") in doc
+
+
+def test_the_capacity_predictions_in_routing_md_are_the_runs():
+    analysis = json.loads(Path("outputs/routing/reference/analysis.json").read_text())
+    doc = Path("docs/routing.md").read_text()
+
+    def cell(p) -> str:
+        err = "inside" if p["error"] == 0 else f"+{100 * p['error']:,.0f}%"
+        return f"{p['predicted']:g} ({err})"
+
+    for c in analysis["capacity"]:
+        preds = [p for p in analysis["capacity_predictions"] if p["arm"] == c["arm"] and p["predicted"] is not None]
+        assert len(preds) == 2, c["arm"]
+        cells = " | ".join(cell(p) for p in preds)
+        assert re.search(rf"\| {c['arm']} \([^)]*\) \| {re.escape(cells)} \|", doc), (c["arm"], cells)
