@@ -32,8 +32,8 @@ class ArmEstimate:
     seconds: float
     requests: int
     basis: str
-    overhead_s: float = 0.0        # engine start, sizing and canaries: the first slot's alone
-    per_repetition_s: float = 0.0  # one repetition's sweep (and search): every slot's
+    overhead_s: float = 0.0        # sizing and canaries: the first slot's alone
+    per_repetition_s: float = 0.0  # one repetition's sweep (and search) and engine start: every slot's
     rounds_before: int | None = None  # the rounds the earlier run read here ran (sequential stopping)
 
     def slot_seconds(self, first: bool) -> float:
@@ -99,11 +99,29 @@ def run_precision(run, arm: str) -> str | None:
 
 
 def startup_seconds(entry: dict) -> float:
-    """What an arm's first slot spends before its sweep, from its manifest entry: the engine's
-    start, sizing and canaries."""
+    """What only an arm's first slot spends, from its manifest entry: sizing and canaries. The
+    engine's start is every slot's (each repetition starts it anew), counted in slot_overhead."""
     notebooks = entry.get("notebooks") or {}
-    return (entry.get("engine_ready_s") or 0) + sum(
-        (notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
+    return sum((notebooks.get(n) or {}).get("seconds") or 0 for n in ("10_sizing", "20_canaries"))
+
+
+def slot_overhead(manifest: dict, arm: str) -> float | None:
+    """An earlier run's seconds per slot of `arm` outside its sweep and first-slot stages: the
+    engine's start and stop and the notebook's own, the mean over its slots. A slot runs from the
+    end of the one before it in its round; None where the manifest does not place the arm's slots."""
+    arms = manifest.get("arms") or {}
+    first = startup_seconds(arms.get(arm) or {})
+    spent = []
+    for rnd in (manifest.get("repetitions") or {}).get("rounds") or []:
+        began = rnd.get("started_unix")
+        for name in rnd.get("order") or []:
+            log = ((arms.get(name) or {}).get("repetition_log") or {}).get(str(rnd.get("round")))
+            if not log or not log.get("finished_unix") or began is None:
+                break
+            if name == arm and log.get("sweep_seconds") is not None:
+                spent.append(log["finished_unix"] - began - log["sweep_seconds"] - (first if rnd["round"] == 0 else 0))
+            began = log["finished_unix"]
+    return max(0.0, sum(spent) / len(spent)) if spent else None
 
 
 def expected_rounds(plan: dict[str, ArmEstimate], least: int, most: int) -> int:
@@ -111,6 +129,14 @@ def expected_rounds(plan: dict[str, ArmEstimate], least: int, most: int) -> int:
     them), inside the protocol's minimum and maximum; the minimum where none is on record."""
     seen = [e.rounds_before for e in plan.values() if e.rounds_before]
     return min(most, max([least, *seen]))
+
+
+def search_seconds(results: dict) -> float | None:
+    """What an earlier run's capacity search took a repetition (its probes' seconds, the mean over
+    its repetitions); None where it ran no search."""
+    rounds = list((((results or {}).get("capacity") or {}).get("rounds") or {}).values())
+    spent = [r["duration_s"] for r in rounds if r.get("duration_s")]
+    return sum(spent) / len(spent) if spent else None
 
 
 def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None = None) -> dict[str, dict]:
@@ -143,7 +169,9 @@ def measured_speeds(campaign: Campaign, runs_root: Path, flags: list[str] | None
             best[arm.name] = (rank, {
                 "ttft_s": speeds[0], "tpot_s": speeds[1], "record_bytes": speeds[2], "by_concurrency": speeds[3],
                 "overhead_s": startup_seconds(entry),
+                "slot_overhead_s": slot_overhead(manifest, arm.name) or entry.get("engine_ready_s") or 0.0,
                 "rounds": (manifest.get("repetitions") or {}).get("ran"),
+                "search_s": search_seconds(read_json(run.arm(arm.name).results, {})),
                 "run": symbolic(mpath.parent.relative_to(REPO_ROOT) if mpath.is_relative_to(REPO_ROOT)
                                 else mpath.parent),
                 "host": host_words(there, here, served, serves)})
@@ -178,10 +206,17 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
         span = load.expected_span_s(n, per_request, lambda: (p.arrival.schedule(level, n, 0) or [0.0])[-1])
         seconds += span * p.repetitions.most
     search = ""
-    if p.capacity is not None:  # its time budget, checked before each probe (the last may run past it)
+    searched = (measured or {}).get("search_s")
+    if p.capacity is not None and searched:  # as long as the earlier run's took, the budget's bound aside
+        seconds += searched * p.repetitions.most
+        search = (f"; the capacity search {searched:,.0f} s a repetition as it took there "
+                  f"(its budget {p.capacity.max_wall_s:,.0f} s)")
+    elif p.capacity is not None:  # its time budget, checked before each probe (the last may run past it)
         seconds += p.capacity.max_wall_s * p.repetitions.most
         search = (f"; the capacity search at most its budget of {p.capacity.max_wall_s:,.0f} s a repetition "
                   f"(and {p.capacity.max_probes} probes), plus one probe")
+    restart = (measured or {}).get("slot_overhead_s") or 0.0  # each slot starts and stops its engine
+    seconds += restart * p.repetitions.most
     per_repetition = seconds / p.repetitions.most
     if measured:
         where = f" ({measured['host']})" if measured.get("host") else ""
@@ -189,7 +224,8 @@ def arm_estimate(arm: Arm, p: Protocol, measured: dict | None) -> ArmEstimate:
                            f"TTFT {ttft * 1000:,.0f} ms and TPOT {tpot * 1000:,.1f} ms"
                            + (" (means over its loads; each load's own where it ran)" if by_level else "")
                            + f" as measured in {measured['run']}"
-                           f"{where}, plus its engine start and canaries, {measured['overhead_s']:,.0f} s{search}",
+                           f"{where}, plus its sizing and canaries, {measured['overhead_s']:,.0f} s, and each "
+                           f"slot's engine start and stop, {restart:,.0f} s{search}",
                            overhead_s=measured["overhead_s"], per_repetition_s=per_repetition,
                            rounds_before=measured.get("rounds"))
     return ArmEstimate(arm.name, seconds, requests, f"arithmetic at the SLO's TTFT {p.slo.ttft_ms:g} ms and TPOT "

@@ -4,7 +4,7 @@ The plan (config.estimate) reads an earlier run, often from another host. Once a
 here, its seconds against the plan's are this host's own correction: an arm that has run keeps its
 own ratio for its later slots, and the arms still to run take the ratios measured so far
 (geometric mean), since a slower host is slower for every engine, if not alike. A ratio is taken
-on the sweep alone where the slot's start-up (engine start, sizing, canaries) was timed apart:
+on the sweep alone where the slot's start-up (sizing, canaries) was timed apart:
 start-up and sweep need not scale alike, and a plan made by arithmetic has no start-up at all."""
 from __future__ import annotations
 

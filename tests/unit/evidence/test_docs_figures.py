@@ -218,3 +218,17 @@ def test_the_capacity_predictions_in_routing_md_are_the_runs():
         assert len(preds) == 2, c["arm"]
         cells = " | ".join(cell(p) for p in preds)
         assert re.search(rf"\| {c['arm']} \([^)]*\) \| {re.escape(cells)} \|", doc), (c["arm"], cells)
+
+
+def test_the_estimate_benchmark_figures_in_setup_md_are_the_results():
+    rows = {r["run"]: r for r in json.loads(Path("benchmarks/results/estimate_accuracy.json").read_text())["runs"]}
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    fresh = next(r for name, r in rows.items() if name.startswith("outputs/quickstart/2026"))
+    assert (f"took {fresh['actual_s'] / 60:.1f} min against a plan of {fresh['plan_error_pct']:.0f}% and, after its "
+            f"first slot, {fresh['after_first_slot_error_pct']:.0f}%") in doc
+    routing = rows["outputs/routing/reference"]
+    after = routing["after_first_slot_error_pct"]
+    assert f"the routing reference ({routing['actual_s'] / 60:.1f} min) {after:.0f}%" in doc
+    for name in ("known-effect", "agent-subagents"):
+        assert f"{name} {rows[f'outputs/{name}/reference']['after_first_slot_error_pct']:+.0f}%" in doc
+    assert all(r["isa"] == "AVX2" for r in rows.values())

@@ -102,8 +102,8 @@ def test_each_slot_revises_the_time_to_go_from_this_hosts_own_seconds(monkeypatc
 
 def test_the_estimates_count_the_rounds_the_earlier_run_needed_and_time_start_ups_apart(monkeypatch):
     """The earlier run read for the plan ran 3 rounds of at most 3: the time to go counts 3, not the
-    minimum 2. The first slot's engine start and canaries (from its manifest entry) are timed apart,
-    so the sweep's ratio is 40 s over 10 planned, not the whole slot's."""
+    minimum 2. The first slot's sizing and canaries (from its manifest entry) are timed apart, so
+    the ratio is the rest of the slot, 70 s over 10 planned, not the whole slot's."""
     from stackbook.config.estimate import ArmEstimate
     from stackbook.executors import rounds
 
@@ -123,7 +123,7 @@ def test_the_estimates_count_the_rounds_the_earlier_run_needed_and_time_start_up
     run_rounds(run, arms, slot, lambda _: (False, "undecided"))
     est = run.manifest.data["time_estimates"]
     assert est[0]["to_go_s"] == rounds.revise(plan, [], [], 0).to_go_s + 6 * 10  # 3 rounds of 2 arms
-    # after a's first slot (100 s, 60 of them start-up): sweeps at 4x, b's start-up as a's, 60 s
-    assert est[1]["to_go_s"] == 15 + (4 * 10 + 60) + 4 * (4 * 10)
-    assert "a 4.00x" in est[1]["basis"]
+    # after a's first slot (100 s, 30 of them sizing and canaries): the rest at 7x, b's as a's, 30 s
+    assert est[1]["to_go_s"] == 15 + (7 * 10 + 30) + 4 * (7 * 10)
+    assert "a 7.00x" in est[1]["basis"]
     assert run.manifest.data["repetitions"]["ran"] == 3

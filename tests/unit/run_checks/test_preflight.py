@@ -115,11 +115,36 @@ def test_the_estimate_uses_an_earlier_runs_measured_speeds(tmp_path):
     out = preflight(quickstart(), tmp_path / "run", runs_root=tmp_path / "runs", limit=HOST_24)
     llama, vllm = out.estimates
     per_request = 0.2 + 16 * 0.05  # the quickstart's 16-token replies at the measured TTFT and TPOT
-    assert llama.seconds == pytest.approx(3 * sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4)) + 20)
+    # each of 3 repetitions with its engine start (5 s: no slot placed in the manifest), canaries once
+    assert llama.seconds == pytest.approx(3 * (sum(math.ceil((32 + c) / c) * per_request for c in (1, 2, 4)) + 5) + 15)
     assert ("TTFT 200 ms and TPOT 50.0 ms (means over its loads; each load's "
             "own where it ran) as measured in" in llama.basis)
     assert "arithmetic" in vllm.basis                  # no records of that arm: the arithmetic
-    assert (llama.overhead_s, llama.rounds_before, vllm.rounds_before) == (20.0, 3, None)
+    assert (llama.overhead_s, llama.rounds_before, vllm.rounds_before) == (15.0, 3, None)
+
+
+def test_a_capacity_search_counts_what_the_earlier_runs_search_took_not_its_whole_budget(tmp_path):
+    run = tmp_path / "runs" / "quickstart" / "earlier"
+    arm = run / "arms" / "llama-cpp"
+    arm.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"arms": {"llama-cpp": {"engine": "llama_cpp"}}}))
+    rec = request_record(run_id="earlier", arm="llama-cpp", first_token_s=0.2, end_s=0.2 + 15 * 0.05,
+                         output_tokens_server=16, output_tokens_requested=16)
+    arm.joinpath("requests.jsonl").write_text(rec.model_dump_json() + "\n")
+    arm.joinpath("results.json").write_text(json.dumps({"capacity": {"rounds": {
+        "0": {"duration_s": 100.0}, "1": {"duration_s": 140.0}}}}))
+
+    def with_search(c):
+        c["protocol"]["slo"]["attainment"] = 0.9
+        c["protocol"]["capacity"] = {"start": 1, "tolerance": 1, "max_load": 8, "requests": 40,
+                                     "max_requests": 80, "max_probes": 8, "max_wall_s": 600}
+    searched = quickstart(with_search)
+    llama, vllm = preflight(searched, tmp_path / "run", runs_root=tmp_path / "runs", limit=HOST_24).estimates
+    plain, _ = preflight(quickstart(), tmp_path / "run2", runs_root=tmp_path / "runs", limit=HOST_24).estimates
+    reps = searched.protocol.repetitions.most
+    assert llama.seconds - plain.seconds == pytest.approx(120.0 * reps)   # the mean of its two searches
+    assert "the capacity search 120 s a repetition as it took there (its budget 600 s)" in llama.basis
+    assert "at most its budget of 600 s" in vllm.basis                    # no earlier search: the budget
 
 
 def earlier_run(root, name, isa_flags, ttft_s, weights="bf16", mtime=None):
@@ -212,3 +237,21 @@ def test_a_committed_run_reads_as_its_host_type_even_without_recorded_flags():
     assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/avx2-host"), kinds)) == "AVX2"
     assert isa_class(estimate_module.run_isa(RunDir(REPO_ROOT / "outputs/quickstart/reference"),
                                              kinds)) == "AVX-512 (BF16)"
+
+
+def test_a_slots_engine_start_and_stop_is_read_from_where_the_earlier_rounds_placed_it():
+    """Round 0 runs a then b, round 1 b then a; each slot ends where the next begins. a's first slot
+    also held its sizing and canaries (30 s), which are not a slot's overhead."""
+    from stackbook.config.estimate import slot_overhead
+
+    arms = {"a": {"notebooks": {"10_sizing": {"seconds": 5.0}, "20_canaries": {"seconds": 25.0}},
+                  "repetition_log": {"0": {"sweep_seconds": 100.0, "finished_unix": 1140.0},
+                                     "1": {"sweep_seconds": 100.0, "finished_unix": 1480.0}}},
+            "b": {"repetition_log": {"0": {"sweep_seconds": 80.0, "finished_unix": 1260.0},
+                                     "1": {"sweep_seconds": 80.0, "finished_unix": 1370.0}}}}
+    manifest = {"arms": arms, "repetitions": {"rounds": [
+        {"round": 0, "order": ["a", "b"], "started_unix": 1000.0},
+        {"round": 1, "order": ["b", "a"], "started_unix": 1260.0}]}}
+    assert slot_overhead(manifest, "a") == pytest.approx(((140 - 100 - 30) + (110 - 100)) / 2)
+    assert slot_overhead(manifest, "b") == pytest.approx(((120 - 80) + (110 - 80)) / 2)
+    assert slot_overhead({"arms": arms}, "a") is None
