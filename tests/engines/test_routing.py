@@ -100,3 +100,30 @@ def test_a_replica_killed_mid_point_is_failed_over_and_no_record_is_lost(real_en
         if not os.environ.get("STACKBOOK_KEEP_TEST_RUNS"):
             import shutil
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_run_check_refuses_a_router_that_cannot_start_with_its_reason(router_installed, tmp_path):
+    """The router is started once, alone, with the arm's settings: a flag it rejects is refused
+    before any engine starts, naming the arm's router field."""
+    from stackbook.cli import app
+    from typer.testing import CliRunner
+
+    text = CAMPAIGN.replace("OUT", "4").replace("policy: round_robin}", "policy: round_robin, "
+                                                 "extra_args: [--no-such-router-flag]}")
+    path = tmp_path / "bad-router.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["run", "--check", str(path)])
+    assert result.exit_code != 0
+    assert "arms[0].router: router 'sglang' cannot start here" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_replica_that_never_becomes_healthy_fails_the_arm_before_anything_is_measured(
+        real_engines, router_installed, run_module_campaign, tmp_path):
+    text = CAMPAIGN.replace("OUT", "4").replace("parallel: 1}", "parallel: 1, extra_args: [--no-such-server-flag]}")
+    run_dir = run_module_campaign(text, tmp_path / "bad-replica.yaml", f"routing-bad-{tmp_path.name}")
+    entry = read_json(run_dir.manifest)["arms"]["two"]
+    assert entry["status"] == "failed"
+    assert "replica 0 of 2" in entry["error"] and "did not become ready" in entry["error"]
+    requests = run_dir.arm("two").requests
+    assert not requests.exists() or not list(read_records(requests))
