@@ -94,8 +94,10 @@ plots.measured_demand_bars(maps, figures)
 # layer before demands are summed (the client and the API server to host execution, the scheduler
 # to the runtime, the compute to the kernels, a router to orchestration). Silicon is not a demand
 # here but the memory wall as a ratio: the single-stream decode rate over the bandwidth bound the
-# sizing computed. Where an engine runs two layers in one process (llama-server's HTTP threads and
-# slot loop beside its compute), the row says its time sits in another row, rather than guess a split.
+# sizing computed. Where an engine serves HTTP inside its compute process, its HTTP threads are read
+# apart where they can be told apart (llama-server's pool, born before its model loads); where two
+# layers share one thread (llama-server's slot loop runs its kernels too), the row says its time
+# sits in another row, with the engine's own batch gauge, rather than guess a split.
 
 # %%
 from stackbook.analysis import comparison

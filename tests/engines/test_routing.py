@@ -63,6 +63,7 @@ def test_router_counts_every_request_the_client_sent(real_engines, router_instal
     assert sum(routing["request_shares"]) == pytest.approx(1.0, abs=1e-3)
     assert sum(r["generated_tokens"] for r in routing["replicas"]) == sum(r.output_tokens_server for r in sent)
     assert "router" in point["cpu_seconds"]["engine"]  # the router's own CPU, read beside the replicas'
+    assert point["cpu_seconds"]["engine"]["llama_server.http"] > 0  # the replicas' HTTP threads, read apart
 
 
 def test_a_replica_killed_mid_point_is_failed_over_and_no_record_is_lost(real_engines, router_installed, tmp_path):

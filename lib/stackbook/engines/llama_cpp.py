@@ -89,8 +89,10 @@ class LlamaCppAdapter(EngineAdapter):
     bootstrap_step = "llama"
     pinned_version = LLAMA_CPP_VERSION
     length_control = "ignore_eos (llama-server has no min_tokens)"
+    # llama-server starts its HTTP pool (cpp-httplib's) before it loads the model; ggml's compute
+    # threads are born with the model's warm-up, a third of a second later for the embedded one.
     process_roles = (ProcessRole(pattern=r"llama-server", role="llama_server", centre="compute",
-                                 serves_http=True),)
+                                 serves_http=True, http_threads_born_within_s=0.1),)
     # ggml's CPU kernels: bf16 dot products need AVX512_BF16 (elsewhere each weight is widened
     # first), fp16 is converted by F16C inside AVX2's fused multiply-adds (tinyBLAS), fp32 anywhere.
     native_precisions = {"bf16": ("avx512_bf16",), "fp16": ("f16c",), "fp32": ()}

@@ -13,20 +13,26 @@ import re
 import psutil
 
 from stackbook.engines import registry
-from stackbook.engines.facts import MetricSeries
+from stackbook.engines.facts import MetricSeries, ProcessRole
 from stackbook.measure.telemetry import histogram_mean_ms, process_group
+from stackbook.measure.threads import http_threads, thread_times
 
 # ------------------------------------------------------------------------------------ processes
 
 
-def process_role(name: str, cmdline: str = "", roles: tuple | None = None) -> str:
-    """The role a process plays in an engine, from its name and command line: the first of its
-    kind's process roles (every kind's where none is given) it matches; a process matching none
-    keeps its own name."""
+def role_rule(name: str, cmdline: str = "", roles: tuple | None = None) -> ProcessRole | None:
+    """The first of the kind's process roles (every kind's where none is given) a process matches
+    by its name or command line; None where it matches none."""
     for rule in registry.process_roles() if roles is None else roles:
         if re.search(rule.pattern, name) or re.search(rule.pattern, cmdline):
-            return rule.role
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
+            return rule
+    return None
+
+
+def process_role(name: str, cmdline: str = "", roles: tuple | None = None) -> str:
+    """The role a process plays in an engine (role_rule's); a process matching none keeps its own name."""
+    rule = role_rule(name, cmdline, roles)
+    return rule.role if rule else re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
 
 
 def _proc_faults(pid: int) -> tuple[int | None, int | None]:
@@ -57,14 +63,32 @@ def read_processes(pid: int | None, roles: tuple | None = None) -> dict:
                 c = p.cpu_times()
                 ctx = p.num_ctx_switches()
                 minor, major = _proc_faults(p.info["pid"])
+                name, cmdline = p.info["name"] or "", " ".join(p.info["cmdline"] or [])
                 out["engine"][p.info["pid"]] = {
-                    "role": process_role(p.info["name"] or "", " ".join(p.info["cmdline"] or []), roles),
+                    "role": process_role(name, cmdline, roles),
                     "cpu_s": c.user + c.system, "minor_faults": minor, "major_faults": major,
                     "voluntary_ctx_switches": ctx.voluntary, "involuntary_ctx_switches": ctx.involuntary,
                     "threads": p.num_threads()}
+                split_http_threads(out["engine"], p.info["pid"], role_rule(name, cmdline, roles))
         except (ProcessLookupError, FileNotFoundError, PermissionError, psutil.Error):
             continue
     return out
+
+
+def split_http_threads(engine: dict, pid: int, rule: ProcessRole | None) -> None:
+    """Where the process's kind tells its HTTP threads apart, move their CPU seconds out of the
+    process's reading into one of their own role (rule.http_role); its counters stay the process's."""
+    if rule is None or rule.http_threads_born_within_s is None:
+        return
+    threads = thread_times(pid)
+    if threads is None:
+        return
+    http = http_threads(threads, pid, rule.http_threads_born_within_s)
+    seconds = sum(t.run_s for t in http)
+    engine[pid]["cpu_s"] -= seconds
+    engine[pid]["threads"] -= len(http)
+    engine[f"{pid}.http"] = {"role": rule.http_role, "cpu_s": seconds, "threads": len(http),
+                             **dict.fromkeys(HOST_COUNTERS, 0)}
 
 
 HOST_COUNTERS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")

@@ -312,3 +312,26 @@ def test_the_compute_centre_is_read_from_the_arm_s_own_kind():
     vllm = {c.name: c for c in point_centres(p | {"cpu_seconds": {"client": 0.6, "engine": {"engine_core": 3.0}}},
                                              VLLM_ENGINE | {"kind": "vllm_cpu"}, VLLM_LOG)}
     assert "engine_core process" in vllm["engine compute"].source  # no worker: EngineCore computes itself
+
+
+def test_llama_server_s_http_threads_read_apart_are_its_front_end():
+    """Where llama-server's HTTP threads were read apart (llama_server.http), their seconds are the
+    front end's (host execution) and no longer the compute's; the layers say host measured on both
+    sides and the runtime still inside the compute, with the engine's own batch gauge."""
+    p = results()["sweep"]["points"]["c4-r0"]
+    p["cpu_seconds"]["engine"] = {"llama_server": 20.0, "llama_server.http": 0.03}
+    llama = {"kind": "llama_cpp", "launch": {"command": ["llama-server", "--threads", "1"]}}
+    centres = {c.name: c for c in point_centres(p, llama, "")}
+    assert centres["engine front end"].demand_ms == pytest.approx(0.03 / 12 * 1000)  # 2.5 ms a request
+    assert centres["engine compute"].demand_ms == pytest.approx(20.0 / 12 * 1000)
+    assert "less its HTTP threads" in centres["engine compute"].source
+    assert "HTTP threads" in centres["engine front end"].source
+    from stackbook.analysis.demand_map.measured import ArmDemandMap, _rows
+    from stackbook.analysis.demand_map.stack_layers import layer_rows
+
+    dmap = ArmDemandMap(arm="llama-cpp", status="measured", point="c4-r0", centres=_rows(list(centres.values())),
+                        bottleneck="engine compute", batch_size_mean=3.2)
+    rows = {r["layer"]: r for r in layer_rows(dmap)}
+    assert rows["host execution"]["centres"] == "client, engine front end" and rows["host execution"]["note"] == ""
+    assert rows["runtime"]["D (ms/request)"] is None
+    assert rows["runtime"]["note"].endswith("its own gauge read 3.20 requests in a batch step on average at c4-r0")

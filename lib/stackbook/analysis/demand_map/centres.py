@@ -84,9 +84,16 @@ def point_centres(point: dict, engine: dict, log_text: str = "") -> list[Layer]:
     if scheduler is not None:
         centres.append(Layer("engine scheduler", 1, _per_request_ms(roles.pop(scheduler.role), done), 1.0,
                              scheduler.why_m, scheduler.measured_as))
+    http_apart = compute is not None and compute.http_role in roles
+    if http_apart:
+        centres.append(Layer("engine front end", 1, _per_request_ms(roles.pop(compute.http_role), done), 1.0,
+                             "1: counted as one server (its HTTP threads share the cores the compute runs on)",
+                             f"{compute_role}'s HTTP threads (those born before its model loaded): CPU seconds "
+                             "(schedstat) / requests completed"))
     if compute is not None:
         busy_ms = _per_request_ms(roles.pop(compute_role), done)
-        note = " (its HTTP threads included: one process)" if compute.serves_http else ""
+        note = (" (less its HTTP threads)" if http_apart
+                else " (its HTTP threads included: one process)" if compute.serves_http else "")
         centres.append(Layer("engine compute", steps, busy_ms / steps, m, why_m,
                              f"{compute_role} process CPU seconds / requests completed{note}; V = engine steps "
                              "per request (one per generated token, shared across the batch)"))

@@ -1,0 +1,57 @@
+"""An engine process's threads told apart by their birth: those born with the process (an HTTP
+pool started before the model loads) against those born later (the compute's), each with the CPU
+seconds it ran, read from /proc on a real process."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from stackbook.engines.facts import ProcessRole
+from stackbook.measure.runtime import process_window, read_processes
+from stackbook.measure.threads import ThreadTime, http_threads, thread_times
+
+# A child that starts one busy thread at once and another half a second later, then waits.
+CHILD = """
+import threading, time
+def burn(s):
+    t = time.thread_time()
+    while time.thread_time() - t < s: pass
+threading.Thread(target=burn, args=(0.2,)).start()
+time.sleep(0.6)
+threading.Thread(target=burn, args=(0.3,)).start()
+time.sleep(30)
+"""
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def test_http_threads_are_those_born_with_the_process_but_its_main_one():
+    threads = [ThreadTime(10, 0.0, 5.0), ThreadTime(11, 0.01, 0.002), ThreadTime(12, 0.33, 4.9)]
+    assert http_threads(threads, 10, 0.1) == [ThreadTime(11, 0.01, 0.002)]
+
+
+def test_read_processes_moves_early_threads_seconds_to_their_own_role():
+    script = CHILD.replace("time.sleep(30)", "time.sleep(0.01)\nthreading.Event().wait(30)").replace(
+        "def burn(s):\n    t = time.thread_time()\n    while time.thread_time() - t < s: pass",
+        "def burn(s):\n    t = time.thread_time()\n    while time.thread_time() - t < s: pass\n"
+        "    threading.Event().wait(30)")
+    p = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        time.sleep(1.5)
+        assert thread_times(2**22 + 7) is None  # no such process
+        early, late = sorted(thread_times(p.pid), key=lambda t: t.born_after_s)[1:]
+        assert early.born_after_s < 0.3 <= late.born_after_s
+        assert early.run_s >= 0.18 and late.run_s >= 0.28
+        rule = ProcessRole(pattern="python", role="server", centre="compute", serves_http=True,
+                           http_threads_born_within_s=0.3)
+        before = {"client": {"cpu_s": 0.0}, "engine": {}}
+        after = read_processes(p.pid, (rule,))
+        assert after["engine"][f"{p.pid}.http"]["role"] == "server.http"
+        assert after["engine"][f"{p.pid}.http"]["threads"] == 1
+        w = process_window(before, after)["cpu_seconds"]["engine"]
+        assert w["server.http"] == pytest.approx(early.run_s, abs=0.02)
+        assert w["server"] >= 0.28 and w["server"] + w["server.http"] >= 0.46
+    finally:
+        p.kill()
+        p.wait()
