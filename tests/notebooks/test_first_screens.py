@@ -1,9 +1,12 @@
-"""Every committed run, rendered anew from a copy of its records, opens on its answer: at 1,400 x
-900 each of the answer block's sentences (which arm, how sure, inside which SLO, at what cost, on
-which host; a routing campaign's sixth, which routing policy) lies whole inside the first 900 px,
-and reads as the library words it from the rendered analysis. The quickstart reference's first
-screen is the README's picture: with STACKBOOK_README_PNG set (`make readme-screenshot`), this
-test writes it there."""
+"""Every committed run, its analysis rendered anew by today's page code, opens on its answer: at
+1,400 x 900 each of the answer block's sentences (which arm, how sure, inside which SLO, at what
+cost, on which host; a routing campaign's sixth, which routing policy) lies whole inside the first
+900 px, and reads as the library words it from the run. The analysis is the committed one, not
+executed again here: that today's code computes it from the run's records is what the audit
+(tests/unit/evidence/test_committed_runs_agree.py) and nbval (test_committed_analyses.py) prove of
+every committed run, and a rerender's own page is tested in test_report_browser.py. The
+quickstart reference's first screen is the README's picture: with STACKBOOK_README_PNG set (`make
+readme-screenshot`), this test writes it there."""
 import json
 import os
 
@@ -51,12 +54,12 @@ def test_every_committed_run_is_read():
 
 @pytest.mark.parametrize("committed", RUNS)
 def test_a_rendered_copy_opens_on_its_five_answers_inside_the_first_900_px(committed, tmp_path):
-    from stackbook.reports import rerender
+    from stackbook.report_page import write_page
 
     campaign, run_id = committed.split("/")
     run = RunDir(copy_committed_run_to(tmp_path / campaign / run_id, campaign, run_id,
-                                       ignore=("40_analysis.ipynb", "analysis.json")))
-    rerender(run.path)
+                                       ignore=("requests.jsonl",)))
+    write_page(run.analysis_notebook, run.report, title=f"{campaign} · {run_id} · stackbook report")
     with Chromium(width=SCREEN[0], height=SCREEN[1]) as browser:
         browser.open(run.report)
         lines = json.loads(browser.evaluate(ANSWER_LINES))
