@@ -46,7 +46,7 @@ def layer_rows(dmap: ArmDemandMap, silicon: dict | None = None) -> list[dict]:
         cs = owned[layer]
         note = NOT_SPLIT.get(layer) if not cs or (layer == "host execution" and not front) else None
         if layer == "runtime" and not cs and dmap.batch_size_mean:
-            note += (f"; its own gauge read {dmap.batch_size_mean:.2f} requests in a batch step on average at "
+            note += (f"; its own gauge read {dmap.batch_size_mean:.2f} requests in progress on average (its batch) at "
                      f"{dmap.point}")
         kernels = layer == "kernels" and dmap.engine_time_ms
         if kernels:
