@@ -334,4 +334,5 @@ def test_llama_server_s_http_threads_read_apart_are_its_front_end():
     rows = {r["layer"]: r for r in layer_rows(dmap)}
     assert rows["host execution"]["centres"] == "client, engine front end" and rows["host execution"]["note"] == ""
     assert rows["runtime"]["D (ms/request)"] is None
-    assert rows["runtime"]["note"].endswith("its own gauge read 3.20 requests in progress on average (its batch) at c4-r0")
+    assert rows["runtime"]["note"].endswith(
+        "its own gauge read 3.20 requests in progress on average (its batch) at c4-r0")
