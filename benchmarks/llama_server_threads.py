@@ -7,11 +7,13 @@ the server's processes before and after with `measure.runtime.read_processes` un
 kind's own process roles: the HTTP threads (born before the model loads) land under
 `llama_server.http`, the rest of the process under `llama_server`. Each thread's birth after the
 process is reported too, the fact the split rests on, and each thread's run time after the points.
-Measured on a 2-core AVX2 EPYC: the HTTP pool is born within 10 ms of the process, and one more
-thread is born after the model loads (at about 0.4 s, with one compute thread, so not an OpenMP
-worker) that runs about as much per request as the whole pool (0.8 ms); what it is was not
-identified, and the rule counts it with the compute, so the front end read here may be short by
-up to half. Nothing here is a pass/fail test.
+Measured on a 2-core AVX2 EPYC: the threads born within 10 ms of the process are cpp-httplib's
+pool and listener, the log writer and the stream-session collector (host execution, all of them);
+one more thread is born after the model loads (about 0.4 s) and runs about as much per request as
+that whole group (0.8 ms). `gdb -p PID -batch -ex "thread apply all bt"` names it:
+`server_queue::worker_loop`, the task queue's worker that takes new tasks while the main loop
+decodes, so runtime work; the birth rule counts it with the main loop and the kernels, where the
+rest of the runtime sits. Nothing here is a pass/fail test.
 
 Run: .venv/bin/python benchmarks/llama_server_threads.py --json benchmarks/results/llama_server_threads.json
      (under a minute on 2 cores)
