@@ -31,7 +31,8 @@ class ProcessRole(BaseModel):
     schedules_beside: str | None = None  # the compute role beside which this one only schedules
     serves_http: bool = False  # one process: its HTTP threads are counted in its compute seconds
     # ... unless they are told apart: threads (not the main one) born this soon after the process,
-    # before its model loads, serve HTTP; their CPU seconds are recorded under `http_role`.
+    # before its model loads, serve HTTP (llama-server's: its HTTP pool and listener, its log
+    # writer, its stream-session collector); their CPU seconds are recorded under `http_role`.
     http_threads_born_within_s: float | None = None
     why_m: str | None = None  # why its centre holds m = 1 (front end, scheduler)
     measured_as: str | None = None  # how its centre's demand is measured (front end, scheduler)

@@ -63,13 +63,14 @@ def read_processes(pid: int | None, roles: tuple | None = None) -> dict:
                 c = p.cpu_times()
                 ctx = p.num_ctx_switches()
                 minor, major = _proc_faults(p.info["pid"])
-                name, cmdline = p.info["name"] or "", " ".join(p.info["cmdline"] or [])
+                name = p.info["name"] or ""
+                rule = role_rule(name, " ".join(p.info["cmdline"] or []), roles)
                 out["engine"][p.info["pid"]] = {
-                    "role": process_role(name, cmdline, roles),
+                    "role": rule.role if rule else process_role(name, roles=()),
                     "cpu_s": c.user + c.system, "minor_faults": minor, "major_faults": major,
                     "voluntary_ctx_switches": ctx.voluntary, "involuntary_ctx_switches": ctx.involuntary,
                     "threads": p.num_threads()}
-                split_http_threads(out["engine"], p.info["pid"], role_rule(name, cmdline, roles))
+                split_http_threads(out["engine"], p.info["pid"], rule)
         except (ProcessLookupError, FileNotFoundError, PermissionError, psutil.Error):
             continue
     return out

@@ -11,16 +11,18 @@ from stackbook.engines.facts import ProcessRole
 from stackbook.measure.runtime import process_window, read_processes
 from stackbook.measure.threads import ThreadTime, http_threads, thread_times
 
-# A child that starts one busy thread at once and another half a second later, then waits.
+# A child that starts one busy thread at once and another half a second later; each then waits.
 CHILD = """
 import threading, time
 def burn(s):
     t = time.thread_time()
     while time.thread_time() - t < s: pass
+    threading.Event().wait(30)
 threading.Thread(target=burn, args=(0.2,)).start()
 time.sleep(0.6)
 threading.Thread(target=burn, args=(0.3,)).start()
-time.sleep(30)
+time.sleep(0.01)
+threading.Event().wait(30)
 """
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -32,11 +34,7 @@ def test_http_threads_are_those_born_with_the_process_but_its_main_one():
 
 
 def test_read_processes_moves_early_threads_seconds_to_their_own_role():
-    script = CHILD.replace("time.sleep(30)", "time.sleep(0.01)\nthreading.Event().wait(30)").replace(
-        "def burn(s):\n    t = time.thread_time()\n    while time.thread_time() - t < s: pass",
-        "def burn(s):\n    t = time.thread_time()\n    while time.thread_time() - t < s: pass\n"
-        "    threading.Event().wait(30)")
-    p = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    p = subprocess.Popen([sys.executable, "-c", CHILD], start_new_session=True)
     try:
         time.sleep(1.5)
         assert thread_times(2**22 + 7) is None  # no such process
