@@ -108,6 +108,8 @@ class EngineKindFacts:
     runs_on: ClassVar[str | None] = None  # where it serves, where that is neither just this CPU nor just a GPU
     distributions: ClassVar[tuple[str, ...]] = ()  # the packages whose installed versions the GPU check reads
     process_roles: ClassVar[tuple[ProcessRole, ...]] = ()
+    # How its log times its loop's phases (measure/slot_loop.py reads them); None: it does not.
+    step_timings_source: ClassVar[str | None] = None
     metric_series: ClassVar[MetricSeries] = MetricSeries()
     decision: ClassVar[DecisionFacts | None] = None  # None: 00_decide's shortlist never names it
     # What its prefix cache keeps, so what a request can reuse (None: the kind does not say).

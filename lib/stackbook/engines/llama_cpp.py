@@ -78,9 +78,10 @@ class LlamaCppEngine(EngineSpec):
 
 
 def install_dir() -> Path:
-    """The cached build: tied to this CPU's flags (GGML_NATIVE), keyed as tools/bootstrap.sh keys it."""
+    """The cached build: tied to this CPU's flags (GGML_NATIVE) and built with the server's own step
+    timings (`timed`: DEBUG_TIMINGS, see LlamaCppAdapter.cmake_flags)."""
     cpu = hashlib.sha256(cpu_flags_line().encode()).hexdigest()[:12]
-    return cache_dir() / "engines" / f"llama.cpp-{LLAMA_CPP_VERSION}-native-{cpu}"
+    return cache_dir() / "engines" / f"llama.cpp-{LLAMA_CPP_VERSION}-native-timed-{cpu}"
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -93,6 +94,10 @@ class LlamaCppAdapter(EngineAdapter):
     # threads are born with the model's warm-up, a third of a second later for the embedded one.
     process_roles = (ProcessRole(pattern=r"llama-server", role="llama_server", centre="compute",
                                  serves_http=True, http_threads_born_within_s=0.1),)
+    step_timings_source = (  # built with DEBUG_TIMINGS (cmake_flags)
+        "llama-server's slot-loop timings (DEBUG_TIMINGS: pre_decode + post_decode against decode, from the running "
+        "means it logs every 5 s, each total taken as mean x passes: one decode and one post_decode a pass, as when "
+        "a pass's batch fits in -b), over the CPU seconds its main thread ran")
     # ggml's CPU kernels: bf16 dot products need AVX512_BF16 (elsewhere each weight is widened
     # first), fp16 is converted by F16C inside AVX2's fused multiply-adds (tinyBLAS), fp32 anywhere.
     native_precisions = {"bf16": ("avx512_bf16",), "fp16": ("f16c",), "fp32": ()}
@@ -309,8 +314,12 @@ class LlamaCppAdapter(EngineAdapter):
     # -- set-up -----------------------------------------------------------------------------
     install_label = "llama-server build"
     builds_from_source = True
+    # DEBUG_TIMINGS: the server times its slot loop's phases by its own clock (building the batch,
+    # the model's decode, sampling and sending) and logs their running means every 5 s, which the
+    # demand map reads to split the runtime from the kernels (measure/slot_loop.py).
     cmake_flags: ClassVar[tuple[str, ...]] = (
-        "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_SERVER=ON",
+        "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS=-DDEBUG_TIMINGS", "-DGGML_NATIVE=ON",
+        "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_SERVER=ON",
         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
         "-DLLAMA_CURL=OFF")
 

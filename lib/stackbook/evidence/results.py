@@ -171,6 +171,20 @@ class EngineTimeMs(Open):
     source: str
 
 
+class SlotLoop(Open):
+    """The engine's loop over a point by its own clock (measure.slot_loop): its phases' ms between
+    the first and last timing blocks it logged inside the point, and the runtime's CPU seconds."""
+    passes: int
+    pre_decode_ms: Number
+    decode_ms: Number
+    post_decode_ms: Number
+    runtime_share: Number = Field(description="(pre_decode + post_decode) / the three: the loop outside the kernels")
+    main_thread_s: Number = Field(description="CPU seconds the engine's main thread (the loop and ggml's thread 0) ran")
+    runtime_s: Number = Field(description="runtime_share x main_thread_s: the runtime's seconds in the point")
+    requests: int
+    source: str
+
+
 class WorkTokens(Open):
     """Prefill and decode work of a point, every request of it (warm-up and cool-down included)."""
     prompt_tokens: int
@@ -270,6 +284,8 @@ class PointSummary(Open):
     tokens_per_step_mean: Number | None = Field(None, description="tokens per engine step (from the engine's step "
                                                 "histogram)")
     work_tokens: WorkTokens | None = None
+    slot_loop: SlotLoop | None = Field(None, description="the loop's runtime and kernels by the engine's clock "
+                                       "(None: the point was shorter than the 5 s between its timing blocks)")
     spec_decode: SpecDecode | str | None = None
     discarded: bool = False
 

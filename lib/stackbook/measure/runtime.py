@@ -78,7 +78,8 @@ def read_processes(pid: int | None, roles: tuple | None = None) -> dict:
 
 def split_http_threads(engine: dict, pid: int, rule: ProcessRole | None) -> None:
     """Where the process's kind tells its HTTP threads apart, move their CPU seconds out of the
-    process's reading into one of their own role (rule.http_role); its counters stay the process's."""
+    process's reading into one of their own role (rule.http_role); its counters stay the process's.
+    The main thread's seconds are kept beside (measure.slot_loop splits them by the engine's clock)."""
     if rule is None or rule.http_threads_born_within_s is None:
         return
     threads = thread_times(pid)
@@ -86,6 +87,7 @@ def split_http_threads(engine: dict, pid: int, rule: ProcessRole | None) -> None
         return
     http = http_threads(threads, pid, rule.http_threads_born_within_s)
     seconds = sum(t.run_s for t in http)
+    engine[pid]["main_thread_s"] = next((t.run_s for t in threads if t.tid == pid), 0.0)
     engine[pid]["cpu_s"] -= seconds
     engine[pid]["threads"] -= len(http)
     engine[f"{pid}.http"] = {"role": rule.http_role, "cpu_s": seconds, "threads": len(http),

@@ -22,6 +22,7 @@ from stackbook.measure.reconciliation import reconcile_with_engine
 from stackbook.measure.runtime import read_processes, runtime_evidence
 from stackbook.measure.session_order import session_order
 from stackbook.measure.shared_prefix_reuse import reported_hit_rate
+from stackbook.measure.slot_loop import blocks_since, log_size, main_thread_seconds, slot_loop_window
 from stackbook.measure.telemetry import metrics_delta, scrape_metrics
 from stackbook.measure.validity import client_cpu_warning
 
@@ -56,6 +57,10 @@ class EngineWindow:
         self.session, self.target, self.group = session, target, group
         routing = session.routing
         self.roles = session.adapter.process_roles + (routing.process_roles if routing else ())
+        # One engine's log times its loop (replicas behind a router each keep their own: not read).
+        self.step_source = session.adapter.step_timings_source
+        self.step_log = session.adapter.log_path if self.step_source and not routing else None
+        self.loop_blocks: list = []
 
     def counters(self):
         """A reading of the engine's counters (behind a router: the router's, each replica's within)."""
@@ -71,12 +76,19 @@ class EngineWindow:
     def __enter__(self) -> EngineWindow:
         self.reading0 = self.counters()
         self.procs0 = read_processes(self.group, self.roles)
+        self.log0 = log_size(self.step_log)
         self.wall0, self.unix0 = time.perf_counter(), time.time()
         return self
 
     def __exit__(self, kind, *_) -> None:
         if kind is None:
             self.procs1, self.wall1 = read_processes(self.group, self.roles), time.perf_counter()
+            self.loop_blocks = blocks_since(self.step_log, self.log0)
+
+    def slot_loop(self, requests: int) -> dict | None:
+        """The engine's loop over the point by its own clock (measure.slot_loop), where it logs one."""
+        return slot_loop_window(self.loop_blocks, main_thread_seconds(self.procs0, self.procs1), requests,
+                                self.step_source)
 
 
 def measure_point(tools: SweepInstruments, point: LoadPoint) -> PointReadings:
@@ -101,6 +113,8 @@ def measure_point(tools: SweepInstruments, point: LoadPoint) -> PointReadings:
         "engine_reconciliation": reconcile_with_engine(telemetry, recs, series),
         **runtime_evidence(window.procs0, window.procs1, window.wall1 - window.wall0, telemetry, recs, during,
                            series)}
+    if window.step_log is not None:
+        server_side["slot_loop"] = window.slot_loop(server_side["requests_in_cpu_window"])
     if routing:
         server_side["routing"] = routing.point_evidence(window.reading0, reading1, recs)
     return PointReadings(telemetry, server_side, cost, warning, recs)

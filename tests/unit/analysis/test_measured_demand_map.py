@@ -336,3 +336,31 @@ def test_llama_server_s_http_threads_read_apart_are_its_front_end():
     assert rows["runtime"]["D (ms/request)"] is None
     assert rows["runtime"]["note"].endswith(
         "its own gauge read 3.20 requests in progress on average (its batch) at c4-r0")
+
+
+def test_llama_server_s_loop_split_by_its_own_clock_gives_runtime_and_kernel_rows():
+    """Where the point carries the engine's loop timings (measure.slot_loop), the runtime row is the
+    loop's share outside decode of the main thread's seconds, the kernels row the compute centre
+    less it; the two sum to the compute centre, which stays one centre of the network."""
+    p = results()["sweep"]["points"]["c4-r0"]
+    p["cpu_seconds"]["engine"] = {"llama_server": 20.0, "llama_server.http": 0.03}
+    llama = {"kind": "llama_cpp", "launch": {"command": ["llama-server", "--threads", "2"]}}
+    centres = list(point_centres(p, llama, ""))
+    from stackbook.analysis.demand_map.measured import ArmDemandMap, _rows
+    from stackbook.analysis.demand_map.stack_layers import layer_rows
+
+    loop = {"passes": 400, "pre_decode_ms": 300.0, "decode_ms": 9000.0, "post_decode_ms": 700.0,
+            "runtime_share": 0.1, "main_thread_s": 12.0, "runtime_s": 1.2, "requests": 12, "source": "x"}
+    dmap = ArmDemandMap(arm="llama-cpp", status="measured", point="c4-r0", centres=_rows(centres),
+                        bottleneck="engine compute", slot_loop=loop)
+    rows = {r["layer"]: r for r in layer_rows(dmap)}
+    assert rows["runtime"]["D (ms/request)"] == pytest.approx(100.0)  # 1.2 s / 12 requests
+    assert rows["runtime"]["D/m (ms)"] == pytest.approx(100.0)  # the loop runs on one thread
+    compute = 20.0 / 12 * 1000
+    assert rows["kernels"]["D (ms/request)"] == pytest.approx(compute - 100.0)
+    assert rows["kernels"]["D/m (ms)"] == pytest.approx((compute - 100.0) / 2)  # decode on both threads
+    assert "10.0% of its slot loop" in rows["runtime"]["note"] and rows["runtime"]["bottleneck"]
+    assert rows["host execution"]["centres"] == "client, engine front end"
+    assert [c.name for c in centres].count("engine compute") == 1  # the split adds no queue
+    without = {r["layer"]: r for r in layer_rows(dmap.model_copy(update={"slot_loop": None}))}
+    assert without["runtime"]["D (ms/request)"] is None

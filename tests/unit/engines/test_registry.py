@@ -106,7 +106,7 @@ def test_install_paths_are_where_the_bootstrap_script_puts_them(monkeypatch, tmp
         pytest.skip("no x86 'flags' line to key the llama.cpp build on")
     cpu = subprocess.run(["bash", "-c", "grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12"],
                          capture_output=True, text=True, check=True).stdout.strip()
-    assert install_dir() == tmp_path / "engines" / f"llama.cpp-0.3.36-native-{cpu}"
+    assert install_dir() == tmp_path / "engines" / f"llama.cpp-0.3.36-native-timed-{cpu}"
     assert LlamaCppAdapter.installed_executable() == install_dir() / "bin" / "llama-server"
 
 

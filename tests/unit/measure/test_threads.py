@@ -56,6 +56,8 @@ def test_read_processes_moves_early_threads_seconds_to_their_own_role():
         w = process_window(before, after)["cpu_seconds"]["engine"]
         assert w["server.http"] == pytest.approx(early.run_s, abs=0.02)
         assert w["server"] >= 0.28 and w["server"] + w["server.http"] >= 0.46
+        main = after["engine"][p.pid]["main_thread_s"]  # kept for the engine's loop split (measure.slot_loop)
+        assert 0 < main and main + late.run_s == pytest.approx(w["server"], abs=0.02)  # the rest is the late one
     finally:
         p.kill()
         p.wait()

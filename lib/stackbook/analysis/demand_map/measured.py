@@ -69,6 +69,8 @@ class ArmDemandMap(BaseModel):
     unattributed_ms: float | None = Field(None, description="light-load response not owned by any centre")
     batch_size_mean: float | None = None
     engine_time_ms: dict[str, Any] | None = None
+    slot_loop: dict[str, Any] | None = Field(None, description="the demand point's loop by the engine's clock: "
+                                             "the runtime's seconds inside the compute centre (measure.slot_loop)")
     spec_decode: Any = None
     startup_s: float | None = Field(None, description="engine start-up (ready_after_s), apart from steady state")
     mva_check: list[dict[str, Any]] = Field(default_factory=list)
@@ -262,7 +264,8 @@ def measured_demand_map(arm: str, results: dict, engine: dict | None = None, log
         why_not_closer=why_not_closer(m["bottleneck"], busy, name, point.get("batch_size_mean"), in_flight,
                                       load.words, engine_queue(point), point.get(E2E_MEAN)),
         batch_size_mean=point.get("batch_size_mean"), engine_time_ms=point.get("engine_time_ms"),
-        spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"), load_model=load.model)
+        slot_loop=point.get("slot_loop"), spec_decode=point.get("spec_decode"), startup_s=engine.get("ready_after_s"),
+        load_model=load.model)
     over = above_bound(sat, sat_point, bound, interval, from_repetitions, name) if sat else None
     if over:
         out.above_bound, out.bound_exceeded = over

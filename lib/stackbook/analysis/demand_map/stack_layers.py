@@ -38,12 +38,16 @@ def layer_rows(dmap: ArmDemandMap, silicon: dict | None = None) -> list[dict]:
         owned[LAYER_OF.get(c.centre, "host execution" if c.centre.startswith("engine process") else "kernels")
               ].append(c)
     front = any(c.centre == "engine front end" for c in dmap.centres)
+    loop = dmap.slot_loop
     rows = []
     for layer in STACK_LAYERS:
         if layer == "silicon":
             rows.append(_silicon(silicon))
             continue
         cs = owned[layer]
+        if loop and layer in ("runtime", "kernels") and not owned["runtime"] and owned["kernels"]:
+            rows.append(_loop_share(layer, loop, owned["kernels"], dmap.bottleneck))
+            continue
         note = NOT_SPLIT.get(layer) if not cs or (layer == "host execution" and not front) else None
         if layer == "runtime" and not cs and dmap.batch_size_mean:
             note += (f"; its own gauge read {dmap.batch_size_mean:.2f} requests in progress on average (its batch) at "
@@ -58,6 +62,33 @@ def layer_rows(dmap: ArmDemandMap, silicon: dict | None = None) -> list[dict]:
                      "centres": ", ".join(c.centre for c in cs) or "-",
                      "bottleneck": any(c.centre == dmap.bottleneck for c in cs), "note": note or ""})
     return rows
+
+
+def loop_runtime_ms(loop: dict) -> float:
+    """The runtime's demand (ms a request) the engine's clock gives inside its compute centre."""
+    return 1000.0 * loop["runtime_s"] / loop["requests"]
+
+
+def _loop_share(layer: str, loop: dict, compute: list, bottleneck: str | None) -> dict:
+    """The runtime or kernels row of an engine whose loop and kernels share one thread, split by the
+    engine's own clock (measure.slot_loop): the loop's share outside decode is the runtime's, the
+    rest of the compute centre's demand the kernels'. One thread serves both, so the network keeps
+    them one centre: the split says where its time goes, not two queues."""
+    runtime = loop_runtime_ms(loop)
+    whole = sum(c.demand_ms for c in compute)
+    d = runtime if layer == "runtime" else whole - runtime
+    phases = (f"{loop['runtime_share']:.1%} of its slot loop by the engine's own clock (building the batch "
+              f"{loop['pre_decode_ms']:,.0f} ms, sampling and sending {loop['post_decode_ms']:,.0f} ms, "
+              f"decode {loop['decode_ms']:,.0f} ms over {loop['passes']:,} passes)")
+    note = (f"measured inside the compute centre: {phases}, of its main thread's CPU seconds; one thread runs the "
+            "loop and the kernels, so the network keeps them one centre" if layer == "runtime" else
+            "the compute centre's demand less the runtime's share of its loop (the row above): the model's "
+            "operators, ggml's threads included")
+    m = 1.0 if layer == "runtime" else compute[0].capacity  # the loop runs on one thread; decode on all
+    part = "its loop outside decode" if layer == "runtime" else "decode"
+    return {"layer": layer, "D (ms/request)": round(d, 3), "D/m (ms)": round(d / m, 3),
+            "centres": f"{', '.join(c.centre for c in compute)} ({part})",
+            "bottleneck": any(c.centre == bottleneck for c in compute), "note": note}
 
 
 def _silicon(silicon: dict | None) -> dict:
