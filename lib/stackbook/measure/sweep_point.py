@@ -58,8 +58,10 @@ class EngineWindow:
         routing = session.routing
         self.roles = session.adapter.process_roles + (routing.process_roles if routing else ())
         # One engine's log times its loop (replicas behind a router each keep their own: not read).
+        # The arm's log, whoever started the engine: a notebook measuring the runner's engine holds
+        # an adapter attached to it, with no log of its own.
         self.step_source = session.adapter.step_timings_source
-        self.step_log = session.adapter.log_path if self.step_source and not routing else None
+        self.step_log = session.arm_dir.engine_log if self.step_source and not routing else None
         self.loop_blocks: list = []
 
     def counters(self):

@@ -68,3 +68,41 @@ def test_main_thread_seconds_between_two_readings():
     after = {"engine": {7: {"cpu_s": 3.0, "main_thread_s": 2.0}, "7.http": {"cpu_s": 0.1}}}
     assert main_thread_seconds(before, after) == pytest.approx(1.5)
     assert main_thread_seconds(before, {"engine": {7: {"cpu_s": 3.0}}}) is None
+
+
+def test_a_point_window_reads_the_arm_s_log_when_its_adapter_has_none(tmp_path):
+    """The sweep runs in a notebook whose adapter is attached to the runner's engine and holds no
+    log of its own: the window reads the arm's engine log, where the runner writes the engine's
+    output, and the main thread of the engine's process (a real child here)."""
+    import subprocess
+    import sys
+    import time
+    from types import SimpleNamespace
+
+    from stackbook.engines.facts import ProcessRole
+    from stackbook.measure.sweep_point import EngineWindow
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 30: pass"], start_new_session=True)
+    try:
+        rule = ProcessRole(pattern="python", role="server", centre="compute", serves_http=True,
+                           http_threads_born_within_s=0.1)
+        log = tmp_path / "engine.log"
+        log.write_text(block(100, "0.5", "20", "1.5"))  # before the point: not its own
+        adapter = SimpleNamespace(process_roles=(rule,), step_timings_source="the engine's loop timings",
+                                  log_path=None, metrics_path=None)
+        session = SimpleNamespace(adapter=adapter, routing=None, arm_dir=SimpleNamespace(engine_log=log))
+        began = time.monotonic()
+        with EngineWindow(session, SimpleNamespace(base_url="http://127.0.0.1:9", headers={}), child.pid) as w:
+            with open(log, "a") as f:
+                f.write(block(200, "0.5", "20", "1.5") + block(300, "0.5", "20", "1.5"))
+            time.sleep(0.5)
+        elapsed = time.monotonic() - began
+        loop = w.slot_loop(requests=4)
+    finally:
+        child.kill()
+        child.wait()
+    assert loop["passes"] == 100 and loop["decode_ms"] == pytest.approx(2000.0)
+    assert loop["runtime_share"] == pytest.approx(200 / 2200, abs=1e-5)
+    assert 0 < loop["main_thread_s"] <= elapsed + 0.05  # the child's busy main thread, at most one core
+    assert loop["source"] == "the engine's loop timings"
