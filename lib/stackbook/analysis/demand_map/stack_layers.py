@@ -82,7 +82,7 @@ def _loop_share(layer: str, loop: dict, compute: list, bottleneck: str | None) -
               f"decode {loop['decode_ms']:,.0f} ms over {loop['passes']:,} passes)")
     note = (f"measured inside the compute centre: {phases}, of its main thread's CPU seconds; one thread runs the "
             "loop and the kernels, so the network keeps them one centre" if layer == "runtime" else
-            "the compute centre's demand less the runtime's share of its loop (the row above): the model's "
+            "the compute centre's demand less the runtime's share of its loop (the runtime row): the model's "
             "operators, ggml's threads included")
     m = 1.0 if layer == "runtime" else compute[0].capacity  # the loop runs on one thread; decode on all
     part = "its loop outside decode" if layer == "runtime" else "decode"
