@@ -95,9 +95,11 @@ plots.measured_demand_bars(maps, figures)
 # to the runtime, the compute to the kernels, a router to orchestration). Silicon is not a demand
 # here but the memory wall as a ratio: the single-stream decode rate over the bandwidth bound the
 # sizing computed. Where an engine serves HTTP inside its compute process, its HTTP threads are read
-# apart where they can be told apart (llama-server's pool, born before its model loads); where two
-# layers share one thread (llama-server's slot loop runs its kernels too), the row says its time
-# sits in another row, with the engine's own batch gauge, rather than guess a split.
+# apart where they can be told apart (llama-server's pool, born before its model loads). Where two
+# layers share one thread (llama-server's slot loop runs its kernels too), the engine's own clock
+# splits them where it times its loop (building the batch and sampling against the model's decode),
+# and the network keeps them one centre; where it does not, the row says its time sits in another
+# row, with the engine's own batch gauge, rather than guess a split.
 
 # %%
 from stackbook.analysis import comparison
