@@ -232,3 +232,38 @@ def test_the_estimate_benchmark_figures_in_setup_md_are_the_results():
     for name in ("known-effect", "agent-subagents"):
         assert f"{name} {rows[f'outputs/{name}/reference']['after_first_slot_error_pct']:+.0f}%" in doc
     assert all(r["isa"] == "AVX2" for r in rows.values())
+
+
+def test_the_layers_figures_in_runs_md_are_the_runs():
+    """Each engine's host execution, runtime and kernels as runs.md gives them, from the layers
+    reference's demand maps read by the seed's layers."""
+    from stackbook.analysis.demand_map import layers_by_arm
+    from stackbook.analysis.demand_map.measured import ArmDemandMap
+
+    run = Path("outputs/layers/reference")
+    maps = {k: ArmDemandMap(**v) for k, v in json.loads((run / "analysis.json").read_text())["demand_maps"].items()}
+    d = layers_by_arm(maps)["D (ms/request)"]
+    doc = re.sub(r"\s+", " ", Path("docs/runs.md").read_text())
+    llama, vllm = maps["llama-cpp"], maps["vllm-cpu"]
+    centre = {arm: {c.centre: c.demand_ms for c in m.centres} for arm, m in maps.items()}
+    assert (f"llama.cpp request cost {d['llama-cpp', 'host execution']:.0f} ms of host execution (the client "
+            f"{centre['llama-cpp']['client']:.0f} ms, llama-server's HTTP threads "
+            f"{centre['llama-cpp']['engine front end']:.1f} ms), {d['llama-cpp', 'runtime']:.1f} ms of runtime (its "
+            f"slot loop outside decode: {llama.slot_loop['runtime_share']:.1%} of the loop by the engine's own clock) "
+            f"and {d['llama-cpp', 'kernels']:,.0f} ms of kernels") in doc
+    assert (f"vLLM-CPU request {d['vllm-cpu', 'host execution']:.0f} ms of host execution (the client "
+            f"{centre['vllm-cpu']['client']:.0f} ms, the API server {centre['vllm-cpu']['engine front end']:.1f} ms), "
+            f"{d['vllm-cpu', 'runtime']:,.0f} ms of runtime (its scheduler process) and "
+            f"{d['vllm-cpu', 'kernels']:,.0f} ms of kernels") in doc
+    assert (f"its MVA missed its own point by {llama.own_point_error_pct:.0f}%, vLLM-CPU's by "
+            f"{vllm.own_point_error_pct:.0f}%") in doc
+    wall = json.loads((run / "manifest.json").read_text())["phase_seconds"]["wall"] / 60
+    assert f"two repetitions, fp32; {wall:.1f} min on the AVX2-only EPYC" in doc
+
+
+def test_the_timed_build_figures_in_setup_md_are_the_benchmark_s():
+    r = json.loads(Path("benchmarks/results/llama_timed_build.json").read_text())
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    timed, plain = r["requests_per_s"]["timed"], r["requests_per_s"]["plain"]
+    assert len(timed) == len(plain) == 4 and "EPYC" in r["host"]["cpu_model"]
+    assert f"{min(timed):.2f} to {max(timed):.2f} requests/s timed, {min(plain):.2f} to {max(plain):.2f} plain" in doc
