@@ -101,19 +101,23 @@ def main() -> None:
     finally:
         proc.kill()
         proc.wait()
-    out = {"format": "stackbook-llama-server-threads/1",
-           "command": "python benchmarks/llama_server_threads.py " + " ".join(
-               ["--requests", str(a.requests), "--concurrency", *map(str, a.concurrency)]),
+    write_result("stackbook-llama-server-threads/1", "python benchmarks/llama_server_threads.py " + " ".join(
+        ["--requests", str(a.requests), "--concurrency", *map(str, a.concurrency)]),
+        {"server": {"threads": 1, "parallel": 2, "weights": model.name,
+                    "http_threads_born_within_s": roles[0].http_threads_born_within_s},
+         "thread_births_s": births, "points": points, "threads_after": threads}, a.json)
+
+
+def write_result(fmt: str, command: str, body: dict, path: Path | None) -> None:
+    """One benchmark's JSON: its format, command, date and host first, printed and written to path."""
+    out = {"format": fmt, "command": command,
            "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "host": {"cpu_model": cpu_model(), "isa_flags": isa_flags(), "cpus": os.cpu_count(),
-                    "python": platform.python_version()},
-           "server": {"threads": 1, "parallel": 2, "weights": model.name,
-                      "http_threads_born_within_s": roles[0].http_threads_born_within_s},
-           "thread_births_s": births, "points": points, "threads_after": threads}
+                    "python": platform.python_version()}, **body}
     text = json.dumps(out, indent=1)
     print(text)
-    if a.json:
-        a.json.write_text(text + "\n")
+    if path:
+        path.write_text(text + "\n")
 
 
 if __name__ == "__main__":

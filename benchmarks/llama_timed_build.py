@@ -13,19 +13,14 @@ Run: .venv/bin/python benchmarks/llama_timed_build.py --json benchmarks/results/
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import os
-import platform
 import statistics
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llama_server_threads import free_port, send, wait_ready
+from llama_server_threads import free_port, send, wait_ready, write_result
 from stackbook.engines.llama_cpp import install_dir
-from stackbook.host import cpu_model, isa_flags
 from stackbook.locations import cache_dir
 
 
@@ -64,17 +59,10 @@ def main() -> None:
         for name in (("timed", "plain") if r % 2 == 0 else ("plain", "timed")):
             rates[name].append(round(requests_per_second(timed if name == "timed" else plain, model, a.requests), 4))
     ratio = statistics.median(t / p for t, p in zip(rates["timed"], rates["plain"], strict=True))
-    out = {"format": "stackbook-llama-timed-build/1",
-           "command": f"python benchmarks/llama_timed_build.py --requests {a.requests} --rounds {a.rounds}",
-           "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "host": {"cpu_model": cpu_model(), "isa_flags": isa_flags(), "cpus": os.cpu_count(),
-                    "python": platform.python_version()},
-           "server": {"threads": 1, "parallel": 2, "clients": 2, "weights": model.name},
-           "requests_per_s": rates, "timed_over_plain_median": round(ratio, 4)}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.json:
-        a.json.write_text(text + "\n")
+    write_result("stackbook-llama-timed-build/1",
+                 f"python benchmarks/llama_timed_build.py --requests {a.requests} --rounds {a.rounds}",
+                 {"server": {"threads": 1, "parallel": 2, "clients": 2, "weights": model.name},
+                  "requests_per_s": rates, "timed_over_plain_median": round(ratio, 4)}, a.json)
 
 
 if __name__ == "__main__":

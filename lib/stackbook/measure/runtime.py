@@ -87,7 +87,9 @@ def split_http_threads(engine: dict, pid: int, rule: ProcessRole | None) -> None
         return
     http = http_threads(threads, pid, rule.http_threads_born_within_s)
     seconds = sum(t.run_s for t in http)
-    engine[pid]["main_thread_s"] = next((t.run_s for t in threads if t.tid == pid), 0.0)
+    main = next((t.run_s for t in threads if t.tid == pid), None)
+    if main is not None:
+        engine[pid]["main_thread_s"] = main
     engine[pid]["cpu_s"] -= seconds
     engine[pid]["threads"] -= len(http)
     engine[f"{pid}.http"] = {"role": rule.http_role, "cpu_s": seconds, "threads": len(http),
