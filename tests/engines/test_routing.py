@@ -105,7 +105,8 @@ def test_a_replica_killed_mid_point_is_failed_over_and_no_record_is_lost(real_en
 
 def test_run_check_refuses_a_router_that_cannot_start_with_its_reason(router_installed, tmp_path):
     """The router is started once, alone, with the arm's settings: a flag it rejects is refused
-    before any engine starts, naming the arm's router field."""
+    before any engine starts, naming the arm's router field; a second check of the same settings in
+    the same process reuses the outcome."""
     from stackbook.cli import app
     from typer.testing import CliRunner
 
@@ -117,6 +118,10 @@ def test_run_check_refuses_a_router_that_cannot_start_with_its_reason(router_ins
     assert result.exit_code != 0
     assert "arms[0].router: router 'sglang' cannot start here" in result.output
     assert "Traceback" not in result.output
+    from stackbook.routing.preflight import started_once
+    hits = started_once.cache_info().hits
+    again = CliRunner().invoke(app, ["run", "--check", str(path)])  # the same settings: started once a process
+    assert started_once.cache_info().hits == hits + 1 and again.output == result.output
 
 
 def test_a_replica_that_never_becomes_healthy_fails_the_arm_before_anything_is_measured(

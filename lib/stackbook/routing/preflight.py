@@ -5,6 +5,7 @@ is said. Whether each replica becomes healthy is known only once it starts: the 
 the arm then, before anything is measured."""
 from __future__ import annotations
 
+import functools
 import os
 
 from stackbook.engines.base import EngineStartError
@@ -18,7 +19,15 @@ def router_starts(arm) -> str | None:
         return None
     if not kind.is_installed():
         return kind.install_hint()
-    router = kind(arm.router, [], arm.engine.host)
+    return started_once(arm.router.kind, arm.router.model_dump_json(), arm.engine.host)
+
+
+@functools.cache
+def started_once(kind_name: str, spec_json: str, host: str) -> str | None:
+    """One start per router settings, host and process: arms (and checks) that share them share its
+    outcome."""
+    kind = router_class(kind_name)
+    router = kind(kind.spec_model.model_validate_json(spec_json), [], host)
     try:
         router.start()
         router.wait_ready()
