@@ -15,6 +15,15 @@ os.chdir(REPO_ROOT)
 os.environ.setdefault("STACKBOOK_ALLOW_MODIFIED", "1")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Groups for `pytest -n N --dist loadgroup` (make test): every test that runs a real engine in
+    one group, so that engines run one at a time as they do alone, and every other module whole on
+    one worker, so that a module's tests share their paths as they do alone."""
+    for item in items:
+        group = "engines" if item.get_closest_marker("engine") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def engines_ready() -> str | None:
     art = embedded_artifacts()
     if not (art.hf_dir / "model.safetensors").exists() or not art.gguf.exists():
@@ -34,6 +43,14 @@ def real_engines():
             pytest.fail(missing)
         pytest.skip(missing)
     return embedded_artifacts()
+
+
+@pytest.fixture(scope="session")
+def test_run_id(tmp_path_factory) -> str:
+    """A run id no other session takes: the session's numbered temporary folder (pytest-N), with
+    the worker's name beside it under xdist (whose folders, popen-gw0 and on, repeat)."""
+    base = tmp_path_factory.getbasetemp()
+    return "test-" + (f"{base.parent.name}-{base.name}" if base.name.startswith("popen-") else base.name)
 
 
 @pytest.fixture

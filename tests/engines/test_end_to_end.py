@@ -49,9 +49,9 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(run_module_campaign, tmp_path_factory):
+def run(run_module_campaign, tmp_path_factory, test_run_id):
     return run_module_campaign(CAMPAIGN, tmp_path_factory.mktemp("c") / "e2e.yaml",
-                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
+                               run_id=test_run_id)
 
 
 def test_run_directory_is_complete(run):

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def rehearsal(real_engines, tmp_path_factory):
-    run = REPO_ROOT / RunDir.new(CAMPAIGN, f"test-{tmp_path_factory.getbasetemp().name}").path
+def rehearsal(real_engines, tmp_path_factory, test_run_id):
+    run = REPO_ROOT / RunDir.new(CAMPAIGN, test_run_id).path
     r = subprocess.run([sys.executable, "-m", "stackbook.cli", "gpu-campaign", "--device", "cpu", "--run-id", run.name],
                        capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
     yield r, run

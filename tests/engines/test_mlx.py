@@ -33,11 +33,11 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(run_module_campaign, tmp_path_factory, canary_subset):
+def run(run_module_campaign, tmp_path_factory, test_run_id, canary_subset):
     suite = canary_subset("capital-of-france", "capital-exact-reference", "two-plus-two", "json-schema-person",
                           "coding-square", "tool-call-weather")
     return run_module_campaign(CAMPAIGN.replace("SUITE", suite), tmp_path_factory.mktemp("c") / "mlx.yaml",
-                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
+                               run_id=test_run_id)
 
 
 def test_the_arm_runs_through_and_passes_its_canaries(run):

@@ -42,10 +42,10 @@ ARMS = ("first", "second", "slow")
 
 
 @pytest.fixture(scope="module")
-def run(run_module_campaign, tmp_path_factory, canary_subset):
+def run(run_module_campaign, tmp_path_factory, test_run_id, canary_subset):
     campaign = CAMPAIGN.replace("SUITE", canary_subset("capital-of-france", "two-plus-two"))
     return run_module_campaign(campaign, tmp_path_factory.mktemp("aa") / "aa.yaml",
-                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
+                               run_id=test_run_id)
 
 
 def test_repetitions_interleave_and_each_begins_with_a_fresh_engine(run):

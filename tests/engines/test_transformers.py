@@ -34,10 +34,10 @@ arms:
 
 
 @pytest.fixture(scope="module")
-def run(run_module_campaign, tmp_path_factory, canary_subset):
+def run(run_module_campaign, tmp_path_factory, test_run_id, canary_subset):
     suite = canary_subset("capital-exact-reference", "two-plus-two", "coding-square")
     return run_module_campaign(CAMPAIGN.replace("SUITE", suite), tmp_path_factory.mktemp("c") / "transformers.yaml",
-                               run_id=f"test-{tmp_path_factory.getbasetemp().name}")
+                               run_id=test_run_id)
 
 
 def test_the_arm_runs_through_and_passes_its_canaries(run):

@@ -1,5 +1,6 @@
 """Campaign files: valid ones load; bad ones fail fast, naming the file, the field and the fix,
 before any engine starts."""
+import os
 import subprocess
 import sys
 import time
@@ -229,26 +230,33 @@ def test_missing_file_says_where_campaigns_live():
         load_campaign("campaigns/nope.yaml")
 
 
-def _engine_processes() -> set[int]:
+def _engines_carrying(mark: str) -> set[int]:
+    """Engine processes whose environment carries `mark`: those a command given it started (other
+    tests may run engines at the same time)."""
     out = set()
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
         if "llama-server" in cmd or "vllm.entrypoints" in cmd:
-            out.add(p.info["pid"])
+            try:
+                if p.environ().get("STACKBOOK_TEST_MARK") == mark:
+                    out.add(p.info["pid"])
+            except psutil.Error:
+                continue
     return out
 
 
 @pytest.mark.parametrize("case", ["unknown engine", "duplicate arm", "missing arms", "wrong type"])
 def test_cli_refuses_bad_campaign_fast_and_starts_nothing(case, write_campaign, tmp_path):
     path = write_campaign(BAD[case][0])
-    before = _engine_processes()
+    mark = f"{tmp_path.name}-{time.monotonic_ns()}"
     t = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(path)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "stackbook.cli", "run", str(path)], capture_output=True, text=True,
+                       env={**os.environ, "STACKBOOK_TEST_MARK": mark})
     assert r.returncode == 2
     assert time.monotonic() - t < 30
     assert str(path) in r.stderr
     assert "Fix" in r.stderr or "every arm needs its own name" in r.stderr
-    assert _engine_processes() - before == set()
+    assert _engines_carrying(mark) == set()
     assert not (tmp_path / "outputs").exists()
 
 
