@@ -33,6 +33,8 @@ def test_the_two_arms_differ_only_in_attention(tmp_path):
     assert c["protocol"]["canaries"] == {"suite": "outputs/x/canaries.yaml", "sentinel_share": 0}
     c["model"]["hf_path"] = str(tmp_path)  # validated against a real folder
     assert Campaign.model_validate(c).protocol.repetitions.min == 2
+    assert c["protocol"]["requests_per_point"] == 48  # the rehearsal on the CPU sends fewer
+    assert campaign_for(model, "cpu", "this-cpu", None)["protocol"]["requests_per_point"] == 30
 
 
 def test_energy_comes_from_the_counter_where_the_card_keeps_one_else_from_power():
