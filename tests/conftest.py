@@ -15,13 +15,14 @@ os.chdir(REPO_ROOT)
 os.environ.setdefault("STACKBOOK_ALLOW_MODIFIED", "1")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Groups for `pytest -n N --dist loadgroup` (make test): every test that runs a real engine in
-    one group, so that engines run one at a time as they do alone, and every other module whole on
-    one worker, so that a module's tests share their paths as they do alone."""
-    for item in items:
-        group = "engines" if item.get_closest_marker("engine") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s two workers (`-n 2 --dist loadgroup`): the engine group on one, every other
+    module whole on the other (tests/support/worker_groups.py)."""
+    if config.getvalue("dist") == "loadgroup":
+        from tests.support.worker_groups import EngineGroupScheduling
+        return EngineGroupScheduling(config, log)
+    return None
 
 
 def engines_ready() -> str | None:
