@@ -56,6 +56,7 @@ def test_a_search_step_on_llama_server(real_engines, tmp_path):
     threads = sorted({c["configuration"]["engine.threads"] for c in configs})
     candidate = next((s for s in steps if s["kind"] == "candidate"), None)
     assert threads == ([1, candidate["change"]["changes"]["engine.threads"]] if candidate else [1])
+    assert all(c["wall_s"] > 0 for c in configs)  # engine start included, kept for a resumed search
     for folder in out.glob("measurements/*-c*-s*"):
         cfg = json.loads((folder / "configuration.json").read_text())
         log = (folder / "arms" / "llama-cpp" / "engine.log").read_text(errors="replace")
@@ -66,3 +67,8 @@ def test_a_search_step_on_llama_server(real_engines, tmp_path):
     assert "## Final configuration against the default" in report
     assert "Measured at 2 clients in a closed loop: the highest load the incumbent was proven to carry" in report
     assert "- default: capacity inside the SLO: 2 clients (none proven outside), " in report
+    # Resumed from nothing but the kept measurements, no engine started: the same steps, seconds included.
+    (out / "search.jsonl").unlink()
+    again = CliRunner().invoke(app, ["search", str(search), "--out", str(out)])
+    assert again.exit_code == 0, again.output
+    assert [json.loads(x) for x in (out / "search.jsonl").read_text().splitlines()] == steps

@@ -117,8 +117,8 @@ class LlamaCppAdapter(EngineAdapter):
                               "accepted_tokens": "spec_decode_num_accepted_tokens_total",
                               "draft_tokens": "spec_decode_num_draft_tokens_total"})
     search_knobs = (
-        Knob(name="engine.threads", layer="host execution", values=(1, 2, 4), default=1,
-             what="-t/-tb: CPU threads for the batch and the prompt"),
+        Knob(name="engine.threads", layer="kernels", values=(1, 2, 4), default=1,
+             what="-t/-tb: the CPU threads ggml's kernels run on, for the batch and the prompt"),
         Knob(name="engine.parallel", layer="orchestration", values=(1, 2, 4, 8), default=4,
              what="-np: slots, the sequences decoded together"),
         Knob(name="--batch-size", layer="runtime", values=(512, 1024, 2048), default=2048,

@@ -45,13 +45,14 @@ def folder_name(config: dict[str, Value], seed: int, concurrency: int) -> str:
 
 
 def measured_records(system: EngineSystem, config: dict[str, Value], seed: int, concurrency: int,
-                     folder: Path) -> tuple[list, float]:
+                     folder: Path) -> tuple[list, float | None]:
     """The measured requests of one configuration at `concurrency` clients, and the wall seconds
-    the measurement took (0 when read back from an earlier, complete one)."""
+    the measurement took, engine start included: kept beside the records, so a resumed search
+    spends what the first one did (None for a measurement from before they were kept)."""
     run = RunDir(folder / "measurements" / folder_name(config, seed, concurrency))
     arm_dir = run.arm(system.arm).create()
-    (run.path / CONFIG_JSON).write_text(json.dumps({"configuration": config, "seed": seed,
-                                                     "concurrency": concurrency}, indent=1))
+    config_json = run.path / CONFIG_JSON
+    kept = json.loads(config_json.read_text()) if config_json.exists() else {}
     name, wanted = probe_name(seed, 1, concurrency), probe_requests(concurrency, system.requests)
 
     def measured() -> list:
@@ -59,11 +60,15 @@ def measured_records(system: EngineSystem, config: dict[str, Value], seed: int, 
                 if r.point == name and r.phase == Phase.MEASURE]
 
     if len(measured()) >= wanted:
-        return measured(), 0.0
+        return measured(), kept.get("wall_s")
+    about = {"configuration": config, "seed": seed, "concurrency": concurrency}
+    config_json.write_text(json.dumps(about, indent=1))
     began = time.perf_counter()
     with engine_probe(system, config, run, seed) as probe:
         probe(concurrency, wanted)
-    return measured(), time.perf_counter() - began
+    wall_s = time.perf_counter() - began
+    config_json.write_text(json.dumps({**about, "wall_s": wall_s}, indent=1))
+    return measured(), wall_s
 
 
 @contextmanager
@@ -82,10 +87,10 @@ def engine_probe(system: EngineSystem, config: dict[str, Value], run: RunDir, se
 
 def measure_on_engine(system: EngineSystem, config: dict[str, Value], seed: int, folder: Path) -> Point:
     """One point of the search: the configuration at the system's clients, judged by the SLO."""
-    records, spent = measured_records(system, config, seed, system.concurrency, folder)
+    records, wall_s = measured_records(system, config, seed, system.concurrency, folder)
     slo = system.load().slo
     point = point_from_records(records, slo.ttft_s, slo.tpot_s)
-    return point.model_copy(update={"duration_s": spent or point.duration_s})
+    return point if wall_s is None else point.model_copy(update={"duration_s": wall_s})
 
 
 def timing(system: EngineSystem, config: dict[str, Value], concurrency: int, seed: int, folder: Path) -> Timing:
