@@ -7,7 +7,8 @@ phase_times reads it; the error is estimate over actual, minus one. A run made b
 revisions existed has none and is not counted.
 
 Run: .venv/bin/python benchmarks/estimate_accuracy.py [RUN_DIR ...]
-Writes benchmarks/results/estimate_accuracy.json. Nothing here is a pass/fail test.
+Updates benchmarks/results/estimate_accuracy.json: the runs read replace their rows, the rows of
+runs made on other machines stay (the record is over hosts). Nothing here is a pass/fail test.
 """
 from __future__ import annotations
 
@@ -52,13 +53,25 @@ def run_accuracy(run: Path) -> dict | None:
     }
 
 
+def merged(kept: list[dict], read: list[dict]) -> list[dict]:
+    """The record over hosts: runs read here replace their earlier rows; rows of runs made on
+    another machine (not under this checkout's outputs/) stay."""
+    fresh = {r["run"] for r in read}
+    return sorted([r for r in kept if r["run"] not in fresh] + read, key=lambda r: r["run"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", type=Path)
     args = ap.parse_args()
+    missing = [str(p) for p in args.runs if not (p / "manifest.json").exists()]
+    if missing:
+        raise SystemExit(f"no run (manifest.json) in: {', '.join(missing)}; give run folders such as "
+                         "outputs/quickstart/reference, or none to read every run under outputs/")
     found = args.runs or sorted(p.parent for p in (REPO_ROOT / "outputs").glob("*/*/manifest.json"))
     rows = [r for r in (run_accuracy(p.resolve()) for p in found) if r]
-    RESULTS.write_text(json.dumps({"runs": rows}, indent=2) + "\n")
+    kept = json.loads(RESULTS.read_text())["runs"] if RESULTS.exists() else []
+    RESULTS.write_text(json.dumps({"runs": merged(kept, rows)}, indent=2) + "\n")
     for r in rows:
         print(
             f"{r['run']}: actual {r['actual_s'] / 60:.1f} min; plan {r['plan_error_pct']:+.0f}%; after the first slot "
@@ -66,7 +79,7 @@ def main() -> None:
             if r["after_first_slot_error_pct"] is not None
             else ""
         )
-    print(f"wrote {RESULTS.relative_to(REPO_ROOT)}: {len(rows)} run(s) with estimates")
+    print(f"wrote {RESULTS.relative_to(REPO_ROOT)}: {len(rows)} run(s) read here, kept with the rest")
 
 
 if __name__ == "__main__":
