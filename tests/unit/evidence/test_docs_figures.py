@@ -235,6 +235,8 @@ def test_the_estimate_benchmark_figures_in_setup_md_are_the_results():
     assert avx512["isa"].startswith("AVX-512") and avx512["host"] == "AMD EPYC"
     assert (f"within {avx512['plan_error_pct']:+.0f}% of the campaign's {avx512['actual_s'] / 60:.1f} min, and "
             f"{avx512['after_first_slot_error_pct']:+.0f}% after its first slot") in doc
+    readme = re.sub(r"\s+", " ", Path("README.md").read_text())
+    assert f"{avx512['actual_s'] / 60:.1f} of campaign in bf16" in readme
 
 
 def test_the_layers_figures_in_runs_md_are_the_runs():
