@@ -27,7 +27,7 @@ quickstart: setup
 # The set-up for the suite adds the kinds only its tests run (Transformers' server) and headless
 # Chromium (the report test), through apt-get when root.
 # The ten slowest tests are printed at the end: the suite has a time budget (docs/setup.md).
-# Two workers: one runs the tests that start real engines, one at a time (tests/conftest.py groups
+# Two workers: one runs the tests that start real engines, one at a time (tests/support/worker_groups.py groups
 # them); the other runs the rest beside it, on the core the engine tests leave idle.
 test:
 	@bash tools/bootstrap.sh test

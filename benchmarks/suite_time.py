@@ -3,7 +3,7 @@ appends its figures, with this host's CPU and instruction sets, to benchmarks/re
 The budget is per host type (docs/setup.md), so every run names the host that ran it.
 
     d=$(mktemp -d) && git clone -q . "$d/main" && (cd "$d/main" && (time CI=true bash .ci/run) > "$d/ci.log" 2>&1)
-    python benchmarks/suite_time.py "$d/ci.log" --commit "$(git -C "$d/main" rev-parse --short HEAD)"
+    python benchmarks/suite_time.py "$d/ci.log" --commit "$(git -C "$d/main" rev-parse --short HEAD)" --workers 2
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from stackbook.host import cpu_model, isa_flags
 RESULT = Path(__file__).parent / "results" / "suite_time.json"
 SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ (?:passed|failed).*?) in (?P<s>[\d.]+)s\b", re.M)
 REAL = re.compile(r"^real\s+(?P<m>\d+)m(?P<s>[\d.]+)s", re.M)
-WORKERS = re.compile(r"-n (\d+)")
 SLOWEST = re.compile(r"^(?P<s>[\d.]+)s (?P<phase>setup|call|teardown)\s+(?P<test>\S+)", re.M)
 
 
@@ -41,16 +40,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", type=Path, help="the CI's output, `time` included")
     ap.add_argument("--commit", required=True, help="the commit the fresh clone ran")
-    ap.add_argument("--workers", type=int, default=None, help="pytest workers (read from the Makefile if left out)")
+    ap.add_argument("--workers", type=int, required=True, help="the pytest workers the commit's make test ran (-n)")
     ap.add_argument("--out", type=Path, default=RESULT)
     a = ap.parse_args()
-    workers = a.workers
-    if workers is None:
-        found = WORKERS.search((Path(__file__).parents[1] / "Makefile").read_text())
-        workers = int(found.group(1)) if found else 1
     run = {"commit": a.commit, "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "host": {"cpu_model": cpu_model(), "isa_flags": isa_flags(), "cpus": os.cpu_count()},
-           "workers": workers, **read_log(a.log.read_text())}
+           "workers": a.workers, **read_log(a.log.read_text())}
     runs = json.loads(a.out.read_text())["runs"] if a.out.exists() else []
     out = {"format": "stackbook-suite-time/1", "command": "(time CI=true bash .ci/run) in a fresh clone",
            "runs": [*runs, run]}

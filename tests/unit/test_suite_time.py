@@ -41,6 +41,6 @@ def test_a_log_is_read_and_appended_with_the_host(tmp_path):
 
 
 def test_a_log_without_time_is_refused_with_the_fix(tmp_path):
-    r, out = record(tmp_path, LOG.split("\nreal")[0])
+    r, out = record(tmp_path, LOG.split("\nreal")[0], "--workers", "2")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "run the CI under `time`" in r.stderr and not out.exists()
