@@ -4,9 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -19,7 +17,8 @@ from stackbook.engines.base import EngineAdapter
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.facts import AA_LABEL, DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
 from stackbook.engines.knobs import Knob
-from stackbook.engines.install import InstallContext, InstallFailed, log, run_logged, tail
+from stackbook.engines.install import InstallContext
+from stackbook.engines.llama_cpp_build import install_server
 from stackbook.engines.spec import CapacityBasis, EngineSpec
 from stackbook.evidence.files import file_sha256
 from stackbook.host import cpu_flags_line
@@ -330,35 +329,5 @@ class LlamaCppAdapter(EngineAdapter):
     @classmethod
     def install(cls, ctx: InstallContext) -> None:
         """Build llama-server from the llama.cpp the pinned llama-cpp-python sdist vendors, and
-        keep its converter beside it."""
-        sdist = ctx.downloads / f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz"
-        if not sdist.is_file():
-            log(f"llama.cpp: downloading the llama-cpp-python {LLAMA_CPP_VERSION} sdist (76 MB)")
-            download = [ctx.python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                        f"llama-cpp-python=={LLAMA_CPP_VERSION}", "-d", str(ctx.downloads)]
-            if subprocess.run([*download, "--no-build-isolation"], stderr=subprocess.DEVNULL).returncode != 0 \
-                    and subprocess.run(download).returncode != 0:
-                raise InstallFailed("")  # pip has said why
-        log("llama.cpp: building llama-server from the vendored source (about 5 minutes on 2 cores)")
-        work = Path(tempfile.mkdtemp(prefix=".build-", dir=ctx.engines))
-        with tarfile.open(sdist) as archive:
-            archive.extractall(work, filter="tar")
-        src = work / f"llama_cpp_python-{LLAMA_CPP_VERSION}" / "vendor" / "llama.cpp"
-        for step, command in (
-                ("cmake", ["cmake", "-S", str(src), "-B", str(work / "build"), *cls.cmake_flags]),
-                ("build", ["cmake", "--build", str(work / "build"), "--target", "llama-server",
-                           f"-j{len(os.sched_getaffinity(0))}"])):
-            if not run_logged(work / f"{step}.log", command):
-                print(tail(work / f"{step}.log", 30), end="", flush=True)
-                raise InstallFailed("")  # the log's end, just shown, says why
-        dest = install_dir()
-        (dest / "bin").mkdir(parents=True, exist_ok=True)
-        # The converter travels with the binary: the bf16 GGUF must be made by the same llama.cpp.
-        for folder in ("gguf-py", "conversion"):
-            shutil.copytree(src / folder, dest / folder, dirs_exist_ok=True)
-        for script in ("convert_hf_to_gguf.py", "convert_hf_to_gguf_update.py"):
-            if (src / script).is_file():
-                shutil.copy(src / script, dest / script)
-        shutil.copy(work / "build" / "bin" / "llama-server", dest / "bin" / "llama-server.tmp")
-        os.replace(dest / "bin" / "llama-server.tmp", dest / "bin" / "llama-server")
-        shutil.rmtree(work)
+        keep its converter beside it (engines/llama_cpp_build.py)."""
+        install_server(ctx, LLAMA_CPP_VERSION, cls.cmake_flags, install_dir())

@@ -274,6 +274,19 @@ def test_the_timed_build_figures_in_setup_md_are_the_benchmark_s():
     assert f"{min(timed):.2f} to {max(timed):.2f} requests/s timed, {min(plain):.2f} to {max(plain):.2f} plain" in doc
 
 
+def test_the_batched_build_figures_in_setup_md_are_the_benchmark_s():
+    r = json.loads(Path("benchmarks/results/llama_batched_build.json").read_text())
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    batched, files = r["build"]["batched"], r["build"]["files"]
+    rates = r["requests_per_s"]
+    assert (batched["generator"], files["generator"]) == ("Ninja", "make") and r["greedy_texts_same"] is True
+    assert "avx512f" in r["host"]["isa_flags"] and "EPYC" in r["host"]["cpu_model"]
+    assert (f"{batched['wall_s']:.1f} s ({batched['cpu_s']:.1f} CPU-seconds) against {files['wall_s']:.1f} s "
+            f"({files['cpu_s']:.1f}) for the former build") in doc
+    assert (f"{min(rates['batched']):.2f} to {max(rates['batched']):.2f} requests/s against "
+            f"{min(rates['files']):.2f} to {max(rates['files']):.2f}") in doc
+
+
 def test_the_two_worker_suite_time_in_setup_md_is_the_record():
     runs = json.loads(Path("benchmarks/results/suite_time.json").read_text())["runs"]
     doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
