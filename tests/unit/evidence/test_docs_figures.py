@@ -231,12 +231,40 @@ def test_the_estimate_benchmark_figures_in_setup_md_are_the_results():
     assert f"the routing reference ({routing['actual_s'] / 60:.1f} min) {after:.0f}%" in doc
     for name in ("known-effect", "agent-subagents"):
         assert f"{name} {rows[f'outputs/{name}/reference']['after_first_slot_error_pct']:+.0f}%" in doc
-    [avx512] = [r for r in rows.values() if r["isa"] != "AVX2"]
-    assert avx512["isa"].startswith("AVX-512") and avx512["host"] == "AMD EPYC"
+    avx512, empty = rows["outputs/quickstart/20261207T134441Z"], rows["outputs/quickstart/20261207T161254Z"]
+    assert {r["run"] for r in rows.values() if r["isa"] != "AVX2"} == {avx512["run"], empty["run"]}
+    assert avx512["isa"].startswith("AVX-512") and avx512["host"] == empty["host"] == "AMD EPYC"
     assert (f"within {avx512['plan_error_pct']:+.0f}% of the campaign's {avx512['actual_s'] / 60:.1f} min, and "
             f"{avx512['after_first_slot_error_pct']:+.0f}% after its first slot") in doc
+    assert (f"Its plan said {empty['estimates'][0]['total_s'] / 60:.1f} min ({empty['plan_error_pct']:.0f}%: it "
+            f"assumed two rounds, as the run it read had needed) and {empty['after_first_slot_error_pct']:.0f}% "
+            "after its first slot") in doc
     readme = re.sub(r"\s+", " ", Path("README.md").read_text())
     assert f"{avx512['actual_s'] / 60:.1f} of campaign in bf16" in readme
+
+
+def test_the_first_answer_from_an_empty_cache_in_setup_md_and_the_readme_is_the_record():
+    [run] = [r for r in json.loads(Path("benchmarks/results/first_answer.json").read_text())["runs"]
+             if r["cache"] == "empty" and "avx512f" in r["host"]["isa_flags"]]
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    readme = re.sub(r"\s+", " ", Path("README.md").read_text())
+    whole = f"{run['whole_s'] // 60} min {run['whole_s'] % 60} s"
+    assert run["precision"] == "bf16" and run["rounds"] == 3 and "EPYC" in run["host"]["cpu_model"]
+    assert (f"a fresh clone at {run['commit']}, each line of `make quickstart` stamped with its second; "
+            f"`benchmarks/results/first_answer.json`; the run itself kept outside git) took {whole}: the set-up {run['setup_s'] / 60:.1f} min") in doc
+    assert (f"then the llama-server build, {run['llama_build_s']} s, beside the vLLM and MLX installs, then the "
+            f"model and the router), the campaign {run['campaign_s'] / 60:.1f} min with three rounds") in doc
+    assert (f"from an empty cache reached its report in {whole}, {run['setup_s'] / 60:.1f} of set-up and "
+            f"{run['campaign_s'] / 60:.1f} of campaign in three rounds") in readme
+    out = {d["load"]: d for d in run["output_throughput"]}
+    assert out[1]["leader"] == "llama-cpp" and out[2]["leader"] == out[4]["leader"] == "vllm-cpu"
+
+    def pct(d: dict) -> str:  # the leader's lead, its interval
+        x, lo, hi = (d["ratio"], d["lo"], d["hi"]) if d["ratio"] > 1 else (1 / d["ratio"], 1 / d["hi"], 1 / d["lo"])
+        return f"{round(100 * (x - 1))}% higher, {round(100 * (lo - 1))}% to {round(100 * (hi - 1))}%" \
+            if d["load"] == 1 else f"{round(100 * (x - 1))}%, {round(100 * (lo - 1))}% to {round(100 * (hi - 1))}%"
+    assert (f"llama.cpp ahead at one client ({pct(out[1])}), vLLM-CPU at two ({pct(out[2])}) "
+            f"and four ({pct(out[4])})") in doc
 
 
 def test_the_layers_figures_in_runs_md_are_the_runs():
