@@ -251,7 +251,8 @@ def test_the_first_answer_from_an_empty_cache_in_setup_md_and_the_readme_is_the_
     whole = f"{run['whole_s'] // 60} min {run['whole_s'] % 60} s"
     assert run["precision"] == "bf16" and run["rounds"] == 3 and "EPYC" in run["host"]["cpu_model"]
     assert (f"a fresh clone at {run['commit']}, each line of `make quickstart` stamped with its second; "
-            f"`benchmarks/results/first_answer.json`; the run itself kept outside git) took {whole}: the set-up {run['setup_s'] / 60:.1f} min") in doc
+            "`benchmarks/results/first_answer.json`; the run itself kept outside git) took "
+            f"{whole}: the set-up {run['setup_s'] / 60:.1f} min") in doc
     assert (f"then the llama-server build, {run['llama_build_s']} s, beside the vLLM and MLX installs, then the "
             f"model and the router), the campaign {run['campaign_s'] / 60:.1f} min with three rounds") in doc
     assert (f"from an empty cache reached its report in {whole}, {run['setup_s'] / 60:.1f} of set-up and "
