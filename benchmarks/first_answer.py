@@ -13,7 +13,6 @@ the llama-server build is what the build says in the cache's log. The whole incl
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import re
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from stackbook.host import cpu_model, isa_flags
+from suite_time import append_run
 
 RESULT = Path(__file__).parent / "results" / "first_answer.json"
 STAMPED = re.compile(r"^(?P<t>\d{9,11})(?: (?P<line>.*))?$")
@@ -91,17 +90,11 @@ def main() -> None:
     built = LLAMA_BUILT.search(llama_log.read_text()) if llama_log and llama_log.is_file() else None
     commit = subprocess.run(["git", "-C", str(a.clone), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    run = {"commit": commit, "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "host": {"cpu_model": cpu_model(), "isa_flags": isa_flags(), "cpus": os.cpu_count()},
-           "cache": "empty" if a.empty_cache else "engines cached", **figures,
-           "campaign_s": manifest["phase_seconds"]["wall"], "rounds": len(manifest["repetitions"]["rounds"]),
-           "precision": manifest["precision"]["chosen"], "llama_build_s": int(built["s"]) if built else None,
-           "output_throughput": verdict(a.clone / figures["run"])}
-    runs = json.loads(a.out.read_text())["runs"] if a.out.exists() else []
-    out = {"format": "stackbook-first-answer/1", "command": "python benchmarks/first_answer.py [--empty-cache]",
-           "runs": [*runs, run]}
-    a.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(run, indent=1))
+    append_run(a.out, "stackbook-first-answer/1", "python benchmarks/first_answer.py [--empty-cache]",
+               {"commit": commit, "cache": "empty" if a.empty_cache else "engines cached", **figures,
+                "campaign_s": manifest["phase_seconds"]["wall"], "rounds": len(manifest["repetitions"]["rounds"]),
+                "precision": manifest["precision"]["chosen"], "llama_build_s": int(built["s"]) if built else None,
+                "output_throughput": verdict(a.clone / figures["run"])})
 
 
 if __name__ == "__main__":

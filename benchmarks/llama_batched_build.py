@@ -20,13 +20,12 @@ import argparse
 import json
 import resource
 import statistics
-import subprocess
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-from llama_server_threads import free_port, wait_ready, write_result
+from llama_server_threads import serving, write_result
 from llama_timed_build import requests_per_second
 from stackbook.engines.install import InstallContext
 from stackbook.engines.llama_cpp import LLAMA_CPP_VERSION, LlamaCppAdapter
@@ -51,22 +50,13 @@ def timed_build(src: Path, build: Path, flags: list[str], logs: Path) -> dict:
 
 
 def greedy_texts(server: Path, model: Path) -> list[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                             "--threads", "1", "--parallel", "1", "-c", "1024"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_ready(url, proc)
+    with serving(server, model, parallel=1, context=1024) as (url, _):
         texts = []
         for prompt in PROMPTS:
             body = json.dumps({"prompt": prompt, "max_tokens": 32, "temperature": 0}).encode()
             req = urllib.request.Request(f"{url}/v1/completions", body, {"Content-Type": "application/json"})
             texts.append(json.loads(urllib.request.urlopen(req, timeout=120).read())["choices"][0]["text"])
         return texts
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def main() -> None:

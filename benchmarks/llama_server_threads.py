@@ -29,7 +29,9 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from stackbook.engines import adapter_class
@@ -66,6 +68,24 @@ def wait_ready(url: str, proc: subprocess.Popen) -> None:
     raise SystemExit("llama-server did not become ready in 50 s")
 
 
+@contextmanager
+def serving(server: Path, model: Path, parallel: int = 2,
+            context: int = 2048) -> Iterator[tuple[str, subprocess.Popen]]:
+    """llama-server on `model` with one compute thread and `parallel` slots, ready: its URL and process,
+    killed on leaving."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+                             "--threads", "1", "--parallel", str(parallel), "-c", str(context)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_ready(url, proc)
+        yield url, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=40)
@@ -76,17 +96,11 @@ def main() -> None:
     model = next((cache_dir() / "models").glob("smollm2-135m-instruct/*-fp32.gguf"), None)
     if not server.exists() or model is None:
         raise SystemExit("no cached llama-server or fp32 embedded model: run `make test` (or tools/bootstrap.sh) first")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     roles = adapter_class("llama_cpp").process_roles
-    proc = subprocess.Popen([str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                             "--threads", "1", "--parallel", "2", "-c", "2048"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    points, threads = [], []
-    try:
-        wait_ready(url, proc)
+    with serving(server, model) as (url, proc):
         send(url)
         births = sorted(round(t.born_after_s, 2) for t in thread_times(proc.pid) or [])
+        points = []
         for n in a.concurrency:
             before, t0 = read_processes(proc.pid, roles), time.perf_counter()
             with ThreadPoolExecutor(n) as pool:
@@ -98,9 +112,6 @@ def main() -> None:
                            "ms_per_request": {k: round(1000 * v / a.requests, 3) for k, v in cpu.items()}})
         threads = [{"born_after_s": round(t.born_after_s, 2), "run_s": round(t.run_s, 4), "main": t.tid == proc.pid}
                    for t in sorted(thread_times(proc.pid) or [], key=lambda t: t.born_after_s)]
-    finally:
-        proc.kill()
-        proc.wait()
     write_result("stackbook-llama-server-threads/1", "python benchmarks/llama_server_threads.py " + " ".join(
         ["--requests", str(a.requests), "--concurrency", *map(str, a.concurrency)]),
         {"server": {"threads": 1, "parallel": 2, "weights": model.name,

@@ -14,32 +14,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llama_server_threads import free_port, send, wait_ready, write_result
+from llama_server_threads import send, serving, write_result
 from stackbook.engines.llama_cpp import install_dir
 from stackbook.locations import cache_dir
 
 
 def requests_per_second(server: Path, model: Path, requests: int) -> float:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                             "--threads", "1", "--parallel", "2", "-c", "2048"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_ready(url, proc)
+    with serving(server, model) as (url, _):
         send(url)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(lambda _: send(url), range(requests)))
         return requests / (time.perf_counter() - t0)
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def main() -> None:

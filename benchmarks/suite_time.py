@@ -36,6 +36,15 @@ def read_log(text: str) -> dict:
             "errors": counts.get("error", 0) + counts.get("errors", 0), "slowest": slowest}
 
 
+def append_run(out: Path, fmt: str, command: str, run: dict) -> None:
+    """One run, dated and with this host's CPU and instruction sets, appended to a record of runs."""
+    run = {**run, "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "host": {"cpu_model": cpu_model(), "isa_flags": isa_flags(), "cpus": os.cpu_count()}}
+    runs = json.loads(out.read_text())["runs"] if out.exists() else []
+    out.write_text(json.dumps({"format": fmt, "command": command, "runs": [*runs, run]}, indent=1) + "\n")
+    print(json.dumps(run, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", type=Path, help="the CI's output, `time` included")
@@ -43,14 +52,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, required=True, help="the pytest workers the commit's make test ran (-n)")
     ap.add_argument("--out", type=Path, default=RESULT)
     a = ap.parse_args()
-    run = {"commit": a.commit, "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "host": {"cpu_model": cpu_model(), "isa_flags": isa_flags(), "cpus": os.cpu_count()},
-           "workers": a.workers, **read_log(a.log.read_text())}
-    runs = json.loads(a.out.read_text())["runs"] if a.out.exists() else []
-    out = {"format": "stackbook-suite-time/1", "command": "(time CI=true bash .ci/run) in a fresh clone",
-           "runs": [*runs, run]}
-    a.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(run, indent=1))
+    append_run(a.out, "stackbook-suite-time/1", "(time CI=true bash .ci/run) in a fresh clone",
+               {"commit": a.commit, "workers": a.workers, **read_log(a.log.read_text())})
 
 
 if __name__ == "__main__":
