@@ -8,8 +8,7 @@ starts each binary in turn (`--rounds` times, the order alternating) on the embe
 (fp32, or bf16 where the set-up made that) with one compute thread and two slots, and records the
 requests per second of `--requests` completions from two client threads, as
 benchmarks/llama_timed_build.py does; and the greedy completions of a few prompts from each, which
-must be the same text. Nothing here is a pass/fail
-test.
+must be the same text. Nothing here is a pass/fail test.
 
 Run: .venv/bin/python benchmarks/llama_batched_build.py --json benchmarks/results/llama_batched_build.json
      (about 13 minutes on 2 cores: the two builds most of it)
@@ -29,9 +28,8 @@ from llama_server_threads import serving, write_result
 from llama_timed_build import requests_per_second
 from stackbook.engines.install import InstallContext
 from stackbook.engines.llama_cpp import LLAMA_CPP_VERSION, LlamaCppAdapter
-from stackbook.engines.llama_cpp_build import (batched_flags, compile_server, compiled_alone_script, extract_source,
-                                               ninja_flags)
-from stackbook.locations import cache_dir
+from stackbook.engines.llama_cpp_build import batched_flags, compile_server, extract_source, fetch_sdist, ninja_flags
+from stackbook.model.artifacts import embedded_artifacts
 
 PROMPTS = ("The capital of France is", "Write a haiku about the sea.", "List three prime numbers:")
 
@@ -65,23 +63,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
-    ctx = InstallContext.current()
-    sdist = ctx.downloads / f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz"
-    models = cache_dir() / "models" / "smollm2-135m-instruct"
-    model = next((m for p in ("fp32", "bf16") for m in models.glob(f"*-{p}.gguf")), None)
-    if not sdist.is_file() or model is None:
-        raise SystemExit("needs the cached llama-cpp-python sdist and the embedded model's fp32 or bf16 GGUF "
-                         "(the set-up makes the one this host runs natively): run `make test` first")
+    model = next((g for g in (embedded_artifacts(p).gguf for p in ("fp32", "bf16")) if g.exists()), None)
+    if model is None:
+        raise SystemExit("needs the embedded model's fp32 or bf16 GGUF (the set-up makes the one this host "
+                         "runs natively): run `make test` first")
+    sdist = fetch_sdist(InstallContext.current(), LLAMA_CPP_VERSION)
     flags = list(LlamaCppAdapter.cmake_flags)
     with tempfile.TemporaryDirectory(prefix="llama-batched-") as tmp:
         work = Path(tmp)
         src = extract_source(sdist, work, LLAMA_CPP_VERSION)
-        script = work / "compiled-alone.cmake"
-        script.write_text(compiled_alone_script())
         ninja = ninja_flags()
         builds = {"files": {"generator": "make", **timed_build(src, work / "files", flags, work)},
                   "batched": {"generator": "Ninja" if ninja else "make",
-                              **timed_build(src, work / "batched", [*ninja, *flags, *batched_flags(script)], work)}}
+                              **timed_build(src, work / "batched", [*ninja, *flags, *batched_flags(work)], work)}}
         binary = {name: work / name / "bin" / "llama-server" for name in builds}
         rates: dict[str, list[float]] = {"batched": [], "files": []}
         for r in range(a.rounds):

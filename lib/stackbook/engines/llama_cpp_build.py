@@ -37,8 +37,11 @@ def compiled_alone_script(sources: Sequence[str] = COMPILED_ALONE) -> str:
     return "\n".join(lines) + "\n"
 
 
-def batched_flags(script: Path) -> list[str]:
-    """The cmake arguments of a batched build whose files compiled alone are listed in `script`."""
+def batched_flags(work: Path, alone: Sequence[str] = COMPILED_ALONE) -> list[str]:
+    """The cmake arguments of a batched build that compiles `alone` one by one (their script
+    written into `work`)."""
+    script = work / "compiled-alone.cmake"
+    script.write_text(compiled_alone_script(alone))
     return [*BATCHED, f"-DCMAKE_PROJECT_INCLUDE={script}"]
 
 
@@ -92,10 +95,8 @@ def build_server(src: Path, work: Path, flags: Sequence[str], logs: Path,
     """The built llama-server: batched (`alone` compiled one by one), or file by file where the
     batched build fails."""
     work.mkdir(parents=True, exist_ok=True)
-    script = work / "compiled-alone.cmake"
-    script.write_text(compiled_alone_script(alone))
     flags = [*ninja_flags(), *flags]
-    failed = compile_server(src, work / "batched", [*flags, *batched_flags(script)], logs)
+    failed = compile_server(src, work / "batched", [*flags, *batched_flags(work, alone)], logs)
     if failed is None:
         return work / "batched" / "bin" / "llama-server"
     log(f"llama.cpp: the batched build failed (log: {failed}); building file by file (about half as long again)")
