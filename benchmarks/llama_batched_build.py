@@ -27,7 +27,7 @@ from pathlib import Path
 from llama_server_threads import serving, write_result
 from llama_timed_build import requests_per_second
 from stackbook.engines.install import InstallContext
-from stackbook.engines.llama_cpp import LLAMA_CPP_VERSION, LlamaCppAdapter
+from stackbook.engines.llama_cpp import LLAMA_CPP_SDIST, LLAMA_CPP_VERSION, LlamaCppAdapter
 from stackbook.engines.llama_cpp_build import batched_flags, compile_server, extract_source, fetch_sdist, ninja_flags
 from stackbook.model.artifacts import embedded_artifacts
 
@@ -67,11 +67,11 @@ def main() -> None:
     if model is None:
         raise SystemExit("needs the embedded model's fp32 or bf16 GGUF (the set-up makes the one this host "
                          "runs natively): run `make test` first")
-    sdist = fetch_sdist(InstallContext.current(), LLAMA_CPP_VERSION)
+    sdist = fetch_sdist(InstallContext.current(), LLAMA_CPP_SDIST)
     flags = list(LlamaCppAdapter.cmake_flags)
     with tempfile.TemporaryDirectory(prefix="llama-batched-") as tmp:
         work = Path(tmp)
-        src = extract_source(sdist, work, LLAMA_CPP_VERSION)
+        src = extract_source(sdist, work)
         ninja = ninja_flags()
         builds = {"files": {"generator": "make", **timed_build(src, work / "files", flags, work)},
                   "batched": {"generator": "Ninja" if ninja else "make",

@@ -89,8 +89,10 @@ workbook_venv() {
   pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
   # pyproject's torch==2.13.0 is met by the +cpu build installed first (PyPI's own is a CUDA build).
   local index; index=$(torch_cpu_index "$venv" "$logf")
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index:+--extra-index-url "$index"} "$TORCH_CPU" || true
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q -e "$ROOT[test]" || true
+  # --no-compile: package_bytecode compiles it after, on every core.
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q --no-compile ${index:+--extra-index-url "$index"} "$TORCH_CPU" || true
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q --no-compile -e "$ROOT[test]" || true
+  package_bytecode
   "$venv/bin/python" -c "import stackbook, papermill, jupyterlab, jupytext" \
     || { echo "workbook install failed; see $logf" >&2; exit 1; }
   # python3: the kernel papermill runs; stackbook: the kernel the notebook sources name (JupyterLab).
@@ -116,6 +118,14 @@ PY
 # edited module is compiled again by the next set-up, and read from source until then.
 workbook_bytecode() {
   "$ROOT/.venv/bin/python" -m compileall -q "$ROOT/lib/stackbook" >/dev/null 2>&1 || true
+}
+
+# The workbook's packages, installed without their bytecode, compiled on every core (on two: 33 s
+# where pip, compiling each file in turn, took 77). A file that does not compile (a package's
+# Python 2 example) is left, as pip leaves it.
+package_bytecode() {
+  local site; site=$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  "$ROOT/.venv/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
 }
 
 # The engines, each installed by its kind's recipe (stackbook setup-engine): named kinds, or
@@ -170,16 +180,18 @@ setup_all() {
   host_report
   workbook_venv
   workbook_bytecode
-  # The llama-server build is CPU-bound, the vLLM and MLX installs mostly network-bound: they run
-  # at once, each with its log under $LOGS; a failure is reported with its log's end.
-  setup_engine --target quickstart || exit 1
+  # The llama-server build and the vLLM and MLX installs run at once, each with its log under $LOGS
+  # (a failure is reported with its log's end), and the routers' install beside them.
+  local router; routers & router=$!
+  setup_engine --target quickstart || { wait "$router"; exit 1; }
   embedded_model
+  wait "$router" || exit 1
 }
 
 case "$only" in
-  all) setup_all; routers || exit 1 ;;
-  # The suite's set-up adds the kinds only its tests run (setup_target "test"), the routers and Chromium.
-  test) setup_all; setup_engine --target test || exit 1; routers || exit 1; browser ;;
+  all) setup_all ;;
+  # The suite's set-up adds the kinds only its tests run (setup_target "test") and Chromium.
+  test) setup_all; setup_engine --target test || exit 1; browser ;;
   router) [ -x "$ROOT/.venv/bin/python" ] || { prerequisites no; workbook_venv; }; routers ;;
   host) host_report ;;
   browser) browser ;;

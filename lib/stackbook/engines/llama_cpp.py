@@ -17,6 +17,7 @@ from stackbook.engines.base import EngineAdapter
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.facts import AA_LABEL, DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
 from stackbook.engines.knobs import Knob
+from stackbook.engines.index_download import PinnedFile
 from stackbook.engines.install import InstallContext
 from stackbook.engines.llama_cpp_build import install_server
 from stackbook.engines.spec import CapacityBasis, EngineSpec
@@ -25,6 +26,8 @@ from stackbook.host import cpu_flags_line
 from stackbook.locations import cache_dir
 
 LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python sdist whose vendored llama.cpp is built
+LLAMA_CPP_SDIST = PinnedFile("llama-cpp-python", f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz",
+                             "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
                   r"\s*(?P<used>\d+)/(?P<seqs>\d+) seqs\)(?:, K \((?P<ktype>\w+)\))?")
@@ -330,4 +333,4 @@ class LlamaCppAdapter(EngineAdapter):
     def install(cls, ctx: InstallContext) -> None:
         """Build llama-server from the llama.cpp the pinned llama-cpp-python sdist vendors, and
         keep its converter beside it (engines/llama_cpp_build.py)."""
-        install_server(ctx, LLAMA_CPP_VERSION, cls.cmake_flags, install_dir())
+        install_server(ctx, LLAMA_CPP_SDIST, cls.cmake_flags, install_dir())

@@ -17,7 +17,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from stackbook.engines.index_download import PinnedFile, download_pinned
 from stackbook.engines.install import InstallContext, InstallFailed, log, run_logged, tail
+from stackbook.evidence.files import file_sha256
 
 # common/json.cpp specialises a template that an earlier file of its batch has already used;
 # mtmd's public helpers refuse to be compiled beside the library's internal headers.
@@ -55,25 +57,34 @@ def ninja_flags() -> list[str]:
     return ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
 
 
-def fetch_sdist(ctx: InstallContext, version: str) -> Path:
-    """The llama-cpp-python sdist in the download cache, fetched by pip when missing."""
-    sdist = ctx.downloads / f"llama_cpp_python-{version}.tar.gz"
-    if sdist.is_file():
-        return sdist
-    log(f"llama.cpp: downloading the llama-cpp-python {version} sdist (76 MB)")
+def fetch_sdist(ctx: InstallContext, sdist: PinnedFile) -> Path:
+    """The llama-cpp-python sdist in the download cache: read from the index by its pinned digest,
+    through pip where the index cannot be read directly."""
+    path = ctx.downloads / sdist.filename
+    if path.is_file() and file_sha256(path) == sdist.sha256:
+        return path
+    log(f"llama.cpp: downloading {sdist.filename} (76 MB)")
+    try:
+        return download_pinned(sdist, ctx.downloads)
+    except (OSError, ValueError) as err:
+        log(f"llama.cpp: the index could not be read directly ({err}); asking pip")
+    version = sdist.filename.removesuffix(".tar.gz").rpartition("-")[2]
     download = [ctx.python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                f"llama-cpp-python=={version}", "-d", str(ctx.downloads)]
+                f"{sdist.project}=={version}", "-d", str(ctx.downloads)]
     if subprocess.run([*download, "--no-build-isolation"], stderr=subprocess.DEVNULL).returncode != 0 \
             and subprocess.run(download).returncode != 0:
         raise InstallFailed("")  # pip has said why
-    return sdist
+    if file_sha256(path) != sdist.sha256:
+        raise InstallFailed(f"{path} has sha256 {file_sha256(path)}, not the pinned {sdist.sha256}: the index "
+                            f"serves another file under that name; delete it and check PIP_INDEX_URL")
+    return path
 
 
-def extract_source(sdist: Path, work: Path, version: str) -> Path:
+def extract_source(sdist: Path, work: Path) -> Path:
     """The vendored llama.cpp tree, extracted under `work`."""
     with tarfile.open(sdist) as archive:
         archive.extractall(work, filter="tar")
-    return work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+    return work / sdist.name.removesuffix(".tar.gz") / "vendor" / "llama.cpp"
 
 
 def compile_server(src: Path, build: Path, flags: Sequence[str], logs: Path) -> Path | None:
@@ -107,13 +118,13 @@ def build_server(src: Path, work: Path, flags: Sequence[str], logs: Path,
     return work / "files" / "bin" / "llama-server"
 
 
-def install_server(ctx: InstallContext, version: str, flags: Sequence[str], dest: Path) -> None:
+def install_server(ctx: InstallContext, pinned: PinnedFile, flags: Sequence[str], dest: Path) -> None:
     """Build llama-server from the sdist's llama.cpp into `dest/bin`, its converter beside it."""
-    sdist = fetch_sdist(ctx, version)
+    sdist = fetch_sdist(ctx, pinned)
     log("llama.cpp: building llama-server from the vendored source (3 to 6 minutes on 2 cores)")
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=ctx.engines))
-    src = extract_source(sdist, work, version)
+    src = extract_source(sdist, work)
     binary = build_server(src, work, flags, ctx.logs)
     (dest / "bin").mkdir(parents=True, exist_ok=True)
     # The converter travels with the binary: the bf16 GGUF must be made by the same llama.cpp.
