@@ -7,8 +7,8 @@ benchmarks/results/first_answer.json.
     python benchmarks/first_answer.py --log LOG --clone DIR --cache DIR --empty-cache  # a run made so
 
 The set-up is the time to its last `[setup]` line; the campaign's own wall time is its manifest's;
-the llama-server build is what the build says in the cache's log. The whole includes the clone's
-`.venv`. Nothing here is a pass/fail test.
+the llama-server build is what the build says in the cache's log, the `.venv` what its step says.
+The whole includes the clone's `.venv`. Nothing here is a pass/fail test.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ RESULT = Path(__file__).parent / "results" / "first_answer.json"
 STAMPED = re.compile(r"^(?P<t>\d{9,11})(?: (?P<line>.*))?$")
 RUN_FOLDER = re.compile(r"outputs/quickstart/(?P<stamp>\d{8}T\d{6}Z)")
 LLAMA_BUILT = re.compile(r"llama-server built in (?P<s>\d+) s")
+VENV_READY = re.compile(r"workbook environment \(\.venv\): ready in (?P<s>\d+) s")
 
 
 def read_log(text: str) -> dict:
@@ -40,7 +41,9 @@ def read_log(text: str) -> dict:
     folders = [m["stamp"] for _, line in stamped for m in RUN_FOLDER.finditer(line)]
     if not setup or not folders:
         raise SystemExit("the log has no [setup] line or names no outputs/quickstart/<run>: was it make quickstart?")
-    return {"whole_s": stamped[-1][0] - began, "setup_s": setup[-1] - began, "run": f"outputs/quickstart/{folders[-1]}"}
+    venv = next((int(m["s"]) for m in map(VENV_READY.search, text.splitlines()) if m), None)
+    return {"whole_s": stamped[-1][0] - began, "setup_s": setup[-1] - began, "venv_s": venv,
+            "run": f"outputs/quickstart/{folders[-1]}"}
 
 
 def verdict(run: Path) -> list[dict]:

@@ -89,10 +89,8 @@ workbook_venv() {
   pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
   # pyproject's torch==2.13.0 is met by the +cpu build installed first (PyPI's own is a CUDA build).
   local index; index=$(torch_cpu_index "$venv" "$logf")
-  # --no-compile: package_bytecode compiles it after, on every core.
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q --no-compile ${index:+--extra-index-url "$index"} "$TORCH_CPU" || true
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q --no-compile -e "$ROOT[test]" || true
-  package_bytecode
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index:+--extra-index-url "$index"} "$TORCH_CPU" || true
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q -e "$ROOT[test]" || true
   "$venv/bin/python" -c "import stackbook, papermill, jupyterlab, jupytext" \
     || { echo "workbook install failed; see $logf" >&2; exit 1; }
   # python3: the kernel papermill runs; stackbook: the kernel the notebook sources name (JupyterLab).
@@ -118,14 +116,6 @@ PY
 # edited module is compiled again by the next set-up, and read from source until then.
 workbook_bytecode() {
   "$ROOT/.venv/bin/python" -m compileall -q "$ROOT/lib/stackbook" >/dev/null 2>&1 || true
-}
-
-# The workbook's packages, installed without their bytecode, compiled on every core (on two: 33 s
-# where pip, compiling each file in turn, took 77). A file that does not compile (a package's
-# Python 2 example) is left, as pip leaves it.
-package_bytecode() {
-  local site; site=$("$ROOT/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-  "$ROOT/.venv/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
 }
 
 # The engines, each installed by its kind's recipe (stackbook setup-engine): named kinds, or
