@@ -288,7 +288,8 @@ def test_the_first_answer_from_an_empty_cache_in_setup_md_and_the_readme_is_the_
             f"and four ({lead(out[4])})") in doc
 
     assert (f"A second run from an empty cache, at {slower['commit']} (the sdist read by its digest, the router "
-            f"installed beside the engines), on a slower day for the same host type, took "
+            f"installed beside the engines, and the `.venv`'s bytecode compiled on both cores, a change since undone: "
+            f"above), on a slower day for the same host type, took "
             f"{minutes_seconds(slower['whole_s'])}: the set-up {slower['setup_s'] / 60:.1f} min (the `.venv` "
             f"{slower['venv_s']} s, then the llama-server build, {slower['llama_build_s']} s, sharing the cores "
             f"with the vLLM, MLX and router installs from its start), the campaign "
