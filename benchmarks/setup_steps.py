@@ -1,8 +1,9 @@
 """Two steps of the set-up, each timed both ways on this host (wall and CPU seconds of the step and its
 children), appended with the host's CPU and instruction sets to benchmarks/results/setup_steps.json:
 
-- the llama-cpp-python sdist fetched by `pip download` (which prepares the sdist's metadata in an
-  isolated build environment first) against the pinned file read straight from the index;
+- the llama-cpp-python sdist fetched by `pip download` as the set-up's fallback asks it
+  (llama_cpp_build.pip_download: pip prepares the sdist's metadata first) against the pinned file
+  read straight from the index;
 - the bytecode of the workbook's packages (the `.venv`'s site-packages) compiled one file after
   another, as pip does at install, against `compileall -j 0` on every core after a `--no-compile`
   install (while the `.venv` is the set-up's only step, the second core is idle).
@@ -27,7 +28,8 @@ from pathlib import Path
 from suite_time import append_run
 
 from stackbook.engines.index_download import download_pinned
-from stackbook.engines.llama_cpp import LLAMA_CPP_SDIST, LLAMA_CPP_VERSION
+from stackbook.engines.llama_cpp import LLAMA_CPP_SDIST
+from stackbook.engines.llama_cpp_build import pip_download
 
 RESULT = Path(__file__).parent / "results" / "setup_steps.json"
 
@@ -41,13 +43,6 @@ def timed(step, *args) -> dict:
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 
-def pip_download(folder: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={LLAMA_CPP_VERSION}", "-d", str(folder)],
-                   env=os.environ | {"PIP_CACHE_DIR": str(folder / "pip-cache")}, check=True,
-                   stderr=subprocess.DEVNULL)
-
-
 def compile_all(site: Path, workers: int) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", str(workers), str(site)],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -58,9 +53,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULT)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="setup-steps-"))
+    os.environ["PIP_CACHE_DIR"] = str(work / "pip-cache")
     try:
-        fetch = {"pip_download": timed(pip_download, work / "pip"),
+        fetch = {"pip_download": timed(pip_download, sys.executable, LLAMA_CPP_SDIST, work / "pip"),
                  "index_read": timed(download_pinned, LLAMA_CPP_SDIST, work / "index")}
+        if not (work / "pip" / LLAMA_CPP_SDIST.filename).is_file():
+            raise SystemExit("pip download failed (its output above)")
         site = work / "site-packages"
         shutil.copytree(sysconfig.get_path("purelib"), site, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         files = sum(1 for _ in site.rglob("*.py"))

@@ -1,11 +1,10 @@
 """A file of a package, pinned by its sha256, read straight from the package index's simple API.
 
 `pip download` of an sdist first prepares the package's metadata, which runs its build back end in
-an isolated environment: for llama-cpp-python's 76 MB sdist that took 33 s and as many CPU-seconds
-on two cores, against 0.2 s for the file itself (benchmarks/setup_steps.py), on the set-up's longest
-path. The
-digest is pinned, so the file is the one pip would have checked. Where the index cannot be read this
-way (no route to it, a mirror without the simple API) the caller falls back to pip."""
+an isolated environment: for llama-cpp-python's 76 MB sdist that took 53 s and 50 CPU-seconds on
+two cores, against 0.3 s for the file itself (benchmarks/setup_steps.py), on the set-up's longest
+path. The digest is pinned, so the file is the one pip would have checked. Where the index cannot be
+read this way (no route to it, a mirror without the simple API) the caller falls back to pip."""
 from __future__ import annotations
 
 import hashlib
@@ -29,6 +28,7 @@ CHUNK = 1 << 20
 class PinnedFile:
     """One file of one release on the index, and the sha256 it must have."""
     project: str
+    version: str
     filename: str
     sha256: str
 

@@ -16,8 +16,8 @@ from stackbook import sizing
 from stackbook.engines.base import EngineAdapter
 from stackbook.engines.capacity import capacity_limit, parse_int, smallest_limit
 from stackbook.engines.facts import AA_LABEL, DecisionFacts, MetricSeries, ProcessRole, local_runner_reason
-from stackbook.engines.knobs import Knob
 from stackbook.engines.index_download import PinnedFile
+from stackbook.engines.knobs import Knob
 from stackbook.engines.install import InstallContext
 from stackbook.engines.llama_cpp_build import install_server
 from stackbook.engines.spec import CapacityBasis, EngineSpec
@@ -26,7 +26,7 @@ from stackbook.host import cpu_flags_line
 from stackbook.locations import cache_dir
 
 LLAMA_CPP_VERSION = "0.3.36"  # the llama-cpp-python sdist whose vendored llama.cpp is built
-LLAMA_CPP_SDIST = PinnedFile("llama-cpp-python", f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz",
+LLAMA_CPP_SDIST = PinnedFile("llama-cpp-python", LLAMA_CPP_VERSION, f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz",
                              "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e")
 
 LLAMA_KV_CACHE = (r"llama_kv_cache: size =\s*(?P<mib>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"

@@ -57,6 +57,15 @@ def ninja_flags() -> list[str]:
     return ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
 
 
+def pip_download(python: str, sdist: PinnedFile, folder: Path) -> bool:
+    """The sdist fetched by `pip download`, which honours every index setting pip has; False where
+    pip failed (it has said why)."""
+    download = [python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                f"{sdist.project}=={sdist.version}", "-d", str(folder)]
+    return subprocess.run([*download, "--no-build-isolation"], stderr=subprocess.DEVNULL).returncode == 0 \
+        or subprocess.run(download).returncode == 0
+
+
 def fetch_sdist(ctx: InstallContext, sdist: PinnedFile) -> Path:
     """The llama-cpp-python sdist in the download cache: read from the index by its pinned digest,
     through pip where the index cannot be read directly."""
@@ -68,15 +77,12 @@ def fetch_sdist(ctx: InstallContext, sdist: PinnedFile) -> Path:
         return download_pinned(sdist, ctx.downloads)
     except (OSError, ValueError) as err:
         log(f"llama.cpp: the index could not be read directly ({err}); asking pip")
-    version = sdist.filename.removesuffix(".tar.gz").rpartition("-")[2]
-    download = [ctx.python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                f"{sdist.project}=={version}", "-d", str(ctx.downloads)]
-    if subprocess.run([*download, "--no-build-isolation"], stderr=subprocess.DEVNULL).returncode != 0 \
-            and subprocess.run(download).returncode != 0:
+    if not pip_download(ctx.python, sdist, ctx.downloads):
         raise InstallFailed("")  # pip has said why
-    if file_sha256(path) != sdist.sha256:
-        raise InstallFailed(f"{path} has sha256 {file_sha256(path)}, not the pinned {sdist.sha256}: the index "
-                            f"serves another file under that name; delete it and check PIP_INDEX_URL")
+    got = file_sha256(path)
+    if got != sdist.sha256:
+        raise InstallFailed(f"{path} has sha256 {got}, not the pinned {sdist.sha256}: the index serves another "
+                            "file under that name; delete it and check PIP_INDEX_URL")
     return path
 
 

@@ -17,7 +17,7 @@ from stackbook.engines.llama_cpp_build import fetch_sdist
 
 PAYLOAD = b"not really a tarball, but bytes with a digest\n" * 1000
 NAME = "tiny_pkg-1.0.tar.gz"
-PINNED = PinnedFile("Tiny.Pkg", NAME, hashlib.sha256(PAYLOAD).hexdigest())
+PINNED = PinnedFile("Tiny.Pkg", "1.0", NAME, hashlib.sha256(PAYLOAD).hexdigest())
 
 
 class Index(BaseHTTPRequestHandler):
@@ -64,7 +64,7 @@ def index():
 
 def test_the_page_name_is_the_normalised_project_name():
     assert PINNED.page == "tiny-pkg"
-    assert PinnedFile("llama_cpp.Python", "x", "y").page == "llama-cpp-python"
+    assert PinnedFile("llama_cpp.Python", "1", "x", "y").page == "llama-cpp-python"
 
 
 def test_a_json_page_and_an_html_page_give_the_same_absolute_address():
@@ -99,9 +99,9 @@ def test_bytes_that_are_not_the_pinned_ones_are_refused_and_not_kept(index, tmp_
 def test_a_file_the_index_does_not_list_is_an_os_error(index, tmp_path):
     url, _ = index
     with pytest.raises(OSError, match="does not list tiny_pkg-2.0.tar.gz"):
-        download_pinned(PinnedFile("tiny-pkg", "tiny_pkg-2.0.tar.gz", "0" * 64), tmp_path, index=url)
+        download_pinned(PinnedFile("tiny-pkg", "2.0", "tiny_pkg-2.0.tar.gz", "0" * 64), tmp_path, index=url)
     with pytest.raises(OSError):
-        download_pinned(PinnedFile("absent", NAME, PINNED.sha256), tmp_path, index=url)
+        download_pinned(PinnedFile("absent", "1.0", NAME, PINNED.sha256), tmp_path, index=url)
 
 
 def test_the_sdist_step_reads_the_index_named_by_pip_index_url(index, tmp_path, monkeypatch):
@@ -116,6 +116,7 @@ def test_the_sdist_step_reads_the_index_named_by_pip_index_url(index, tmp_path, 
 
 
 def test_the_pinned_sdist_is_the_pinned_version():
+    assert LLAMA_CPP_SDIST.version == LLAMA_CPP_VERSION
     assert LLAMA_CPP_SDIST.filename == f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz"
     assert LLAMA_CPP_SDIST.page == "llama-cpp-python"
     assert len(LLAMA_CPP_SDIST.sha256) == 64
