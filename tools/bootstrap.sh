@@ -11,6 +11,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The workbook's torch (pyproject pins torch==2.13.0): the +cpu build, as PyPI's own is a CUDA build.
 # The engines' versions are pinned on their kinds in lib/stackbook/engines/.
 TORCH_CPU=torch==2.13.0+cpu
+# What `stackbook setup-engine` and the routers' install import, and ninja for the llama-server build
+# (tests/unit/test_setup_needs.py checks the list against their imports): installed into .venv
+# first, so the engine installs start while the rest of the workbook environment installs.
+SETUP_NEEDS=(pydantic pyyaml typer httpx httptools ninja)
 only=${1:-all}
 
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
@@ -78,15 +82,28 @@ torch_cpu_index() {
   fi
 }
 
+workbook_ready() {
+  [ -f "$ROOT/.venv/.stackbook-installed" ] \
+    && [ "$(cat "$ROOT/.venv/.stackbook-installed")" = "$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)" ]
+}
+
+# The first part of the workbook environment: .venv with SETUP_NEEDS, enough for the engine step
+# (which reads stackbook from lib/ until workbook_venv installs it).
+workbook_setup_needs() {
+  local venv="$ROOT/.venv" logf="$LOGS/workbook-pip.log"
+  [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
+  : >"$logf"
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
+  pip_logged "$logf" "$venv/bin/python" -m pip install -q "${SETUP_NEEDS[@]}"
+}
+
 workbook_venv() {
   local venv="$ROOT/.venv" stamp="$ROOT/.venv/.stackbook-installed"
-  local want; want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  if workbook_ready; then return; fi
   local began=$SECONDS
   log "workbook environment (.venv): installing stackbook and its dependencies (log: $LOGS/workbook-pip.log)"
-  [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
-  local logf="$LOGS/workbook-pip.log"; : >"$logf"
-  pip_logged "$logf" "$venv/bin/python" -m pip install -q --upgrade pip || true
+  [ -x "$venv/bin/python" ] || workbook_setup_needs
+  local logf="$LOGS/workbook-pip.log"
   # pyproject's torch==2.13.0 is met by the +cpu build installed first (PyPI's own is a CUDA build).
   local index; index=$(torch_cpu_index "$venv" "$logf")
   pip_logged "$logf" "$venv/bin/python" -m pip install -q ${index:+--extra-index-url "$index"} "$TORCH_CPU" || true
@@ -106,7 +123,7 @@ for path in sys.argv[1:]:
         spec["argv"].append("--IPKernelApp.log_level=ERROR")
     json.dump(spec, open(path, "w"), indent=1)
 PY
-  echo "$want" > "$stamp"
+  sha256sum "$ROOT/pyproject.toml" | cut -c1-16 > "$stamp"
   log "workbook environment (.venv): ready in $((SECONDS - began)) s"
 }
 
@@ -165,15 +182,29 @@ browser() {
   fi
 }
 
+# The llama-server build and the vLLM and MLX installs run at once, each with its log under $LOGS
+# (a failure is reported with its log's end), and the routers' install beside them. On a new .venv
+# they begin once SETUP_NEEDS is in and read stackbook from lib/: the rest of the workbook
+# environment (torch, Jupyter, pandas), one pip on one core, installs beside them on the other.
 setup_all() {
   prerequisites "$(need_build)"
   host_report
-  workbook_venv
+  local engines router venv_rc=0 engines_rc=0
+  if workbook_ready; then
+    routers & router=$!
+    setup_engine --target quickstart || engines_rc=$?
+  else
+    local began=$SECONDS
+    log "workbook environment (.venv): installing what the engine step needs first (log: $LOGS/workbook-pip.log)"
+    workbook_setup_needs
+    log "workbook environment (.venv): the engine step's packages in $((SECONDS - began)) s; the rest installs beside it"
+    PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" routers & router=$!
+    PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" setup_engine --target quickstart & engines=$!
+    ( workbook_venv ) || venv_rc=$?
+    wait "$engines" || engines_rc=$?
+  fi
+  [ "$venv_rc" = 0 ] && [ "$engines_rc" = 0 ] || { wait "$router"; exit 1; }
   workbook_bytecode
-  # The llama-server build and the vLLM and MLX installs run at once, each with its log under $LOGS
-  # (a failure is reported with its log's end), and the routers' install beside them.
-  local router; routers & router=$!
-  setup_engine --target quickstart || { wait "$router"; exit 1; }
   embedded_model
   wait "$router" || exit 1
 }
