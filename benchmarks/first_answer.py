@@ -29,6 +29,8 @@ STAMPED = re.compile(r"^(?P<t>\d{9,11})(?: (?P<line>.*))?$")
 RUN_FOLDER = re.compile(r"outputs/quickstart/(?P<stamp>\d{8}T\d{6}Z)")
 LLAMA_BUILT = re.compile(r"llama-server built in (?P<s>\d+) s")
 VENV_READY = re.compile(r"workbook environment \(\.venv\): ready in (?P<s>\d+) s")
+# Since fb1d9cd2 the .venv comes in two parts: what the engine step imports first, the rest beside it.
+SETUP_NEEDS_READY = re.compile(r"the engine step's packages in (?P<s>\d+) s")
 
 
 def read_log(text: str) -> dict:
@@ -42,8 +44,9 @@ def read_log(text: str) -> dict:
     if not setup or not folders:
         raise SystemExit("the log has no [setup] line or names no outputs/quickstart/<run>: was it make quickstart?")
     venv = next((int(m["s"]) for m in map(VENV_READY.search, text.splitlines()) if m), None)
+    needs = next((int(m["s"]) for m in map(SETUP_NEEDS_READY.search, text.splitlines()) if m), None)
     return {"whole_s": stamped[-1][0] - began, "setup_s": setup[-1] - began, "venv_s": venv,
-            "run": f"outputs/quickstart/{folders[-1]}"}
+            **({"setup_needs_s": needs} if needs is not None else {}), "run": f"outputs/quickstart/{folders[-1]}"}
 
 
 def verdict(run: Path) -> list[dict]:

@@ -18,12 +18,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from first_answer import LLAMA_BUILT, STAMPED, VENV_READY, stamp_run
+from first_answer import LLAMA_BUILT, SETUP_NEEDS_READY, STAMPED, VENV_READY, stamp_run
 from suite_time import append_run
 
 RESULT = Path(__file__).parent / "results" / "setup_time.json"
 REPO = Path(__file__).resolve().parents[1]
-SETUP_NEEDS_READY = re.compile(r"the engine step's packages in (?P<s>\d+) s")
 ENGINES_BEGIN = re.compile(r"\[setup\]\S* engines: ")
 
 

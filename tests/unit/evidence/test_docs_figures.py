@@ -317,6 +317,28 @@ def test_the_set_up_steps_in_setup_md_are_the_benchmark():
             f"CPU-seconds against {compiled['one_at_a_time']['cpu_s']} (AVX-512 EPYC)") in doc
 
 
+def test_the_set_up_order_in_setup_md_is_the_benchmark():
+    """Each run's whole set-up, when its engines began, how busy the cores were and the CPU work, for
+    the set-up that starts the engines early (it times its first part) and the one before it."""
+    runs = json.loads(Path("benchmarks/results/setup_time.json").read_text())["runs"]
+    early = [r for r in runs if r["setup_needs_s"] is not None]
+    late = [r for r in runs if r["setup_needs_s"] is None]
+    assert len(early) == 3 and len(late) == 2 and all("avx512f" in r["host"]["isa_flags"] for r in runs)
+    assert all(r["engines_begin_s"] <= r["setup_needs_s"] + 1 for r in early)
+    assert all(r["engines_begin_s"] >= r["venv_s"] for r in late)
+    doc = re.sub(r"\s+", " ", Path("docs/setup.md").read_text())
+    w = [r["whole_s"] for r in early]
+    begun = sorted({r["engines_begin_s"] for r in early})
+    assert (f"{w[0]}, {w[1]} and {w[2]} s with the engines begun at {begun[0]} and {begun[-1]} s, against "
+            f"{late[0]['whole_s']} and {late[1]['whole_s']} s with them begun after the whole `.venv` "
+            f"({late[0]['engines_begin_s']} and {late[1]['engines_begin_s']} s); on average "
+            f"{min(r['cores_busy'] for r in early)} to {max(r['cores_busy'] for r in early)} of the two cores busy "
+            f"against {late[0]['cores_busy']}, for {min(r['cpu_s'] for r in early)} to "
+            f"{max(r['cpu_s'] for r in early)} CPU-seconds of work against {late[0]['cpu_s']} and "
+            f"{late[1]['cpu_s']}") in doc
+    assert {late[0]["cores_busy"]} == {r["cores_busy"] for r in late}
+
+
 def test_the_layers_figures_in_runs_md_are_the_runs():
     """Each engine's host execution, runtime and kernels as runs.md gives them, from the layers
     reference's demand maps read by the seed's layers."""
