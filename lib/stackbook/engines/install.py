@@ -87,6 +87,13 @@ def pip_logged(log_file: Path, command: Sequence[str]) -> bool:
     return False
 
 
+def pip_install(log_file: Path, command: Sequence[str]) -> None:
+    """pip as an install's step: its failure (a full disk, a missing wheel) fails the install, even where
+    what pip left behind would pass an import check."""
+    if not pip_logged(log_file, command):
+        raise InstallFailed(f"pip failed; see {log_file}")
+
+
 def pip_filtered(python: Path, *args: str) -> None:
     """pip on the terminal without its index-location warnings; a failure is left to the import check."""
     proc = subprocess.run([str(python), "-m", "pip", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -24,7 +24,7 @@ from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
 from stackbook.engines.capacity import capacity_limit, smallest_limit
 from stackbook.engines.facts import DecisionFacts, ProcessRole, local_runner_reason
 from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
-                                       pip_logged)
+                                       pip_install)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 
 MLX_VERSION = "0.32.4"
@@ -230,8 +230,8 @@ class MlxAdapter(PythonEngineAdapter):
             "environment (about 355 MB)")
         python = fresh_venv(ctx, cls.install_dir())
         pip_log = ctx.pip_log("mlx")
-        pip_logged(pip_log, [str(python), "-m", "pip", "install", "-q", f"mlx[cpu]=={MLX_VERSION}",
-                             f"mlx-lm=={MLX_LM_VERSION}"])
+        pip_install(pip_log, [str(python), "-m", "pip", "install", "-q", f"mlx[cpu]=={MLX_VERSION}",
+                              f"mlx-lm=={MLX_LM_VERSION}"])
         if not imports(python, "import mlx.core, mlx_lm.server"):
             raise InstallFailed(f"MLX install failed; see {pip_log}")
         mark_installed(cls.install_dir())

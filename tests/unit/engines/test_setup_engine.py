@@ -116,21 +116,53 @@ def test_a_half_installed_environment_is_not_taken_for_an_installed_one(cache):
     assert setup_engine("--target", "quickstart", "--needs-compiler").exit_code == 0
 
 
-def test_a_failed_import_check_fails_the_install_naming_its_log(cache, monkeypatch):
+def venv_answering(monkeypatch, pip_rc: int, import_rc: int) -> None:
+    """MLX's environment made by a stand-in interpreter: pip exits `pip_rc`, the import check `import_rc`."""
     def fake_venv(ctx, folder):
         (folder / "bin").mkdir(parents=True)
         python = folder / "bin" / "python"
-        python.write_text("#!/bin/sh\necho \"pip said: $*\"\nexit 1\n")
+        python.write_text(f'#!/bin/sh\nif [ "$1" = -m ]; then echo "pip said: $*"; exit {pip_rc}; fi\n'
+                          f'exit {import_rc}\n')
         python.chmod(0o755)
         return python
     monkeypatch.setattr("stackbook.engines.mlx.fresh_venv", fake_venv)
+
+
+def test_a_failed_pip_fails_the_install_even_where_what_it_left_imports(cache, monkeypatch):
+    # A disk that fills mid-install leaves a package that imports but cannot serve.
+    venv_answering(monkeypatch, pip_rc=1, import_rc=0)
     r = setup_engine("mlx")
     pip_log = cache / "logs" / "mlx-pip.log"
     assert r.exit_code == 1
-    assert f"MLX install failed; see {pip_log}" in r.output
+    assert f"pip failed; see {pip_log}" in r.output
     assert "pip failed; the last lines of" in r.output
     assert "pip said: -m pip install -q mlx[cpu]==0.32.4 mlx-lm==0.32.2" in r.output
     assert not MlxAdapter.is_installed()
+
+
+def test_a_failed_import_check_fails_the_install_naming_its_log(cache, monkeypatch):
+    venv_answering(monkeypatch, pip_rc=0, import_rc=1)
+    r = setup_engine("mlx")
+    assert r.exit_code == 1
+    assert f"MLX install failed; see {cache / 'logs' / 'mlx-pip.log'}" in r.output
+    assert not MlxAdapter.is_installed()
+
+
+def test_vllms_install_check_wants_the_server_module_not_only_the_package(tmp_path):
+    from stackbook.engines.vllm_cpu import INSTALL_CHECK
+
+    for name in ("gguf.py", "accelerate.py", "vllm/__init__.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+
+    def check() -> int:
+        return subprocess.run([sys.executable, "-c", INSTALL_CHECK], env={"PYTHONPATH": str(tmp_path)},
+                              capture_output=True).returncode
+    assert check() == 1                                    # the package imports; its server is missing
+    for name in ("entrypoints/__init__.py", "entrypoints/openai/__init__.py", "entrypoints/openai/api_server.py"):
+        (tmp_path / "vllm" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "vllm" / name).write_text("")
+    assert check() == 0
 
 
 def test_pip_that_fails_shows_the_end_of_its_log(tmp_path, capsys):
