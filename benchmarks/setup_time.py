@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,8 +63,9 @@ def one_run(commit: str) -> dict:
     built = LLAMA_BUILT.search((work / "cache" / "logs" / "llama.log").read_text())
     short = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True, check=True).stdout.strip()
+    shutil.rmtree(work)  # about 6 GB a run: a few runs' leftovers fill a small disk
     return {"commit": short, **figures, "llama_build_s": int(built["s"]) if built else None,
-            "cpu_s": round(cpu), "cores_busy": round(cpu / figures["whole_s"], 2), "log": str(log)}
+            "cpu_s": round(cpu), "cores_busy": round(cpu / figures["whole_s"], 2)}
 
 
 def main() -> None:
@@ -73,7 +75,6 @@ def main() -> None:
     a = ap.parse_args()
     for commit in a.commits:
         run = one_run(commit)
-        run.pop("log")
         append_run(a.out, "stackbook-setup-time/1", "python benchmarks/setup_time.py COMMIT...", run)
 
 
