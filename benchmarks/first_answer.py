@@ -33,6 +33,11 @@ VENV_READY = re.compile(r"workbook environment \(\.venv\): ready in (?P<s>\d+) s
 SETUP_NEEDS_READY = re.compile(r"the engine step's packages in (?P<s>\d+) s")
 
 
+def step_seconds(pattern: re.Pattern, text: str) -> int | None:
+    """The seconds a set-up line gives for its step (`pattern`'s group s); None where no line does."""
+    return next((int(m["s"]) for m in map(pattern.search, text.splitlines()) if m), None)
+
+
 def read_log(text: str) -> dict:
     """Seconds from the log's first stamp to its last `[setup]` line and to its end; the run folder."""
     stamped = [(int(m["t"]), m["line"] or "") for m in map(STAMPED.match, text.splitlines()) if m]
@@ -43,10 +48,9 @@ def read_log(text: str) -> dict:
     folders = [m["stamp"] for _, line in stamped for m in RUN_FOLDER.finditer(line)]
     if not setup or not folders:
         raise SystemExit("the log has no [setup] line or names no outputs/quickstart/<run>: was it make quickstart?")
-    venv = next((int(m["s"]) for m in map(VENV_READY.search, text.splitlines()) if m), None)
-    needs = next((int(m["s"]) for m in map(SETUP_NEEDS_READY.search, text.splitlines()) if m), None)
-    return {"whole_s": stamped[-1][0] - began, "setup_s": setup[-1] - began, "venv_s": venv,
-            **({"setup_needs_s": needs} if needs is not None else {}), "run": f"outputs/quickstart/{folders[-1]}"}
+    return {"whole_s": stamped[-1][0] - began, "setup_s": setup[-1] - began,
+            "venv_s": step_seconds(VENV_READY, text), "setup_needs_s": step_seconds(SETUP_NEEDS_READY, text),
+            "run": f"outputs/quickstart/{folders[-1]}"}
 
 
 def verdict(run: Path) -> list[dict]:

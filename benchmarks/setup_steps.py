@@ -6,7 +6,8 @@ children), appended with the host's CPU and instruction sets to benchmarks/resul
   read straight from the index;
 - the bytecode of the workbook's packages (the `.venv`'s site-packages) compiled one file after
   another, as pip does at install, against `compileall -j 0` on every core after a `--no-compile`
-  install (while the `.venv` is the set-up's only step, the second core is idle).
+  install (measured while the `.venv` was the set-up's only step, the second core idle; the engine
+  installs now begin beside it, benchmarks/setup_time.py).
 
     .venv/bin/python benchmarks/setup_steps.py     # about 3 minutes on 2 cores, network needed
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from first_answer import LLAMA_BUILT, SETUP_NEEDS_READY, STAMPED, VENV_READY, stamp_run
+from first_answer import LLAMA_BUILT, SETUP_NEEDS_READY, STAMPED, VENV_READY, stamp_run, step_seconds
 from suite_time import append_run
 
 RESULT = Path(__file__).parent / "results" / "setup_time.json"
@@ -38,14 +38,9 @@ def read_log(text: str) -> dict:
     """Seconds to each step the set-up names, from the log's first stamp."""
     stamped = [(int(m["t"]), m["line"] or "") for m in map(STAMPED.match, text.splitlines()) if m]
     began = stamped[0][0]
-
-    def first(pattern: re.Pattern) -> re.Match | None:
-        return next((m for _, line in stamped for m in [pattern.search(line)] if m), None)
-
     engines_at = next((t - began for t, line in stamped if ENGINES_BEGIN.search(line)), None)
-    needs, venv = first(SETUP_NEEDS_READY), first(VENV_READY)
     return {"whole_s": stamped[-1][0] - began, "engines_begin_s": engines_at,
-            "setup_needs_s": int(needs["s"]) if needs else None, "venv_s": int(venv["s"]) if venv else None}
+            "setup_needs_s": step_seconds(SETUP_NEEDS_READY, text), "venv_s": step_seconds(VENV_READY, text)}
 
 
 def one_run(commit: str) -> dict:

@@ -82,9 +82,11 @@ torch_cpu_index() {
   fi
 }
 
+# The stamp a finished .venv holds: the pyproject it was installed from.
+workbook_digest() { sha256sum "$ROOT/pyproject.toml" | cut -c1-16; }
+
 workbook_ready() {
-  [ -f "$ROOT/.venv/.stackbook-installed" ] \
-    && [ "$(cat "$ROOT/.venv/.stackbook-installed")" = "$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)" ]
+  [ -f "$ROOT/.venv/.stackbook-installed" ] && [ "$(cat "$ROOT/.venv/.stackbook-installed")" = "$(workbook_digest)" ]
 }
 
 # The first part of the workbook environment: .venv with SETUP_NEEDS, enough for the engine step
@@ -123,7 +125,7 @@ for path in sys.argv[1:]:
         spec["argv"].append("--IPKernelApp.log_level=ERROR")
     json.dump(spec, open(path, "w"), indent=1)
 PY
-  sha256sum "$ROOT/pyproject.toml" | cut -c1-16 > "$stamp"
+  workbook_digest > "$stamp"
   log "workbook environment (.venv): ready in $((SECONDS - began)) s"
 }
 
@@ -183,26 +185,25 @@ browser() {
 }
 
 # The llama-server build and the vLLM and MLX installs run at once, each with its log under $LOGS
-# (a failure is reported with its log's end), and the routers' install beside them. On a new .venv
-# they begin once SETUP_NEEDS is in and read stackbook from lib/: the rest of the workbook
-# environment (torch, Jupyter, pandas), one pip on one core, installs beside them on the other.
+# (a failure is reported with its log's end), and the routers' install beside them. They begin once
+# .venv holds SETUP_NEEDS, reading stackbook from lib/ (what .venv installs it from): on a new .venv
+# the rest of the workbook environment (torch, Jupyter, pandas), one pip on one core, installs beside
+# them on the other.
 setup_all() {
   prerequisites "$(need_build)"
   host_report
-  local engines router venv_rc=0 engines_rc=0
-  if workbook_ready; then
-    routers & router=$!
-    setup_engine --target quickstart || engines_rc=$?
-  else
+  if ! workbook_ready; then
     local began=$SECONDS
     log "workbook environment (.venv): installing what the engine step needs first (log: $LOGS/workbook-pip.log)"
     workbook_setup_needs
-    log "workbook environment (.venv): the engine step's packages in $((SECONDS - began)) s; the rest installs beside it"
-    PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" routers & router=$!
-    PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" setup_engine --target quickstart & engines=$!
-    ( workbook_venv ) || venv_rc=$?
-    wait "$engines" || engines_rc=$?
+    log "workbook environment (.venv): the engine step's packages in $((SECONDS - began)) s;" \
+        "the rest installs beside it"
   fi
+  local lib="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" router engines venv_rc=0 engines_rc=0
+  PYTHONPATH="$lib" routers & router=$!
+  PYTHONPATH="$lib" setup_engine --target quickstart & engines=$!
+  ( workbook_venv ) || venv_rc=$?  # nothing to do where .venv is ready
+  wait "$engines" || engines_rc=$?
   [ "$venv_rc" = 0 ] && [ "$engines_rc" = 0 ] || { wait "$router"; exit 1; }
   workbook_bytecode
   embedded_model
