@@ -175,8 +175,10 @@ readable(sweep_step.telemetry_table(sweep))
 # KV-cache use) once a second. Where the engine keeps latency histograms, their means over the
 # point sit beside the client's, over the same requests (every request the point sent: the engine
 # counts them all), with a verdict: PASS when both means agree within 5%, else FAIL with the likely
-# cause; "not available" where the engine exports no histograms. The client's TTFT also holds the
-# engine front end's parsing and tokenization, so a TTFT gap there is that time, named as such.
+# cause; "not available" where the engine exports no histograms. The client's inter-token mean counts
+# each gap between tokens once, as the engine's histogram does (`itl_ms_client_mean`); the per-request
+# TPOT mean stays beside it. The client's TTFT also holds the engine front end's parsing and
+# tokenization, so a TTFT gap there is that time, named as such.
 
 # %%
 sweep_step.engine_truth_table(sweep)

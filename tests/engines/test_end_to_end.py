@@ -139,11 +139,19 @@ def test_server_side_truth_per_point(run):
         # the engine saw every request of the point: warm-up, measured and cool-down
         assert rec["requests_engine"] == rec["requests_client"] == \
             p["requests"] + 1 + (p["concurrency"] - 1) + p["sentinels"]["sent"]
-        assert 0.9 < rec["tpot_ratio_client_over_engine_itl"] < 1.2
-        assert rec["ttft_ratio_client_over_engine"] >= 0.95  # the client's TTFT includes the front end
+        # Both clocks in the same unit, and the client's side is this point's own records gap for gap.
+        # How near 1 they come depends on how busy the host is (the client may read a token late), so
+        # the bounds here only catch a unit or counting error; the verdict says the rest.
+        recs = [r for r in read_records(run.arm("vllm").requests) if r.point == name and r.ok]
+        gaps = sum(r.output_tokens_server - 1 for r in recs)
+        client_itl = sum(1000 * (r.end_s - r.first_token_s) for r in recs) / gaps
+        assert rec["itl_ms_client_mean"] == pytest.approx(client_itl, abs=1e-3)
+        assert rec["itl_ratio_client_over_engine"] == pytest.approx(client_itl / rec["itl_ms_engine_mean"], abs=1e-3)
+        assert 0.5 < rec["itl_ratio_client_over_engine"] < 2
+        assert rec["ttft_ratio_client_over_engine"] >= 0.95  # the client's clock starts before the engine's
         assert rec["verdict"] in ("PASS", "FAIL") and rec["tolerance"] == 0.05
         assert (rec["verdict"] == "PASS") == (abs(rec["ttft_ratio_client_over_engine"] - 1) <= 0.05
-                                              and abs(rec["tpot_ratio_client_over_engine_itl"] - 1) <= 0.05)
+                                              and abs(rec["itl_ratio_client_over_engine"] - 1) <= 0.05)
         assert p["prefix_cache"]["flush"].startswith("reset")
         assert any(k.startswith("vllm:num_requests_running") for k in p["engine_gauges_during"])
 

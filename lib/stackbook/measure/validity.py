@@ -8,7 +8,7 @@ import math
 from stackbook.measure.metric_definitions import column
 
 LAG_P99 = column("schedule_lag_ms", "p99")  # the column the open-loop check reads
-RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and TPOT within 5% of the engine's own histograms
+RECONCILIATION_TOLERANCE = 0.05  # client means of TTFT and inter-token latency within 5% of the engine's own histograms
 MAX_SCHEDULE_LAG_MS = 5.0     # p99 of how late requests were sent against their schedule
 RATE_TOLERANCE = 0.05         # achieved send rate within 5% of the schedule's own rate
 CONCURRENCY_TOLERANCE = 0.10  # mean requests in flight within 10% of the configured concurrency

@@ -92,3 +92,51 @@ def test_two_kinds_naming_different_histograms_are_each_reconciled_against_their
     assert reconcile_with_engine(renamed, records, VLLM)["verdict"] == "not available"
     assert reconcile_with_engine(HISTOGRAMS["c2-r0"], records, other)["verdict"] == "not available"
     assert reconcile_with_engine(HISTOGRAMS["c2-r0"], records, MetricSeries())["verdict"] == "not available"
+
+
+AGENT_LOG = Path(__file__).parents[3] / "outputs" / "agent-log" / "reference" / "arms" / "vllm-cpu"
+
+
+def test_replies_of_mixed_lengths_are_compared_gap_for_gap():
+    """The committed agent-log run: replies of 13 to 32 tokens. The engine's ITL histogram counts
+    every gap once; the per-request TPOT mean counts every reply once, and drifted 3.9% from it (the
+    workload's shape, not a clock's fault). Averaged gap for gap, the client meets the engine."""
+    sweep = json.loads((AGENT_LOG / "results.json").read_text())["sweep"]
+    records = [r for r in read_records(AGENT_LOG / "requests.jsonl") if r.point == "trace-r0"]
+    assert len({r.output_tokens_server for r in records}) > 5
+    r = reconcile_with_engine(sweep["telemetry"]["trace-r0"], records, VLLM)
+    assert r["tpot_ratio_client_over_engine_itl"] == sweep["points"]["trace-r0"]["engine_reconciliation"][
+        "tpot_ratio_client_over_engine_itl"] == pytest.approx(1.0392, abs=1e-4)
+    assert r["itl_ratio_client_over_engine"] == pytest.approx(1.0, abs=0.002)
+    gaps = sum(x.output_tokens_server - 1 for x in records)
+    assert r["itl_ms_client_mean"] == pytest.approx(
+        sum(1000 * (x.end_s - x.first_token_s) for x in records) / gaps, rel=1e-4)
+    assert (r["verdict"], r["decode_compared"]) == ("PASS", "gap-weighted inter-token latency")
+    # at a 3% tolerance the per-request mean would have failed this run; the gap-weighted one holds
+    assert reconciliation_verdict(r, tolerance=0.03)["verdict"] == "PASS"
+    old = {k: v for k, v in r.items() if not k.startswith("itl_") or k == "itl_ms_engine_mean"}
+    judged = reconciliation_verdict(old, tolerance=0.03)
+    assert judged["decode_compared"].startswith("per-request TPOT")
+    assert judged["verdict"] == "FAIL" and "per-request TPOT" in judged["likely_cause"]
+
+
+def test_the_arm_states_the_rule_its_points_were_judged_by():
+    """A run recorded before the gap-weighted mean keeps the rule it was judged by (and audits as
+    it was committed); a run with it says the TPOT mean was taken per gap."""
+    sweep = json.loads((AGENT_LOG / "results.json").read_text())["sweep"]
+    recorded = arm_reconciliation(sweep["points"])
+    assert recorded["rule"] == ("client TTFT and TPOT means within 5% of the engine's histogram means over the "
+                                "same requests")
+    assert "itl_ratio" not in recorded["points"]["trace-r0"]
+    records = [r for r in read_records(AGENT_LOG / "requests.jsonl") if r.point == "trace-r0"]
+    now = arm_reconciliation({"trace-r0": {"engine_reconciliation": reconcile_with_engine(
+        sweep["telemetry"]["trace-r0"], records, VLLM)}})
+    assert now["rule"].endswith(", the TPOT mean taken per gap between tokens as the engine's ITL histogram takes it")
+    assert now["points"]["trace-r0"]["itl_ratio"] == pytest.approx(1.0, abs=0.002)
+
+
+def test_a_decode_gap_beyond_the_tolerance_fails_naming_what_was_compared():
+    r = reconcile("c2-r0") | {"itl_ratio_client_over_engine": 0.87}
+    v = reconciliation_verdict(r)
+    assert (v["verdict"], v["tpot_verdict"]) == ("FAIL", "FAIL")
+    assert v["likely_cause"].startswith("the client's gap-weighted inter-token latency is 0.870x the engine's")
