@@ -233,9 +233,14 @@ def test_the_estimate_benchmark_figures_in_setup_md_are_the_results():
         assert f"{name} {rows[f'outputs/{name}/reference']['after_first_slot_error_pct']:+.0f}%" in doc
     avx512, empty = rows["outputs/quickstart/20261207T134441Z"], rows["outputs/quickstart/20261207T161254Z"]
     slower = rows["outputs/quickstart/20261207T185140Z"]
-    third = rows["outputs/quickstart/20261207T224706Z"]
+    third, cached = rows["outputs/quickstart/20261207T224706Z"], rows["outputs/quickstart/20261208T010504Z"]
     assert {r["run"] for r in rows.values() if r["isa"] != "AVX2"} == {avx512["run"], empty["run"], slower["run"],
-                                                                         third["run"]}
+                                                                         third["run"], cached["run"]}
+    plan = cached["estimates"][0]
+    assert plan["rounds_counted"] == 3 and {a["rounds_before"] for a in plan["arms"].values()} == {3}
+    assert (f"counted the three rounds that run had needed: {plan['total_s'] / 60:.1f} min, "
+            f"{cached['plan_error_pct']:.0f}% of the {cached['actual_s'] / 60:.1f} min its rounds and analysis took, "
+            f"and {cached['after_first_slot_error_pct']:+.0f}% after its first slot") in doc
     assert avx512["isa"].startswith("AVX-512") and avx512["host"] == empty["host"] == "AMD EPYC"
     assert (f"within {avx512['plan_error_pct']:+.0f}% of the campaign's {avx512['actual_s'] / 60:.1f} min, and "
             f"{avx512['after_first_slot_error_pct']:+.0f}% after its first slot") in doc
