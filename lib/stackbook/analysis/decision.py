@@ -255,6 +255,12 @@ class PairDecision:
         return dict(self.__dict__)
 
 
+def _inverse(x: float) -> float:
+    """1/x, where a bound that underflowed to 0 (rounds that differ by hundreds of orders of
+    magnitude) reads as unbounded rather than failing the decision."""
+    return math.inf if x == 0 else 1 / x
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:+.0f}%"
 
@@ -307,7 +313,7 @@ def decide(load: float, metric: Compared, arm_a: str, arm_b: str, ratio_lo_hi: t
     b_better = hi < lower if metric.higher_is_better else lo > upper
     if a_better or b_better:
         leader, other = (arm_a, arm_b) if a_better else (arm_b, arm_a)
-        r, rlo, rhi = (ratio, lo, hi) if a_better else (1 / ratio, 1 / hi, 1 / lo)
+        r, rlo, rhi = (ratio, lo, hi) if a_better else (_inverse(ratio), _inverse(hi), _inverse(lo))
         if metric.higher_is_better:
             how = f"{metric.label} {r - 1:.0%} higher ({rlo - 1:.0%} to {rhi - 1:.0%})"
         else:

@@ -113,6 +113,15 @@ def test_the_loop_stops_on_either_budget_or_when_nothing_helps():
     assert stop_reason(1, 3, 1, 10, c) is None
 
 
+def test_a_candidate_rounds_apart_by_hundreds_of_orders_of_magnitude_is_judged_not_failed():
+    """Ratios near 1e-309 put the interval's lower bound at 0.0 in floats: the incumbent leads,
+    its interval unbounded above, and the candidate is not accepted (the rule's inversion once
+    divided by that zero)."""
+    j = judge([1.0, 1.0, 1.0], [1.0, 2.225073858507203e-309, 2.225073858507203e-309], 0.25, 0.8125)
+    assert j.lo == 0.0 and (j.accepted, j.decision) == (False, "ahead")
+    assert j.text.startswith("incumbent ahead of candidate") and "inf%" in j.text
+
+
 rounds = st.integers(2, 8)
 goodput = st.floats(1.0, 1000.0, allow_nan=False)
 
