@@ -134,6 +134,7 @@ def test_server_side_truth_per_point(run):
                                                                  "verdict": "not available"}
     assert llama["prefix_cache"]["points"]["c1-r0"]["flush"].startswith("erased 2/2 slots")
     vllm = json.loads(run.arm("vllm").results.read_text())["sweep"]
+    vllm_records = read_records(run.arm("vllm").requests)
     for name, p in vllm["points"].items():
         rec = p["engine_reconciliation"]
         # the engine saw every request of the point: warm-up, measured and cool-down
@@ -142,7 +143,7 @@ def test_server_side_truth_per_point(run):
         # Both clocks in the same unit, and the client's side is this point's own records gap for gap.
         # How near 1 they come depends on how busy the host is (the client may read a token late), so
         # the bounds here only catch a unit or counting error; the verdict says the rest.
-        recs = [r for r in read_records(run.arm("vllm").requests) if r.point == name and r.ok]
+        recs = [r for r in vllm_records if r.point == name and r.ok]
         gaps = sum(r.output_tokens_server - 1 for r in recs)
         client_itl = sum(1000 * (r.end_s - r.first_token_s) for r in recs) / gaps
         assert rec["itl_ms_client_mean"] == pytest.approx(client_itl, abs=1e-3)

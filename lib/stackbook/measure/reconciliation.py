@@ -51,10 +51,9 @@ def reconcile_with_engine(delta: dict, records: list[RequestRecord], series: Met
 def gap_weighted_itl_ms(rows: list[dict]) -> float | None:
     """The client's mean gap between output tokens, each gap counted once (as the engine's ITL
     histogram counts them): the replies' decode times summed over their gaps summed."""
-    decoding = [(x["tpot_ms"] * (x["output_tokens"] - 1), x["output_tokens"] - 1)
-                for x in rows if x["tpot_ms"] is not None]
-    gaps = sum(n for _, n in decoding)
-    return sum(ms for ms, _ in decoding) / gaps if gaps else None
+    decoding = [x for x in rows if x["tpot_ms"] is not None]
+    gaps = sum(x["output_tokens"] - 1 for x in decoding)
+    return sum(x["e2e_ms"] - x["ttft_ms"] for x in decoding) / gaps if gaps else None
 
 
 def decode_ratio(r: dict) -> tuple[float | None, str]:
@@ -105,7 +104,7 @@ def arm_reconciliation(points: dict) -> dict:
     """An arm's verdict over its points (FAIL if any point failed, PASS if every available one
     passed, else not available) and each point's verdict, judged anew from its recorded means
     (a run recorded before verdicts gets them too)."""
-    per_point, gap_weighted = {}, False
+    per_point = {}
     for name, s in points.items():
         r = s.get("engine_reconciliation") or {"engine_histograms": "not recorded"}
         v = reconciliation_verdict(r)
@@ -115,12 +114,11 @@ def arm_reconciliation(points: dict) -> dict:
                            "requests_client": r.get("requests_client"), "requests_engine": r.get("requests_engine")}
         if "itl_ratio_client_over_engine" in r:
             per_point[name]["itl_ratio"] = r["itl_ratio_client_over_engine"]
-            gap_weighted = True
     verdicts = {p["verdict"] for p in per_point.values()}
     overall = "FAIL" if "FAIL" in verdicts else "PASS" if "PASS" in verdicts else "not available"
     rule = (f"client TTFT and TPOT means within {RECONCILIATION_TOLERANCE:.0%} of the engine's histogram means "
             "over the same requests")
-    if gap_weighted:
+    if any("itl_ratio" in p for p in per_point.values()):
         rule += ", the TPOT mean taken per gap between tokens as the engine's ITL histogram takes it"
     return {"verdict": overall, "tolerance": RECONCILIATION_TOLERANCE, "rule": rule, "points": per_point}
 
